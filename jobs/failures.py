@@ -1,0 +1,92 @@
+"""The error taxonomy of the pipeline.
+
+Every failure a person can see is one of two kinds: transient (the same attempt may work later:
+RQ retries it with backoff) or permanent (retrying the same input cannot help). Separately,
+`retryable` tells the person whether a manual Retry can succeed without changing the file: a
+misconfigured embedding service is permanent for automatic retries, yet retryable by hand.
+Messages are written for a person, never a traceback. This module is pure: no rq, no redis.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+
+class IntakeError(Exception):
+    """Base of the errors the pipeline raises on purpose, each with a readable message."""
+
+    transient: bool = False
+    retryable: bool = False
+    code: str = "error"
+
+    def __init__(self, message: str, *, code: str | None = None, step: str | None = None,
+                 retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if retryable is not None:
+            self.retryable = retryable
+        self.step = step
+
+    def as_dict(self, step: str | None = None) -> dict[str, Any]:
+        """The `error` object of the task JSON (DESIGN §4)."""
+        return {"step": self.step or step, "type": self.code, "message": self.message,
+                "retryable": self.retryable}
+
+
+class PermanentError(IntakeError):
+    """Retrying the same input cannot help: fail at once, no automatic retry (a bad file)."""
+
+    transient = False
+    retryable = False
+    code = "permanent"
+
+
+class TransientError(IntakeError):
+    """The same attempt may work later (a timeout, a service that is down): retry with backoff."""
+
+    transient = True
+    retryable = True
+    code = "transient"
+
+
+def classify(exc: BaseException, step: str | None) -> IntakeError:
+    """Map any exception to an IntakeError; unknown exceptions are transient, with a plain message.
+
+    An unexpected exception is most often an outage of something we depend on, so it is retried;
+    its text is kept short and never includes a traceback.
+    """
+    if isinstance(exc, IntakeError):
+        if exc.step is None:
+            exc.step = step
+        return exc
+    name = type(exc).__name__
+    if name == "JobTimeoutException":
+        return TransientError("The attempt ran longer than the job timeout and was stopped.",
+                              code="job_timeout", step=step)
+    if name in {"ConnectionError", "TimeoutError", "BusyLoadingError"}:
+        return TransientError("A service Intake depends on (Redis) was unreachable.",
+                              code="service_unavailable", step=step)
+    if isinstance(exc, MemoryError):
+        return PermanentError("The document needed more memory than allowed to process.",
+                              code="too_large", step=step)
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else name
+    return TransientError(f"Unexpected error ({name}): {text}", code="internal", step=step)
+
+
+def backoff_delays(max_attempts: int, base_seconds: int, *, cap_seconds: int = 300,
+                   jitter: float = 0.2, rng: random.Random | None = None) -> list[int]:
+    """Whole-second delays before attempts 2..max_attempts: base·2^n, capped, ±jitter.
+
+    RQ has neither backoff nor jitter and crashes on float intervals, so the list is computed per
+    job at enqueue time; its length equals the number of retries (RQ repeats the first value of a
+    shorter list).
+    """
+    rng = rng or random.Random()
+    delays = []
+    for n in range(max(max_attempts - 1, 0)):
+        nominal = min(base_seconds * (2 ** n), cap_seconds)
+        jittered = nominal * (1 + rng.uniform(-jitter, jitter))
+        delays.append(max(1, min(cap_seconds, round(jittered))))
+    return delays

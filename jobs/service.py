@@ -1,0 +1,118 @@
+"""Intake: the domain's public face for the web layer, one instance per web process.
+
+It holds what a process should build once (queues, the search cache, the query embedder) and
+answers every read in a fixed, small number of Redis round trips.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from redis import Redis
+from rq import Queue, Worker
+
+from jobs import index, keys, tasks
+from jobs.embedding import Embedder, make_embedder
+from jobs.settings import QUEUE_NAMES, Settings
+from jobs.submit import Upload, submit_documents
+from jobs.versions import pipeline_version
+
+MAX_SEARCH_K = 50
+
+
+class Intake:
+    """Submit documents and read tasks, batches and search results, scoped by tenant."""
+
+    def __init__(self, connection: Redis, settings: Settings) -> None:
+        self.connection = connection
+        self.settings = settings
+        self.queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
+        self.search_index = index.SearchIndex(connection)
+        self._embedder: Embedder | None = None
+
+    @property
+    def pipeline_version(self) -> str:
+        return pipeline_version(self.settings)
+
+    def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
+               force: bool = False) -> dict[str, Any]:
+        return submit_documents(self.connection, self.queues, self.settings, tenant, uploads,
+                                pipeline_version=self.pipeline_version, priority=priority,
+                                force=force)
+
+    def get_task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
+        """One HGETALL. Another tenant's task reads as missing."""
+        record = tasks.load(self.connection, task_id)
+        if record is None or record.get("tenant") != tenant:
+            return None
+        return tasks.view(record)
+
+    def get_batch(self, tenant: str, batch_id: str) -> dict[str, Any] | None:
+        """The batch with every task: two round trips whatever its size."""
+        pipe = self.connection.pipeline(transaction=False)
+        pipe.hgetall(keys.batch(batch_id))
+        pipe.lrange(keys.batch_tasks(batch_id), 0, -1)
+        raw, task_ids = pipe.execute()
+        batch = tasks.decode(raw)
+        if batch.get("tenant") != tenant:
+            return None
+        records = tasks.load_many(self.connection, [t.decode() for t in task_ids])
+        return self._batch_view(batch, [tasks.view(r) for r in records if r is not None])
+
+    def list_batches(self, tenant: str, *, offset: int = 0, limit: int = 20) -> dict[str, Any]:
+        """Recent batches, newest first, each with its status, progress and counts."""
+        ids = [b.decode() for b in self.connection.zrevrange(
+            keys.tenant_batches(tenant), offset, offset + limit - 1)]
+        pipe = self.connection.pipeline(transaction=False)
+        for batch_id in ids:
+            pipe.hgetall(keys.batch(batch_id))
+            pipe.lrange(keys.batch_tasks(batch_id), 0, -1)
+        replies = pipe.execute()
+        pipe = self.connection.pipeline(transaction=False)
+        batches = []
+        for raw, task_ids in zip(replies[::2], replies[1::2]):
+            if raw:
+                batches.append((tasks.decode(raw), task_ids))
+                for task_id in task_ids:
+                    pipe.hmget(keys.task(task_id.decode()), "status", "progress")
+        states = iter(pipe.execute())
+        items = []
+        for batch, task_ids in batches:
+            rows = [next(states) for _ in task_ids]
+            light = [{"status": (s or b"pending").decode(), "progress": int(p or 0)}
+                     for s, p in rows]
+            items.append(self._batch_view(batch, light, include_tasks=False))
+        total = self.connection.zcard(keys.tenant_batches(tenant))
+        return {"batches": items, "offset": offset, "limit": limit, "total": total}
+
+    def _batch_view(self, batch: dict[str, str], task_views: list[dict[str, Any]],
+                    include_tasks: bool = True) -> dict[str, Any]:
+        summary = tasks.summarize(task_views)
+        view = {"id": batch["id"], "created_at": batch.get("created_at", ""), **summary,
+                "size": len(task_views), "poll_after_ms": tasks.poll_after_ms(summary["status"]),
+                "url": f"/api/batches/{batch['id']}", "page_url": f"/batches/{batch['id']}"}
+        if include_tasks:
+            view["tasks"] = task_views
+        return view
+
+    def search(self, tenant: str, query: str, k: int = 10) -> list[dict[str, Any]]:
+        """Top-k chunks of the tenant's succeeded documents."""
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings)
+        vector = self._embedder.embed([query])[0]
+        return self.search_index.search(tenant, vector, max(1, min(k, MAX_SEARCH_K)))
+
+    def health(self) -> dict[str, Any]:
+        """Redis, workers, queue depths and whether a scheduler holds its lock."""
+        self.connection.ping()
+        workers = Worker.all(connection=self.connection)
+        pipe = self.connection.pipeline(transaction=False)
+        for name in QUEUE_NAMES:
+            pipe.llen(f"rq:queue:{name}")
+            pipe.exists(f"rq:scheduler-lock:{name}")
+        replies = pipe.execute()
+        return {
+            "redis": "ok",
+            "workers": {"count": len(workers), "names": sorted(w.name for w in workers)},
+            "queues": {name: replies[2 * i] for i, name in enumerate(QUEUE_NAMES)},
+            "scheduler": any(replies[1::2]),
+        }

@@ -1,0 +1,72 @@
+"""Settings shared by the web process and the workers, read from the environment (DESIGN §11).
+
+Workers never build the Flask app, so the pipeline reads its settings here; the web's Config
+builds on the same parser so both sides agree on every limit and on the pipeline version.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+MIB = 1024 * 1024
+
+QUEUE_NAMES: tuple[str, ...] = ("intake-high", "intake", "intake-bulk")
+PRIORITY_QUEUES: dict[str, str] = {"high": "intake-high", "normal": "intake", "bulk": "intake-bulk"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of Intake with its default; names map to INTAKE_* environment variables."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    embedding_url: str = ""
+    embedding_model: str = ""
+    embedding_api_key: str = ""
+    embedding_timeout: float = 30.0
+    max_attempts: int = 4
+    retry_base_seconds: int = 1
+    job_timeout: int = 600
+    max_file_bytes: int = 20 * MIB
+    max_request_bytes: int = 200 * MIB
+    max_files_per_request: int = 500
+    queue_limit: int = 10000
+    tenant_queue_limit: int = 5000
+    blob_budget_bytes: int = 2048 * MIB
+    retention_days: int = 30
+    chunk_size: int = 1000
+    chunk_overlap: int = 150
+
+    @property
+    def retention_seconds(self) -> int:
+        return self.retention_days * 86400
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, Any]) -> "Settings":
+        """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the variable."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = "REDIS_URL" if f.name == "redis_url" else "INTAKE_" + f.name.upper()
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            kind = type(f.default)
+            try:
+                values[f.name] = kind(raw) if kind is not int else int(str(raw).strip())
+            except (TypeError, ValueError):
+                raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        return cls.from_mapping(os.environ)
+
+    def validate(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("INTAKE_MAX_ATTEMPTS must be at least 1")
+        if self.retry_base_seconds < 1:
+            raise ValueError("INTAKE_RETRY_BASE_SECONDS must be a whole number of seconds ≥ 1")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ValueError("INTAKE_CHUNK_OVERLAP must be ≥ 0 and smaller than INTAKE_CHUNK_SIZE")

@@ -1,0 +1,141 @@
+"""Registering uploaded documents as tasks: idempotency claims, records, bytes and RQ jobs.
+
+A submit never parses: it stores the bytes, writes a record per new task and enqueues one job
+per document, in two round trips whatever the number of files (one for the claims, one
+MULTI for everything else), so 200 files are accepted in milliseconds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+from rq import Queue, Retry
+
+from jobs import blobs, keys
+from jobs.failures import backoff_delays
+from jobs.settings import PRIORITY_QUEUES, Settings
+from jobs.tasks import TERMINAL, new_id, now_iso
+
+JOB_FUNCTION = "jobs.pipeline.ingest_document"
+SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
+BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
+RESULT_TTL_SECONDS = 3600
+
+# KEYS[1]: idempotency key. ARGV: new task id, force flag, ttl, task key prefix.
+# Returns {task_id, existing status or ""}: an active or succeeded task is reused; otherwise the
+# key is claimed for the new id, whose record gets its status now so a concurrent submit of the
+# same file sees it as pending and reuses it.
+_CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if current and ARGV[2] ~= '1' then
+  local status = redis.call('HGET', ARGV[4] .. current, 'status')
+  if status == 'pending' or status == 'running' or status == 'retrying' or status == 'succeeded' then
+    return {current, status}
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
+redis.call('HSET', ARGV[4] .. ARGV[1], 'id', ARGV[1], 'status', 'pending')
+redis.call('EXPIRE', ARGV[4] .. ARGV[1], ARGV[3])
+return {ARGV[1], ''}
+"""
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One accepted file: checked and named by the web layer, not yet parsed."""
+
+    filename: str
+    document_id: str
+    data: bytes
+    kind: str
+
+
+def choose_queue(file_count: int, priority: str | None) -> str:
+    """An explicit priority wins; otherwise small uploads go first and large batches go last."""
+    if priority in PRIORITY_QUEUES:
+        return PRIORITY_QUEUES[priority]
+    if file_count <= SMALL_UPLOAD_FILES:
+        return PRIORITY_QUEUES["high"]
+    if file_count >= BULK_UPLOAD_FILES:
+        return PRIORITY_QUEUES["bulk"]
+    return PRIORITY_QUEUES["normal"]
+
+
+def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_version: str) -> str:
+    material = json.dumps([tenant, document_id, sha256, pipeline_version])
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Settings,
+                     tenant: str, uploads: list[Upload], *, pipeline_version: str,
+                     priority: str | None = None, force: bool = False) -> dict[str, Any]:
+    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task."""
+    ttl = settings.retention_seconds
+    digests = [idempotency_digest(tenant, u.document_id, hashlib.sha256(u.data).hexdigest(),
+                                  pipeline_version) for u in uploads]
+    unique = list(dict.fromkeys(digests))
+    proposed = {d: new_id() for d in unique}
+    pipe = connection.pipeline(transaction=False)
+    for digest in unique:
+        pipe.eval(_CLAIM, 1, keys.idempotency(digest), proposed[digest], "1" if force else "0",
+                  ttl, keys.TASK_PREFIX)
+    claims = {d: (tid.decode(), status.decode()) for d, (tid, status) in zip(unique, pipe.execute())}
+
+    batch_id, created_at = new_id(), now_iso()
+    queue = queues[choose_queue(len(unique), priority)]
+    retry = _retry(settings)
+    pipe = connection.pipeline()
+    entries, job_datas, seen = [], [], set()
+    for upload, digest in zip(uploads, digests):
+        if digest in seen:
+            continue
+        seen.add(digest)
+        task_id, existing = claims[digest]
+        entries.append({"id": task_id, "document_id": upload.document_id,
+                        "filename": upload.filename, "status": existing or "pending",
+                        "duplicate": bool(existing)})
+        if existing:
+            continue
+        _write_task(pipe, task_id, upload, tenant=tenant, batch_id=batch_id, digest=digest,
+                    created_at=created_at, queue=queue.name, settings=settings,
+                    pipeline_version=pipeline_version)
+        job_datas.append(Queue.prepare_data(
+            JOB_FUNCTION, args=(task_id,), job_id=task_id, timeout=settings.job_timeout,
+            result_ttl=RESULT_TTL_SECONDS, failure_ttl=ttl, ttl=ttl, retry=retry))
+    pipe.hset(keys.batch(batch_id), mapping={"id": batch_id, "tenant": tenant,
+                                            "created_at": created_at, "size": len(entries)})
+    pipe.expire(keys.batch(batch_id), ttl)
+    pipe.rpush(keys.batch_tasks(batch_id), *[e["id"] for e in entries])
+    pipe.expire(keys.batch_tasks(batch_id), ttl)
+    pipe.zadd(keys.tenant_batches(tenant), {batch_id: time.time()})
+    if job_datas:
+        queue.enqueue_many(job_datas, pipeline=pipe)
+    pipe.execute()
+    return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
+
+
+def _retry(settings: Settings) -> Retry | None:
+    """A per-job list of jittered exponential delays (RQ has no jitter and no backoff factor)."""
+    delays = backoff_delays(settings.max_attempts, settings.retry_base_seconds)
+    return Retry(max=len(delays), interval=delays) if delays else None
+
+
+def _write_task(pipe: Any, task_id: str, upload: Upload, *, tenant: str, batch_id: str,
+                digest: str, created_at: str, queue: str, settings: Settings,
+                pipeline_version: str) -> None:
+    ttl = settings.retention_seconds
+    pipe.hset(keys.task(task_id), mapping={
+        "id": task_id, "tenant": tenant, "batch_id": batch_id,
+        "document_id": upload.document_id, "filename": upload.filename, "kind": upload.kind,
+        "size": len(upload.data), "status": "pending", "current_step": "queued",
+        "step_detail": "Waiting for a worker", "progress": 0, "attempts": 0,
+        "max_attempts": settings.max_attempts, "created_at": created_at,
+        "updated_at": created_at, "steps": "[]", "queue": queue, "idempotency": digest,
+        "pipeline_version": pipeline_version, "version": time.time_ns() // 1000,
+    })
+    pipe.expire(keys.task(task_id), ttl)
+    blobs.store(pipe, task_id, upload.data, ttl)

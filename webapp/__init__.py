@@ -1,0 +1,43 @@
+"""The web layer of Intake: HTTP only. Parsing, chunking, embedding and indexing live in jobs/."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from flask import Flask
+from flask_wtf.csrf import CSRFProtect
+from redis import Redis
+
+from jobs import Intake
+
+csrf = CSRFProtect()
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build an app; nothing is built at import time. `config` overrides the environment.
+
+    Tests may pass a ready client as REDIS_CONNECTION (a fakeredis instance, say).
+    """
+    from webapp import api, dashboard, errors, pages, security
+    from webapp.cli import register_cli
+    from webapp.config import load_config
+
+    app = Flask(__name__, template_folder="../templates", static_folder="../static")
+    app.config.from_mapping(load_config(config))
+    if app.config["SECRET_KEY_EPHEMERAL"] and not app.config.get("TESTING"):
+        logging.getLogger(__name__).warning(
+            "SECRET_KEY is not set: using a random one for this process only")
+    settings = app.config["INTAKE"]
+    connection = app.config.get("REDIS_CONNECTION") or Redis.from_url(
+        settings.redis_url, socket_connect_timeout=2, socket_timeout=10, health_check_interval=30)
+    app.extensions["intake"] = Intake(connection, settings)
+
+    csrf.init_app(app)
+    csrf.exempt(api.bp)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(pages.bp)
+    dashboard.mount(app)
+    security.init_app(app)
+    errors.init_app(app)
+    register_cli(app)
+    return app

@@ -1,0 +1,111 @@
+"""The JSON API of DESIGN §5 under /api. Registers work and reads state; never parses."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from flask import Blueprint, Response, request
+
+from webapp import tenancy
+from webapp.errors import ApiError
+from webapp.extensions import intake, settings
+from webapp.uploads import accept
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+PRIORITIES = ("high", "normal", "bulk")
+
+
+def json_response(payload: Any, status: int = 200, *, etag: bool = False,
+                  headers: dict[str, str] | None = None) -> Response:
+    """Serialise once; with `etag`, answer 304 when the client already has this exact state."""
+    body = json.dumps(payload, separators=(",", ":"))
+    response = Response(body, status=status, mimetype="application/json", headers=headers)
+    if etag:
+        response.set_etag(hashlib.blake2b(body.encode(), digest_size=12).hexdigest())
+        response.headers["Cache-Control"] = "no-cache"
+        response.make_conditional(request)
+    return response
+
+
+@bp.post("/documents")
+def upload_documents() -> Response:
+    files = request.files.getlist("files")
+    if not files:
+        raise ApiError(400, "no_files", "Send one or more files in the multipart field `files`.")
+    limit = settings().max_files_per_request
+    if len(files) > limit:
+        raise ApiError(413, "too_many_files", f"At most {limit} files per request.")
+    priority = request.form.get("priority") or None
+    if priority is not None and priority not in PRIORITIES:
+        raise ApiError(400, "bad_priority", "priority must be one of high, normal, bulk.")
+    checked = accept(files, request.form.getlist("document_id"), settings())
+    if not checked.uploads:
+        first = checked.rejected[0]
+        raise ApiError(checked.refusal_status(), first["code"], first["message"],
+                       extra={"rejected": checked.rejected})
+    force = request.form.get("force") in ("1", "true", "yes")
+    batch = intake().submit(tenancy.current_tenant(), checked.uploads, priority=priority,
+                            force=force)
+    return json_response(upload_payload(batch, checked.rejected), 202,
+                         headers={"Location": f"/api/batches/{batch['batch_id']}"})
+
+
+def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dict[str, Any]:
+    batch_id = batch["batch_id"]
+    tasks = [{**t, "url": f"/api/tasks/{t['id']}", "page_url": f"/tasks/{t['id']}"}
+             for t in batch["tasks"]]
+    return {"batch_id": batch_id, "url": f"/api/batches/{batch_id}",
+            "page_url": f"/batches/{batch_id}", "tasks": tasks, "rejected": rejected}
+
+
+@bp.get("/batches")
+def list_batches() -> Response:
+    offset = _int_arg("offset", 0, 0, 10**6)
+    limit = _int_arg("limit", 20, 1, 100)
+    return json_response(intake().list_batches(tenancy.current_tenant(), offset=offset,
+                                               limit=limit))
+
+
+@bp.get("/batches/<batch_id>")
+def get_batch(batch_id: str) -> Response:
+    batch = intake().get_batch(tenancy.current_tenant(), batch_id)
+    if batch is None:
+        raise ApiError(404, "not_found", "No such batch.")
+    return json_response(batch, etag=True)
+
+
+@bp.get("/tasks/<task_id>")
+def get_task(task_id: str) -> Response:
+    task = intake().get_task(tenancy.current_tenant(), task_id)
+    if task is None:
+        raise ApiError(404, "not_found", "No such task.")
+    return json_response(task, etag=True)
+
+
+@bp.get("/search")
+def search() -> Response:
+    query = (request.args.get("q") or "").strip()
+    if not query:
+        raise ApiError(400, "missing_query", "Give a query in the parameter `q`.")
+    k = _int_arg("k", 10, 1, 50)
+    results = intake().search(tenancy.current_tenant(), query[:1000], k)
+    return json_response({"query": query, "results": results})
+
+
+@bp.get("/health")
+def health() -> Response:
+    return json_response(intake().health())
+
+
+def _int_arg(name: str, default: int, low: int, high: int) -> int:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, "bad_parameter", f"`{name}` must be a whole number.") from None
+    if not low <= value <= high:
+        raise ApiError(400, "bad_parameter", f"`{name}` must be between {low} and {high}.")
+    return value

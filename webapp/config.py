@@ -1,0 +1,39 @@
+"""One Config over the environment (DESIGN §11), with a mapping to override it in tests.
+
+The pipeline's settings are parsed by jobs.settings so that web and workers agree; this module
+adds what only the web needs: the secret key, request limits in Flask's terms, operator access.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any, Mapping
+
+from jobs import Settings
+
+ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL")
+
+
+def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Flask config from the environment, then `overrides`; the settings object under INTAKE."""
+    source: dict[str, Any] = {k: v for k, v in os.environ.items()
+                              if k in ENV_NAMES or k.startswith("INTAKE_")}
+    source.update(overrides or {})
+    settings = Settings.from_mapping(source)
+    config: dict[str, Any] = dict(source)
+    config.update(
+        INTAKE=settings,
+        INTAKE_LOCAL_MODE=bool(source.get("INTAKE_LOCAL_MODE")),
+        SECRET_KEY_EPHEMERAL=not source.get("SECRET_KEY"),
+        SECRET_KEY=source.get("SECRET_KEY") or secrets.token_hex(32),
+        # Werkzeug answers 413 past this; the upload handler turns it into the JSON error.
+        MAX_CONTENT_LENGTH=settings.max_request_bytes + 1024 * 1024,
+        # Every file and every document_id is a form part: raise the limit to match the files.
+        MAX_FORM_PARTS=2 * settings.max_files_per_request + 16,
+        RQ_DASHBOARD_REDIS_URL=settings.redis_url,
+        WTF_CSRF_TIME_LIMIT=None,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_HTTPONLY=True,
+        JSON_SORT_KEYS=False,
+    )
+    return config
