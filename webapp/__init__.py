@@ -7,10 +7,19 @@ from typing import Any, Mapping
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 from redis import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from jobs import Intake
 
 csrf = CSRFProtect()
+
+
+def connect(url: str) -> Redis:
+    """A client that gives up quickly: while Redis is down the API answers 503 at once."""
+    return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=10,
+                          health_check_interval=30,
+                          retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2))
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -28,8 +37,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         logging.getLogger(__name__).warning(
             "SECRET_KEY is not set: using a random one for this process only")
     settings = app.config["INTAKE"]
-    connection = app.config.get("REDIS_CONNECTION") or Redis.from_url(
-        settings.redis_url, socket_connect_timeout=2, socket_timeout=10, health_check_interval=30)
+    connection = app.config.get("REDIS_CONNECTION") or connect(settings.redis_url)
     app.extensions["intake"] = Intake(connection, settings)
 
     csrf.init_app(app)

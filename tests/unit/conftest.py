@@ -1,0 +1,56 @@
+"""Fast fixtures: one in-process fakeredis per test, an app bound to it, and a burst worker.
+
+fakeredis is for speed only; every behaviour here that crosses a process is proven again in
+tests/integration against a real redis-server and real `rq worker` processes.
+"""
+from __future__ import annotations
+
+import io
+
+import fakeredis
+import pytest
+from rq import Queue, SimpleWorker
+
+from jobs import QUEUE_NAMES
+from webapp import create_app
+
+
+@pytest.fixture
+def redis():
+    return fakeredis.FakeRedis()
+
+
+@pytest.fixture
+def make_app(redis, monkeypatch):
+    for name in ("REDIS_URL", "SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+
+    def build(**config):
+        base = {"TESTING": True, "SECRET_KEY": "test", "REDIS_CONNECTION": redis}
+        return create_app({**base, **config})
+    return build
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def run_jobs(redis, monkeypatch):
+    """Drain every queue in-process, with the settings the test put in the environment."""
+    def run():
+        queues = [Queue(name, connection=redis) for name in QUEUE_NAMES]
+        SimpleWorker(queues, connection=redis).work(burst=True)
+    return run
+
+
+def upload(client, *files, **form):
+    """POST /api/documents with (name, bytes) pairs; returns the response."""
+    data = {"files": [(io.BytesIO(content), name) for name, content in files], **form}
+    return client.post("/api/documents", data=data, content_type="multipart/form-data")

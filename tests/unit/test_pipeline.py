@@ -1,0 +1,105 @@
+"""The pipeline job on fakeredis with an in-process worker: states, failures, progress writes."""
+from __future__ import annotations
+
+import numpy as np
+from rq.job import Job
+from rq.registry import FailedJobRegistry, ScheduledJobRegistry
+
+from jobs import keys, pipeline
+from jobs.failures import TransientError
+from jobs.progress import ProgressReporter
+from tests.samples import make_pdf_no_text
+from tests.unit.conftest import upload
+
+TEXT = b"Pipelines turn words into vectors. " * 80
+
+
+def _task(client, task_id):
+    return client.get(f"/api/tasks/{task_id}").get_json()
+
+
+def test_a_document_goes_through_every_step(client, run_jobs, redis):
+    task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
+    run_jobs()
+    task = _task(client, task_id)
+    assert task["status"] == "succeeded" and task["progress"] == 100
+    assert task["current_step"] == "done" and task["attempts"] == 1
+    assert [s["name"] for s in task["steps"]] == ["parsing", "chunking", "embedding", "indexing"]
+    assert task["result"]["chunks"] >= 3 and task["result"]["characters"] == len(TEXT.strip())
+    assert task["started_at"] and task["ended_at"] and task["error"] is None
+    meta = Job.fetch(task_id, connection=redis).get_meta()
+    assert meta["progress"] == 100 and meta["current_step"] == "done"
+    assert redis.get(keys.blob(task_id)) is None, "uploaded bytes are deleted on success"
+
+
+def test_a_bad_file_fails_at_once_with_a_readable_reason(client, run_jobs, redis):
+    task_id = upload(client, ("scan.pdf", make_pdf_no_text())).get_json()["tasks"][0]["id"]
+    run_jobs()
+    task = _task(client, task_id)
+    assert task["status"] == "failed" and task["attempts"] == 1
+    assert task["error"]["retryable"] is False and task["error"]["step"] == "parsing"
+    assert "no text layer" in task["error"]["message"]
+    assert task_id in FailedJobRegistry("intake-high", connection=redis).get_job_ids(cleanup=False)
+    assert client.get("/api/search?q=anything").get_json()["results"] == []
+
+
+class _BrokenEmbedder:
+    model, dimension, batch_size = "broken", 384, 16
+
+    def embed(self, texts):
+        raise TransientError("The embedding service did not answer within 30 s.",
+                             code="embedding_timeout")
+
+
+def test_a_transient_failure_waits_for_a_retry(client, run_jobs, redis, monkeypatch):
+    monkeypatch.setattr(pipeline, "_embedder", lambda settings: _BrokenEmbedder())
+    task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
+    run_jobs()
+    task = _task(client, task_id)
+    assert task["status"] == "retrying" and task["current_step"] == "waiting_retry"
+    assert task["error"] == {"step": "embedding", "type": "embedding_timeout",
+                             "message": "The embedding service did not answer within 30 s.",
+                             "retryable": True}
+    assert task["next_attempt_at"] and task["attempts"] == 1
+    assert task_id in ScheduledJobRegistry("intake-high", connection=redis).get_job_ids(
+        cleanup=False)
+
+
+def test_a_cancel_flag_stops_the_job_before_it_starts(client, run_jobs, redis):
+    task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
+    redis.set(keys.cancel_flag(task_id), 1)
+    run_jobs()
+    task = _task(client, task_id)
+    assert task["status"] == "canceled" and task["current_step"] == "canceled"
+    assert redis.scard(keys.kb_documents("default")) == 0
+
+
+def test_progress_writes_stay_within_four_a_second(redis, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("jobs.progress.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobs.progress.time.time", lambda: clock[0])
+    reporter = ProgressReporter(redis, "t" * 32, ttl_seconds=60)
+    seen = []
+    for step in range(200):
+        clock[0] += 0.02
+        reporter.update(step // 2, f"step {step}")
+        seen.append(int(redis.hget(keys.task("t" * 32), "progress") or 0))
+    reporter.write({"status": "succeeded"})
+    writes = reporter.writes
+    busiest = max(sum(1 for w in writes if start <= w < start + 1) for start in writes)
+    assert busiest <= 4
+    assert seen == sorted(seen), "progress never decreases"
+
+
+def test_an_older_run_never_replaces_a_newer_index_entry(redis):
+    from jobs.index import IndexedDocument, SearchIndex, queue_upsert
+
+    def put(version, text):
+        pipe = redis.pipeline()
+        queue_upsert(pipe, IndexedDocument("default", "doc", "doc.txt", f"{version:032d}",
+                                           version, [text], np.ones((1, 4), np.float32) / 2))
+        return pipe.execute()[0]
+    assert put(2, "newer") == 1
+    assert put(1, "older") == 0
+    hits = SearchIndex(redis).search("default", np.ones(4, np.float32) / 2, 5)
+    assert [h["text"] for h in hits] == ["newer"]
