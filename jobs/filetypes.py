@@ -1,0 +1,125 @@
+"""Decide what kind of document an upload is, from its name and its first bytes together.
+
+An extension alone is a claim made by whoever named the file; the content's first bytes are
+evidence. The upload endpoint accepts a file only when both agree, so an executable renamed
+``.pdf`` or a PDF renamed ``.txt`` is refused at once, with a message a person can act on,
+instead of failing later inside a parser. This module is pure: no rq, no redis, no flask.
+"""
+from __future__ import annotations
+
+import codecs
+
+SUPPORTED_KINDS: tuple[str, ...] = ("txt", "md", "html", "pdf", "docx")
+
+#: How many bytes of the content the caller passes at least (all of it when the file is shorter).
+HEAD_BYTES = 4096
+
+_EXTENSIONS: dict[str, str] = {
+    "txt": "txt", "text": "txt",
+    "md": "md", "markdown": "md",
+    "html": "html", "htm": "html",
+    "pdf": "pdf",
+    "docx": "docx",
+}
+
+_KIND_NAMES: dict[str, str] = {
+    "txt": "a text file", "md": "a Markdown file", "html": "an HTML page",
+    "pdf": "a PDF", "docx": "a Word document",
+}
+
+#: Signatures of binary formats that a text document can never start with.
+_BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"%PDF-", "a PDF"),
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"PK\x05\x06", "a ZIP archive"),
+    (b"\x7fELF", "an executable program"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"\x1f\x8b", "a gzip archive"),
+)
+
+#: Text with these byte-order marks legitimately contains NUL bytes.
+_WIDE_BOMS: tuple[bytes, ...] = (
+    codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE,
+)
+
+_PDF_WHITESPACE = b" \t\r\n\f\x00"
+_PDF_HEADER_WINDOW = 1024
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def extension_kind(filename: str) -> str | None:
+    """The kind a file's extension claims, or None; folders in the name are ignored."""
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    stem, dot, extension = base.rpartition(".")
+    if not dot or not stem:
+        return None
+    return _EXTENSIONS.get(extension.lower())
+
+
+def _is_pdf(head: bytes) -> bool:
+    """PDF content: ``%PDF-`` after at most 1024 bytes of whitespace."""
+    start = len(head) - len(head.lstrip(_PDF_WHITESPACE))
+    return start <= _PDF_HEADER_WINDOW and head.startswith(b"%PDF-", start)
+
+
+def _binary_signature(head: bytes) -> str | None:
+    """What binary format `head` starts with, as words ("a PNG image"), or None."""
+    for magic, description in _BINARY_MAGIC:
+        if head.startswith(magic):
+            return description
+    if _is_pdf(head):
+        return "a PDF"
+    # "MZ" alone could begin a sentence; a DOS/Windows header has NUL bytes right after it.
+    if head.startswith(b"MZ") and b"\x00" in head[:64]:
+        return "an executable program"
+    return None
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """No binary signature, and no NUL byte unless a UTF-16/32 byte-order mark explains it."""
+    if _binary_signature(head) is not None:
+        return False
+    return b"\x00" not in head or head.startswith(_WIDE_BOMS)
+
+
+def _content_matches(kind: str, head: bytes) -> bool:
+    if kind == "pdf":
+        return _is_pdf(head)
+    if kind == "docx":
+        return head.startswith(_ZIP_MAGIC)
+    return _looks_like_text(head)
+
+
+def detect_kind(filename: str, head: bytes) -> str | None:
+    """The document kind of an upload, when its extension and its content agree; else None.
+
+    `head` is at least the first 4096 bytes of the content, or all of it for a shorter file.
+    """
+    kind = extension_kind(filename)
+    if kind is None or not _content_matches(kind, head):
+        return None
+    return kind
+
+
+def rejection_reason(filename: str, head: bytes) -> tuple[str, str]:
+    """``(code, message)`` explaining why `detect_kind` refused a file, for a person to read.
+
+    The filename is kept as given; whoever renders the message escapes it.
+    """
+    supported = ", ".join(SUPPORTED_KINDS)
+    kind = extension_kind(filename)
+    if kind is None:
+        return ("unsupported_type",
+                f"“{filename}” is not a supported document type ({supported}).")
+    if kind in ("pdf", "docx"):
+        return ("unsupported_type",
+                f"“{filename}” does not contain {_KIND_NAMES[kind]} "
+                f"(its content does not match its extension).")
+    found = _binary_signature(head)
+    detail = f"its content is {found}" if found else "its content is binary, not text"
+    return ("unsupported_type",
+            f"“{filename}” is not {_KIND_NAMES[kind]} ({detail}, which does not match "
+            f"its extension).")

@@ -1,0 +1,90 @@
+import ast
+from pathlib import Path
+
+import pytest
+
+from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
+from tests.samples import make_docx, make_html, make_pdf
+
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
+ELF = b"\x7fELF\x02\x01\x01" + b"\x00" * 64
+EXE = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00" + b"\x00" * 64
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+
+@pytest.mark.parametrize("filename, head, kind", [
+    ("notes.txt", b"Plain words.\n", "txt"),
+    ("notes.TEXT", b"Plain words.\n", "txt"),
+    ("README.md", b"# Title\n\nText", "md"),
+    ("guide.markdown", b"* item", "md"),
+    ("page.html", make_html("T", "Body"), "html"),
+    ("page.HTM", b"<p>x</p>", "html"),
+    ("paper.pdf", make_pdf("Hello"), "pdf"),
+    ("paper.pdf", b"\r\n  \n" + make_pdf("Hello"), "pdf"),
+    ("letter.docx", make_docx(["Hi"]), "docx"),
+    ("dir/sub/notes.txt", b"x", "txt"),
+    ("dir\\notes.txt", b"x", "txt"),
+    ("empty.txt", b"", "txt"),
+    ("wide.txt", "UTF-16 text".encode("utf-16"), "txt"),
+    ("wide.txt", "UTF-32 text".encode("utf-32"), "txt"),
+    ("latin.txt", "café".encode("latin-1"), "txt"),
+    ("mz.txt", b"MZ is how this sentence starts.", "txt"),
+])
+def test_detects_agreeing_extension_and_content(filename, head, kind):
+    assert detect_kind(filename, head) == kind
+    assert kind in SUPPORTED_KINDS
+
+
+@pytest.mark.parametrize("filename, head", [
+    ("setup.exe", EXE),
+    ("program", ELF),
+    ("archive.zip", b"PK\x03\x04rest"),
+    ("image.png", PNG),
+    (".md", b"hidden file without a stem"),
+    ("report.pdf", EXE),  # an executable renamed .pdf
+    ("report.pdf", b"Just text, not a PDF"),
+    ("report.pdf", b" " * 2000 + b"%PDF-1.4"),  # header too far in
+    ("notes.txt", make_pdf("Hello")),  # a PDF renamed .txt
+    ("notes.txt", b"\x00\x01binary\x00"),
+    ("notes.md", ELF),
+    ("page.html", PNG),
+    ("page.html", b"\x1f\x8b\x08\x00gzip"),
+    ("photo.txt", b"\xff\xd8\xff\xe0JFIF"),
+    ("anim.txt", b"GIF89a..."),
+    ("win.txt", EXE),
+    ("letter.docx", make_pdf("Hello")),
+    ("letter.docx", b"Plain text"),
+])
+def test_refuses_unsupported_or_mismatched(filename, head):
+    assert detect_kind(filename, head) is None
+    code, message = rejection_reason(filename, head)
+    assert code == "unsupported_type"
+    assert f"“{filename}”" in message
+
+
+def test_rejection_messages_read_well():
+    assert rejection_reason("x.exe", EXE) == (
+        "unsupported_type", "“x.exe” is not a supported document type (txt, md, html, pdf, docx).")
+    assert rejection_reason("report.pdf", EXE) == (
+        "unsupported_type",
+        "“report.pdf” does not contain a PDF (its content does not match its extension).")
+    _, message = rejection_reason("notes.txt", make_pdf("x"))
+    assert "is not a text file" in message and "a PDF" in message
+    _, message = rejection_reason("notes.txt", b"\x00\x00")
+    assert "binary" in message
+
+
+def test_filename_is_kept_verbatim():
+    name = "<script>alert(1)</script>.exe"
+    assert name in rejection_reason(name, b"")[1]
+
+
+@pytest.mark.parametrize("module", ["filetypes", "parsers", "chunking", "embedding"])
+def test_pure_modules_import_no_infrastructure(module):
+    tree = ast.parse((JOBS / f"{module}.py").read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    roots = {name.split(".")[0] for name in imported}
+    assert not roots & {"rq", "redis", "flask", "webapp", "fakeredis"}
+    assert ast.get_docstring(tree)
