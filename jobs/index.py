@@ -4,8 +4,11 @@ by cosine similarity.
 A document is written by one Lua script in the same MULTI as its task's `succeeded` state, so a reader
 sees either the old version or the new one, never half of either, and a document becomes
 searchable exactly when its task succeeds. A version number (the run's submission time) keeps an
-older run from overwriting a newer one. Search holds a per-tenant matrix cache keyed by a
-generation counter, so unchanged data is never reloaded; Redis stays the only source of truth.
+older run from overwriting a newer one. Vectors are stored as the embedder made them: dense
+(``vectors``: a float32 matrix) or sparse (``format = sparse``: the CSR arrays of `SparseRows`).
+Search holds a per-tenant snapshot keyed by a generation counter, so unchanged data is never
+reloaded: a dense matrix, or for sparse rows an inverted index (jobs.sparse) so that a query
+only reads the postings of its own few buckets. Redis stays the only source of truth.
 """
 from __future__ import annotations
 
@@ -19,24 +22,33 @@ from redis import Redis
 from redis.client import Pipeline
 
 from jobs import keys
+from jobs.embedding import Embedding, SparseRows
+from jobs.sparse import InvertedIndex, top_k
 
 # KEYS: document hash, tenant's document set, tenant's generation
-# ARGV: version, task_id, document_id, filename, texts json, vectors, dim
+# ARGV: version, task_id, document_id, filename, texts json, dim, format ('dense' | 'sparse'),
+#       then vectors (dense) or indptr, indices, values (sparse)
 _UPSERT = """
 local current = redis.call('HGET', KEYS[1], 'version')
 if current and tonumber(current) > tonumber(ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
-           'filename', ARGV[4], 'texts', ARGV[5], 'vectors', ARGV[6], 'dim', ARGV[7])
+           'filename', ARGV[4], 'texts', ARGV[5], 'dim', ARGV[6], 'format', ARGV[7])
+if ARGV[7] == 'sparse' then
+  redis.call('HSET', KEYS[1], 'indptr', ARGV[8], 'indices', ARGV[9], 'values', ARGV[10])
+else
+  redis.call('HSET', KEYS[1], 'vectors', ARGV[8])
+end
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
 return 1
 """
+_DATA_FIELDS = {"dense": ("vectors",), "sparse": ("indptr", "indices", "values")}
 
 
 @dataclass(frozen=True)
 class IndexedDocument:
-    """One document's chunks and their L2-normalised float32 vectors."""
+    """One document's chunks and their L2-normalised vectors (dense float32 or sparse rows)."""
 
     tenant: str
     document_id: str
@@ -44,7 +56,7 @@ class IndexedDocument:
     task_id: str
     version: int
     texts: list[str]
-    vectors: np.ndarray
+    vectors: Embedding
 
 
 def queue_upsert(pipe: Pipeline, doc: IndexedDocument) -> None:
@@ -53,74 +65,110 @@ def queue_upsert(pipe: Pipeline, doc: IndexedDocument) -> None:
     The caller adds its task's `succeeded` write to the same pipeline, so both land together.
     The script's reply is 0 when a newer version was already indexed (that one stays).
     """
-    vectors = np.ascontiguousarray(doc.vectors, dtype=np.float32)
+    if isinstance(doc.vectors, SparseRows):
+        form, dim, data = "sparse", doc.vectors.dimension, list(doc.vectors.to_bytes())
+    else:
+        vectors = np.ascontiguousarray(doc.vectors, dtype=np.float32)
+        if vectors.ndim != 2:
+            raise ValueError("dense vectors must be a 2-D array")
+        form, dim, data = "dense", vectors.shape[1], [vectors.tobytes()]
+    if len(doc.vectors) != len(doc.texts):
+        raise ValueError(f"{len(doc.texts)} chunks but {len(doc.vectors)} vectors")
     pipe.eval(_UPSERT, 3, keys.kb_document(doc.tenant, doc.document_id),
               keys.kb_documents(doc.tenant), keys.kb_generation(doc.tenant),
               doc.version, doc.task_id, doc.document_id, doc.filename, json.dumps(doc.texts),
-              vectors.tobytes(), vectors.shape[1] if vectors.ndim == 2 else 0)
+              dim, form, *data)
+
+
+def _kind(query: Embedding) -> tuple[str, int]:
+    """The (format, dimension) of a query embedding: only documents of that kind can match."""
+    if isinstance(query, SparseRows):
+        if len(query) != 1:
+            raise ValueError("a sparse query must have exactly one row")
+        return "sparse", query.dimension
+    return "dense", int(np.shape(query)[-1])
 
 
 @dataclass
-class _Matrix:
+class _Snapshot:
+    """One tenant's searchable chunks of one kind, as of one generation."""
+
     generation: int
-    vectors: np.ndarray
+    kind: tuple[str, int]
     chunks: list[tuple[str, str, str, int, str]]  # task_id, document_id, filename, chunk, text
+    dense: np.ndarray | None = None
+    sparse: InvertedIndex | None = None
+
+    def scores(self, query: Embedding) -> np.ndarray:
+        if self.sparse is not None:
+            return self.sparse.scores(query)
+        return self.dense @ np.asarray(query, dtype=np.float32).ravel()
 
 
 class SearchIndex:
-    """Brute-force cosine search over a tenant's chunks, with the matrix cached per generation."""
+    """Cosine search over a tenant's chunks, with a snapshot cached per tenant and generation."""
 
     def __init__(self, connection: Redis) -> None:
         self.connection = connection
-        self._cache: dict[str, _Matrix] = {}
+        self._cache: dict[str, _Snapshot] = {}
         self._lock = threading.Lock()
 
-    def search(self, tenant: str, query_vector: np.ndarray, k: int) -> list[dict[str, Any]]:
-        matrix = self._matrix(tenant, query_vector.shape[-1])
-        if not matrix.chunks:
+    def search(self, tenant: str, query: Embedding, k: int) -> list[dict[str, Any]]:
+        """The `k` best chunks with a positive score, best first (ties: earlier chunk first).
+
+        `query` is a dense 1-D vector or `SparseRows` with one row; documents embedded in
+        another format or dimension cannot be compared with it and are skipped.
+        """
+        snapshot = self._snapshot(tenant, _kind(query))
+        if not snapshot.chunks:
             return []
-        scores = matrix.vectors @ query_vector.astype(np.float32).ravel()
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
+        scores = snapshot.scores(query)
         results = []
-        for i in top[scores[top] > 0]:
-            task_id, document_id, filename, chunk, text = matrix.chunks[i]
+        for i in top_k(scores, k):
+            task_id, document_id, filename, chunk, text = snapshot.chunks[i]
             results.append({"text": text, "score": round(float(scores[i]), 6), "task_id": task_id,
                             "document_id": document_id, "filename": filename, "chunk": chunk})
         return results
 
-    def _matrix(self, tenant: str, dim: int) -> _Matrix:
+    def _snapshot(self, tenant: str, kind: tuple[str, int]) -> _Snapshot:
         generation = int(self.connection.get(keys.kb_generation(tenant)) or 0)
         cached = self._cache.get(tenant)
-        if cached is not None and cached.generation == generation and _dim(cached) in (dim, 0):
+        if cached is not None and cached.generation == generation and cached.kind == kind:
             return cached
         with self._lock:
-            matrix = _load(self.connection, tenant, generation, dim)
-            self._cache[tenant] = matrix
-            return matrix
+            cached = self._cache.get(tenant)  # another thread may have just built it
+            if cached is None or cached.generation != generation or cached.kind != kind:
+                cached = self._cache[tenant] = _load(self.connection, tenant, generation, kind)
+            return cached
 
 
-def _dim(matrix: _Matrix) -> int:
-    return matrix.vectors.shape[1] if matrix.vectors.size else 0
-
-
-def _load(connection: Redis, tenant: str, generation: int, dim: int) -> _Matrix:
-    """Read every document of the tenant in one pipelined round trip; skip other dimensions."""
+def _load(connection: Redis, tenant: str, generation: int, kind: tuple[str, int]) -> _Snapshot:
+    """Read every document of the tenant in one pipelined round trip; skip other kinds."""
+    form, dim = kind
     doc_keys = sorted(connection.smembers(keys.kb_documents(tenant)))
     pipe = connection.pipeline(transaction=False)
     for key in doc_keys:
-        pipe.hmget(key, "task_id", "document_id", "filename", "texts", "vectors", "dim")
-    blocks, chunks = [], []
-    for row in pipe.execute():
-        if row[0] is None or int(row[5] or 0) != dim:
+        pipe.hmget(key, "task_id", "document_id", "filename", "texts", "format", "dim",
+                   *_DATA_FIELDS[form])
+    blocks: list[Any] = []
+    chunks: list[tuple[str, str, str, int, str]] = []
+    for task_id, document_id, filename, texts, doc_form, doc_dim, *data in pipe.execute():
+        # Documents indexed before the 'format' field existed are dense.
+        if (task_id is None or (doc_form or b"dense").decode() != form
+                or int(doc_dim or 0) != dim or None in data):
             continue
-        task_id, document_id, filename = (v.decode() for v in row[:3])
-        texts = json.loads(row[3])
-        blocks.append(np.frombuffer(row[4], dtype=np.float32).reshape(len(texts), dim))
-        chunks.extend((task_id, document_id, filename, n, text) for n, text in enumerate(texts))
-    vectors = np.vstack(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
-    return _Matrix(generation, vectors, chunks)
+        texts = json.loads(texts)
+        if form == "sparse":
+            blocks.append(SparseRows.from_bytes(*data, dimension=dim))
+        else:
+            blocks.append(np.frombuffer(data[0], dtype=np.float32).reshape(len(texts), dim))
+        names = (task_id.decode(), document_id.decode(), filename.decode())
+        chunks.extend((*names, n, text) for n, text in enumerate(texts))
+    if form == "sparse":
+        rows = SparseRows.concatenate(blocks) if blocks else SparseRows.empty(dim)
+        return _Snapshot(generation, kind, chunks, sparse=InvertedIndex(rows))
+    dense = np.vstack(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
+    return _Snapshot(generation, kind, chunks, dense=dense)
 
 
 def remove_document(connection: Redis, tenant: str, document_id: str) -> bool:

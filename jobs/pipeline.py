@@ -17,7 +17,7 @@ from rq import get_current_job
 
 from jobs import blobs, index, keys, tasks
 from jobs.chunking import chunk_text
-from jobs.embedding import Embedder, make_embedder
+from jobs.embedding import Embedder, Embedding, SparseRows, make_embedder
 from jobs.failures import IntakeError, PermanentError, classify
 from jobs.parsers import parse_document
 from jobs.progress import ProgressReporter
@@ -106,7 +106,8 @@ def _run(connection: Redis, settings: Settings, record: dict[str, str],
 
 
 def _embed(connection: Redis, settings: Settings, task_id: str, chunks: list[str],
-           reporter: ProgressReporter) -> np.ndarray:
+           reporter: ProgressReporter) -> Embedding:
+    """Every chunk's vector, embedded batch by batch (progress and a cancel check per batch)."""
     embedder = _embedder(settings)
     total = len(chunks)
     reporter.begin_step("embedding", 30, f"Embedding chunks 0 of {total}")
@@ -117,6 +118,8 @@ def _embed(connection: Redis, settings: Settings, task_id: str, chunks: list[str
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
         _check_cancel(connection, task_id)
     reporter.end_step("embedding")
+    if isinstance(blocks[0], SparseRows):
+        return SparseRows.concatenate(blocks)
     return np.vstack(blocks)
 
 

@@ -11,7 +11,7 @@ from redis import Redis
 from rq import Queue, Worker
 
 from jobs import index, keys, tasks
-from jobs.embedding import Embedder, make_embedder
+from jobs.embedding import Embedder, SparseRows, make_embedder
 from jobs.settings import QUEUE_NAMES, Settings
 from jobs.submit import Upload, submit_documents
 from jobs.versions import pipeline_version
@@ -98,7 +98,9 @@ class Intake:
         """Top-k chunks of the tenant's succeeded documents."""
         if self._embedder is None:
             self._embedder = make_embedder(self.settings)
-        vector = self._embedder.embed([query])[0]
+        embedded = self._embedder.embed([query])
+        # The index takes one sparse row as is, or one dense vector.
+        vector = embedded if isinstance(embedded, SparseRows) else embedded[0]
         return self.search_index.search(tenant, vector, max(1, min(k, MAX_SEARCH_K)))
 
     def health(self) -> dict[str, Any]:

@@ -1,11 +1,14 @@
 """The pipeline job on fakeredis with an in-process worker: states, failures, progress writes."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
 from jobs import keys, pipeline
+from jobs.embedding import LocalEmbedder, SparseRows
 from jobs.failures import TransientError
 from jobs.progress import ProgressReporter
 from tests.samples import make_pdf_no_text
@@ -103,3 +106,46 @@ def test_an_older_run_never_replaces_a_newer_index_entry(redis):
     assert put(1, "older") == 0
     hits = SearchIndex(redis).search("default", np.ones(4, np.float32) / 2, 5)
     assert [h["text"] for h in hits] == ["newer"]
+
+
+def _stored(redis, task_id):
+    document_id = _task_record(redis, task_id)["document_id"]
+    return redis.hgetall(keys.kb_document("default", document_id))
+
+
+def _task_record(redis, task_id):
+    return {k.decode(): v.decode() for k, v in redis.hgetall(keys.task(task_id)).items()}
+
+
+def test_sparse_batches_are_concatenated_in_order(client, run_jobs, redis, monkeypatch):
+    monkeypatch.setattr(pipeline, "_embedder", lambda settings: LocalEmbedder(batch_size=2))
+    text = b"".join(b"Paragraph %d is about word%d. " % (i, i) * 12 + b"\n\n" for i in range(12))
+    task_id = upload(client, ("many.txt", text)).get_json()["tasks"][0]["id"]
+    run_jobs()
+    chunks = _task(client, task_id)["result"]["chunks"]
+    assert chunks > 4, "several batches of two"
+    stored = _stored(redis, task_id)
+    texts = json.loads(stored[b"texts"])
+    rows = SparseRows.from_bytes(stored[b"indptr"], stored[b"indices"], stored[b"values"],
+                                 int(stored[b"dim"]))
+    assert stored[b"format"] == b"sparse" and len(rows) == len(texts) == chunks
+    assert rows.to_bytes() == LocalEmbedder().embed(texts).to_bytes()
+    hits = client.get("/api/search?q=word11").get_json()["results"]
+    assert hits and all("word11" in h["text"] for h in hits)
+
+
+class _DenseEmbedder:
+    model, dimension, batch_size = "dense-test", 3, 2
+
+    def embed(self, texts):
+        return np.array([[1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
+
+
+def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
+    monkeypatch.setattr(pipeline, "_embedder", lambda settings: _DenseEmbedder())
+    task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
+    run_jobs()
+    chunks = _task(client, task_id)["result"]["chunks"]
+    stored = _stored(redis, task_id)
+    assert stored[b"format"] == b"dense" and int(stored[b"dim"]) == 3
+    assert len(stored[b"vectors"]) == chunks * 3 * 4
