@@ -1,7 +1,6 @@
 """The web layer of Intake: HTTP only. Parsing, chunking, embedding and indexing live in jobs/."""
 from __future__ import annotations
 
-import logging
 from typing import Any, Mapping
 
 from flask import Flask
@@ -33,9 +32,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
     app.config.from_mapping(load_config(config))
-    if app.config["SECRET_KEY_EPHEMERAL"] and not app.config.get("TESTING"):
-        logging.getLogger(__name__).warning(
-            "SECRET_KEY is not set: using a random one for this process only")
     settings = app.config["INTAKE"]
     connection = app.config.get("REDIS_CONNECTION") or connect(settings.redis_url)
     app.extensions["intake"] = Intake(connection, settings)

@@ -23,7 +23,9 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     config: dict[str, Any] = dict(source)
     config.update(
         INTAKE=settings,
-        INTAKE_LOCAL_MODE=bool(source.get("INTAKE_LOCAL_MODE")),
+        # Only the dev runner's own mapping may open operator pages to loopback clients; an
+        # environment variable never can (behind a proxy every request looks local).
+        INTAKE_LOCAL_MODE=(overrides or {}).get("INTAKE_LOCAL_MODE") is True,
         SECRET_KEY_EPHEMERAL=not source.get("SECRET_KEY"),
         SECRET_KEY=source.get("SECRET_KEY") or secrets.token_hex(32),
         # Werkzeug answers 413 past this; the upload handler turns it into the JSON error.

@@ -1,0 +1,27 @@
+# Two commands for a person: `make run` (everything on one machine) and `make test`.
+# The venv is (re)built only when a requirements file changes: the stamp file records it.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: venv run test bench clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+run: venv
+	$(VENV)/bin/flask --app webapp dev
+
+test: venv
+	$(VENV)/bin/python -m pytest
+
+bench: venv
+	$(VENV)/bin/python -m bench
+
+clean:
+	rm -rf $(VENV) instance

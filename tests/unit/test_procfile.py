@@ -1,0 +1,57 @@
+"""The Procfile runs what the code says (DESIGN §12): its worker line is the one command of
+jobs.workers (flags and queue order included) and its web line a threaded gunicorn on $PORT."""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from jobs.settings import QUEUE_NAMES
+from jobs.workers import WORKER_FLAGS, worker_command
+
+PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
+THREADED_WORKER_CLASSES = {"gthread", "gevent", "eventlet"}
+
+
+def read_procfile(path: Path = PROCFILE) -> dict[str, list[str]]:
+    """`{process type: argv}`, split as a shell would (the $VARS stay unexpanded)."""
+    processes: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, sep, command = line.partition(":")
+        assert sep, f"not a Procfile line: {line!r}"
+        processes[name.strip()] = shlex.split(command)
+    return processes
+
+
+def option(argv: list[str], flag: str) -> str:
+    assert flag in argv, f"{flag} missing from {argv}"
+    return argv[argv.index(flag) + 1]
+
+
+def test_procfile_has_web_and_worker() -> None:
+    assert set(read_procfile()) == {"web", "worker"}
+
+
+def test_worker_line_has_the_worker_flags_then_the_queues_in_priority_order() -> None:
+    argv = read_procfile()["worker"]
+    assert argv[:2] == ["rq", "worker"]
+    url_at = argv.index("--url")
+    assert tuple(argv[2:url_at]) == WORKER_FLAGS
+    assert argv[url_at + 1] == "$REDIS_URL"
+    assert tuple(argv[url_at + 2:]) == QUEUE_NAMES
+
+
+def test_worker_line_is_the_command_the_dev_runner_and_tests_start() -> None:
+    command = worker_command("$REDIS_URL")
+    assert command[:3] == [sys.executable, "-m", "rq.cli"]
+    assert read_procfile()["worker"][1:] == command[3:]
+
+
+def test_web_line_is_a_threaded_gunicorn_on_all_interfaces_and_port() -> None:
+    argv = read_procfile()["web"]
+    assert argv[0] == "gunicorn"
+    assert option(argv, "--bind") == "0.0.0.0:$PORT"
+    assert option(argv, "--worker-class") in THREADED_WORKER_CLASSES
+    assert argv[-1] == "webapp.wsgi:app"

@@ -1,0 +1,186 @@
+"""The Redis of `flask --app webapp dev` (DESIGN §12), and how the dev runner stops a child.
+
+In order: the Redis named by REDIS_URL (someone else's: never started or stopped here); else a
+private `redis-server` child on a free loopback port with AOF under instance/redis/, so tasks
+survive a restart of the runner; else, with nothing installed, an embedded fakeredis server that
+is NOT durable. Children run in their own process group: a terminal's Ctrl-C then reaches only
+the runner, which stops Redis last, after the workers that still need it.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+
+import redis
+
+if TYPE_CHECKING:
+    from fakeredis import TcpFakeServer
+
+log = logging.getLogger("intake.dev")
+
+STOP_TIMEOUT = 10.0
+# Set INTAKE_DEV_NO_REDIS_SERVER=1 to use the embedded fakeredis even where redis-server is
+# installed (to test the fallback, or for a throwaway run that must leave no data behind).
+NO_REDIS_SERVER_ENV = "INTAKE_DEV_NO_REDIS_SERVER"
+
+
+class RedisBackend(Protocol):
+    url: str
+    description: str
+
+    def stop(self) -> None: ...
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the child binds it right after; a race we accept)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_ping(url: str, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
+    """Poll PING until Redis answers; RuntimeError if it dies first or `timeout` seconds pass."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError:
+                pass  # not listening yet, or still loading its AOF
+            if not alive():
+                raise RuntimeError(f"Redis at {url} exited before it answered PING")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Redis at {url} did not answer PING within {timeout:.0f} s")
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
+def stop_process(proc: subprocess.Popen[bytes], name: str, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM, wait up to `timeout`, then SIGKILL the process and its whole process group."""
+    stop_processes([(proc, name)], timeout)
+
+
+def stop_processes(procs: list[tuple[subprocess.Popen[bytes], str]], timeout: float) -> None:
+    """Stop several children in parallel: one shared deadline, not `timeout` each."""
+    for proc, _ in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc, name in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        if proc.returncode is None:
+            log.warning("%s (pid %d) still running after %.0f s: SIGKILL", name, proc.pid, timeout)
+            # The group also holds a worker's work-horse and scheduler, which would outlive it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class ExternalRedis:
+    """The Redis named by REDIS_URL: someone else's, so it is neither started nor stopped."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.description = f"REDIS_URL from the environment ({url})"
+
+    def stop(self) -> None:
+        pass
+
+
+class RedisProcess:
+    """A private `redis-server` child on a free loopback port, durable: AOF under `data_dir`."""
+
+    def __init__(self, data_dir: Path, executable: str = "redis-server") -> None:
+        self.data_dir = data_dir.resolve()
+        self.executable = executable
+        self.url = ""
+        self.description = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> "RedisProcess":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        argv = [
+            self.executable, "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "no",
+            "--appendonly", "yes", "--dir", str(self.data_dir), "--save", "",
+            "--loglevel", "warning",
+        ]
+        self._proc = subprocess.Popen(argv, process_group=0)
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.description = f"local redis-server at {self.url} (AOF in {self.data_dir})"
+        try:
+            wait_for_ping(self.url, timeout, alive=lambda: self._proc is not None and self._proc.poll() is None)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM first: redis-server then fsyncs its AOF before exiting."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            stop_process(proc, "redis-server")
+
+
+class EmbeddedRedis:
+    """fakeredis served over TCP from a daemon thread: no install needed, and NOT durable."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.description = ""
+        self._server: TcpFakeServer | None = None
+
+    def start(self) -> "EmbeddedRedis":
+        from fakeredis import TcpFakeServer
+
+        server = TcpFakeServer(("127.0.0.1", 0), server_type="redis")
+        # Connection threads must not keep the interpreter alive if stop() is never reached.
+        server.daemon_threads = True
+        port = int(server.server_address[1])
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
+                         name="fakeredis-server", daemon=True).start()
+        self._server = server
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.description = f"embedded fakeredis at {self.url} (NOT durable)"
+        wait_for_ping(self.url, 5.0)
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+def start_redis(data_dir: Path, env: Mapping[str, str] = os.environ) -> RedisBackend:
+    """REDIS_URL if set, else a local redis-server if installed, else the embedded fakeredis."""
+    if env.get("REDIS_URL"):
+        return ExternalRedis(env["REDIS_URL"])
+    executable = shutil.which("redis-server")
+    if executable and env.get(NO_REDIS_SERVER_ENV, "") in ("", "0"):
+        return RedisProcess(data_dir, executable).start()
+    return EmbeddedRedis().start()
+
+
+NOT_DURABLE_NOTICE = """
+!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
+!!  Redis: an EMBEDDED FAKEREDIS (no REDIS_URL, and no redis-server on PATH   !!
+!!  or INTAKE_DEV_NO_REDIS_SERVER=1). Its data is NOT durable: every task,    !!
+!!  batch and document is LOST when this runner exits.                        !!
+!!  Install redis-server (or set REDIS_URL) to keep them.                     !!
+!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
+"""

@@ -1,0 +1,238 @@
+"""`flask --app webapp dev`: Intake on one machine with one command (DESIGN §12).
+
+Redis (see devredis), N `rq worker` processes kept alive by a supervisor thread, and the web app
+in the main thread. Everything it starts, it stops: on Ctrl-C or SIGTERM the workers get a warm
+shutdown (SIGKILL after 10 s), then Redis gets SIGTERM so that it flushes its AOF.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Mapping
+
+import redis
+from flask import Flask
+from rq import Worker
+from werkzeug.serving import run_simple
+
+from jobs.workers import worker_command
+from webapp.devredis import (NOT_DURABLE_NOTICE, STOP_TIMEOUT, EmbeddedRedis, RedisBackend, start_redis,
+                             stop_processes)
+
+log = logging.getLogger("intake.dev")
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class WorkerSupervisor:
+    """Keeps `count` `rq worker` processes running; a worker that exits is started again.
+
+    Each start gets a fresh name because RQ refuses a name still registered by a live (or not
+    yet expired) worker. A worker that dies young waits longer before its restart (1 s doubling
+    to 30 s) so that a crash loop does not spin.
+    """
+
+    MAX_BACKOFF = 30.0
+    HEALTHY_UPTIME = 30.0  # a worker that ran this long has its backoff reset
+
+    def __init__(self, redis_url: str, count: int, env: Mapping[str, str], cwd: Path = PROJECT_ROOT,
+                 poll_interval: float = 0.5) -> None:
+        self.redis_url = redis_url
+        self.env = dict(env)
+        self.cwd = cwd
+        self.poll_interval = poll_interval
+        self.restarts = 0
+        self._procs: list[subprocess.Popen[bytes] | None] = [None] * count
+        self._names: list[str] = [""] * count
+        self._started_at = [0.0] * count
+        self._backoff = [1.0] * count
+        self._restart_at = [0.0] * count
+        self._sessions: set[int] = set()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="worker-supervisor", daemon=True)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p is not None and p.poll() is None]
+
+    def start(self) -> "WorkerSupervisor":
+        for slot in range(len(self._procs)):
+            self._spawn(slot)
+        self._thread.start()
+        return self
+
+    def _spawn(self, slot: int) -> subprocess.Popen[bytes]:
+        suffix = f"-r{self.restarts}" if self.restarts else ""
+        self._names[slot] = f"intake-dev-{slot}-{os.getpid()}{suffix}"
+        argv = worker_command(self.redis_url, name=self._names[slot])
+        # Its own session: the work-horse leaves the worker's process group (RQ calls setpgrp)
+        # but never its session, so kill_sessions() finds it even once orphaned.
+        proc = subprocess.Popen(argv, cwd=self.cwd, env=self.env, start_new_session=True)
+        self._sessions.add(proc.pid)
+        self._procs[slot] = proc
+        self._started_at[slot] = time.monotonic()
+        return proc
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(self.poll_interval):
+            for slot, proc in enumerate(self._procs):
+                if proc is not None and proc.poll() is not None:
+                    self._on_exit(slot, proc)
+                elif proc is None and time.monotonic() >= self._restart_at[slot]:
+                    self._restart(slot)
+
+    def _on_exit(self, slot: int, proc: subprocess.Popen[bytes]) -> None:
+        # Its scheduler (same process group) would run forever, orphaned: stop it. An orphaned
+        # work-horse (own group) finishes its job; stop() sweeps it up if it is still there.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        now = time.monotonic()
+        young = now - self._started_at[slot] < self.HEALTHY_UPTIME
+        delay = self._backoff[slot] if young else 1.0
+        self._backoff[slot] = min(delay * 2, self.MAX_BACKOFF)
+        self._restart_at[slot] = now + delay
+        self._procs[slot] = None
+        log.warning("worker %s (pid %d) exited with code %s; restarting in %.0f s",
+                    self._names[slot], proc.pid, proc.returncode, delay)
+        self._deregister(self._names[slot])
+
+    def _deregister(self, name: str) -> None:
+        """RQ lists a killed worker until its key expires (worker TTL + 60 s); this one is
+        known dead, so /api/health and the dashboard stop counting it at once."""
+        try:
+            with redis.Redis.from_url(self.redis_url, socket_timeout=2) as connection:
+                worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection)
+                if worker is not None:
+                    worker.register_death()
+        except redis.RedisError as exc:
+            log.warning("could not deregister worker %s: %s", name, exc)
+
+    def _restart(self, slot: int) -> None:
+        self.restarts += 1
+        try:
+            proc = self._spawn(slot)
+        except OSError as exc:
+            self._restart_at[slot] = time.monotonic() + self.MAX_BACKOFF
+            log.error("could not start worker %s: %s", self._names[slot], exc)
+            return
+        log.info("started worker %s (pid %d)", self._names[slot], proc.pid)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Warm shutdown (SIGTERM: finish the current job), SIGKILL after `timeout` seconds."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        live = [(p, self._names[i]) for i, p in enumerate(self._procs) if p is not None]
+        self._procs = [None] * len(self._procs)
+        stop_processes(live, timeout)
+        leftovers = kill_sessions(self._sessions)
+        if leftovers:
+            log.warning("killed leftover worker processes (work-horses): %s", leftovers)
+
+
+def kill_sessions(sids: set[int], sig: int = signal.SIGKILL) -> list[int]:
+    """Signal every live process whose session is in `sids`, and return their pids.
+
+    Reads /proc (Linux); where there is none it finds nothing and the process groups killed by
+    stop_processes() are all that is stopped.
+    """
+    found: list[int] = []
+    if not sids or not os.path.isdir("/proc"):
+        return found
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as stat:
+                state, _ppid, _pgrp, session = stat.read().rpartition(")")[2].split()[:4]
+            if int(session) in sids and state not in ("Z", "X"):
+                os.kill(int(entry.name), sig)
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to signal
+    return found
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _say(text: str) -> None:
+    """Print to the terminal; a closed pipe (`make run | tee` after Ctrl-C) must not stop the cleanup."""
+    with contextlib.suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
+
+
+def _configure_logging() -> None:
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s [dev] %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
+                   instance_dir: Path) -> tuple[RedisBackend, WorkerSupervisor]:
+    """Redis, then the workers; each one's stop is pushed on `stack` as soon as it exists."""
+    backend = start_redis(instance_dir / "redis")
+    stack.callback(backend.stop)
+    if isinstance(backend, EmbeddedRedis):
+        _say(NOT_DURABLE_NOTICE)
+    env = {**os.environ, "REDIS_URL": backend.url, "SECRET_KEY": secret_key}
+    supervisor = WorkerSupervisor(backend.url, workers, env)
+    stack.callback(supervisor.stop)  # LIFO: the workers stop before Redis
+    supervisor.start()
+    return backend, supervisor
+
+
+def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: int, workers: int,
+        instance_dir: Path = PROJECT_ROOT / "instance") -> None:
+    """Start Redis, the workers and the web app; on Ctrl-C or SIGTERM stop them all and return.
+
+    SIGTERM and SIGHUP act like Ctrl-C. During the cleanup every stop signal is ignored, so a
+    second Ctrl-C cannot cut it short and leave children behind; the cleanup is also registered
+    with atexit for exits that skip the `finally` (it runs once: the stack empties itself).
+    """
+    _configure_logging()
+    secret_key = os.environ.get("SECRET_KEY") or secrets.token_hex(32)
+    key_source = "SECRET_KEY from the environment" if os.environ.get("SECRET_KEY") else \
+        "made for this run, shared with the workers"
+    stack = contextlib.ExitStack()
+    atexit.register(stack.close)
+    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
+    try:
+        backend, supervisor = start_services(stack, workers, secret_key, instance_dir)
+        app = app_factory({"REDIS_URL": backend.url, "SECRET_KEY": secret_key, "INTAKE_LOCAL_MODE": True})
+        base = f"http://{host}:{port}"
+        _say(f"\nIntake dev runner\n  Web:       {base}/\n  Dashboard: {base}/rq\n"
+             f"  Redis:     {backend.description}\n"
+             f"  Workers:   {workers} (pids {supervisor.pids}), restarted if they exit\n"
+             f"  Secret:    {key_source}\n"
+             "  Stop with Ctrl-C.\n")
+        run_simple(host, port, app, threaded=True, use_reloader=False)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        _say("Stopping the workers, then Redis…")
+        try:
+            stack.close()
+        finally:
+            atexit.unregister(stack.close)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        _say("Stopped.")
