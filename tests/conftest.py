@@ -1,0 +1,5 @@
+"""Root of the test tree. Markers are registered in pytest.ini. The integration fixtures are a
+plugin here (they start nothing until a test asks) so tests/integration and tests/browser share
+one Redis, one pair of workers and one web process per run."""
+
+pytest_plugins = ["tests.integration.fixtures"]

@@ -1,0 +1,120 @@
+"""A real, tiny OpenAI-compatible embeddings server for fault injection.
+
+`POST /v1/embeddings` with `{"model": ..., "input": str | [str, ...]}` answers
+`{"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [8 floats]}], ...}`.
+Vectors are deterministic: each word is hashed to one of 8 dimensions with a sign, then the
+vector is L2-normalised, so the same text always gets the same vector and shared words score.
+
+Behaviour is switched at run time (thread-safe):
+- `mode = "ok"` (default) answers 200;
+- `mode = "status:<code>"` answers that status with an OpenAI-style error body (429 and 503 also
+  send `Retry-After: 1`);
+- `mode = "slow:<seconds>"` waits that long, then answers 200 (a client timeout test);
+- `fail_next(n, mode)` applies `mode` to the next n requests only, then the current mode again.
+`requests` counts every POST received; `bodies` keeps their JSON; `reset()` restores all.
+Base URL for INTAKE_EMBEDDING_URL: `server.url` (ends with `/v1`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.integration.helpers import free_port
+
+DIMENSION = 8
+
+
+def embed(text: str) -> list[float]:
+    """The deterministic vector this server returns for `text`."""
+    vector = [0.0] * DIMENSION
+    for word in text.lower().split():
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[digest[0] % DIMENSION] += 1.0 if digest[1] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+class EmbeddingServer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.reset()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_for(self))
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, name="embedding-server", daemon=True).start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.mode = "ok"
+            self._scripted: list[str] = []
+            self.requests = 0
+            self.bodies: list[Any] = []
+
+    def fail_next(self, count: int, mode: str) -> None:
+        with self._lock:
+            self._scripted = [mode] * count
+
+    def _next_mode(self, body: Any) -> str:
+        with self._lock:
+            self.requests += 1
+            self.bodies.append(body)
+            return self._scripted.pop(0) if self._scripted else self.mode
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _handler_for(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = None
+            mode = server._next_mode(body)
+            if self.path.rstrip("/") != "/v1/embeddings":
+                return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            kind, _, arg = mode.partition(":")
+            if kind == "status":
+                code = int(arg)
+                headers = {"Retry-After": "1"} if code in (429, 503) else None
+                return self._send(code, {"error": {"message": f"injected {code}", "type": "injected",
+                                                   "code": code}}, headers)
+            if kind == "slow":
+                if server._stopping.wait(float(arg)):
+                    return
+            if not isinstance(body, dict) or "input" not in body:
+                return self._send(400, {"error": {"message": "'input' is required",
+                                                  "type": "invalid_request_error"}})
+            inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            tokens = sum(len(str(text).split()) for text in inputs)
+            self._send(200, {"object": "list", "model": body.get("model", "test-embedding"),
+                             "data": [{"object": "embedding", "index": i, "embedding": embed(str(text))}
+                                      for i, text in enumerate(inputs)],
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    return Handler

@@ -1,0 +1,167 @@
+"""Fixtures of the integration (and browser) tests: real Redis, real `rq worker` processes, the
+Procfile's web (gunicorn), and a real HTTP embeddings server.
+
+A plugin, registered by the root tests/conftest.py, so that tests/integration and tests/browser
+share ONE set of session processes in a run; the fixtures start nothing until a test asks.
+
+Session fixtures (one system for the whole run; each test makes its own batch, so order does not
+matter; Redis is never flushed while workers run):
+- `redis_server`  `.url`, `.port`, `.client()`, `.stop(persist=True)`, `.start()`, `.restartable`
+                  (False on the fakeredis fallback: `stop()`/`start()` then skip the test).
+- `intake_env`    the environment web and workers share (REDIS_URL, SECRET_KEY, quick retries).
+- `worker_pool`   the session's `WorkerPool` as it is (for module fixtures; call `.ensure(2)`).
+- `workers`       (function scope) the session's `WorkerPool`, topped up to 2 running registered
+                  workers before each test: `.names`, `.processes`, `.registered()`, `.start(n)`,
+                  `.stop(name)`, `.ensure(n)`.
+- `web`           `WebServer`: `.url`, `.port`, `.stop()`, `.start()`, `.restart()`, `.process`.
+Function fixtures:
+- `api`           an `ApiClient` (requests.Session, relative URLs) on the running web + workers.
+- `embedding_server` the `EmbeddingServer` (see embedding_server.py), reset to mode "ok".
+- `make_workers`  `make_workers(count, **env)`: extra workers with extra env, stopped after the
+                  test (they share the queues with `workers`).
+A failing test that used these fixtures gets the tail of every process's log in its report.
+Set INTAKE_ITEST_FAKEREDIS=1 to force the fakeredis fallback.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import warnings
+from typing import Iterator
+
+import pytest
+
+from tests.integration.embedding_server import EmbeddingServer
+from tests.integration.helpers import ApiClient
+from tests.integration.processes import REPO_ROOT, ProcessGroup, base_env
+from tests.integration.servers import REDIS_SERVER, FakeRedisTcpServer, RedisServer, WebServer, WorkerPool
+
+SECRET_KEY = "integration-test-secret-key-not-for-production"
+_GROUPS: list[ProcessGroup] = []
+
+
+def _use_fakeredis() -> bool:
+    return REDIS_SERVER is None or os.environ.get("INTAKE_ITEST_FAKEREDIS") == "1"
+
+
+def _group(tmp_path_factory: pytest.TempPathFactory, name: str) -> ProcessGroup:
+    group = ProcessGroup(tmp_path_factory.mktemp(f"logs-{name}"))
+    _GROUPS.append(group)
+    return group
+
+
+@atexit.register
+def _stop_leftovers() -> None:  # belt and braces if a teardown never ran
+    for group in _GROUPS:
+        group.stop_all(timeout=5)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _use_fakeredis():
+        return ("integration: !!! NO redis-server: using fakeredis TcpFakeServer "
+                "(not durable, not restartable; restart tests are skipped) !!!")
+    return f"integration: redis-server {REDIS_SERVER}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if report.failed and "redis_server" in getattr(item, "fixturenames", ()):
+        for group in _GROUPS:
+            if group.processes:
+                report.sections.append((f"process logs ({group.log_dir.name})", group.report()))
+    return report
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | FakeRedisTcpServer]:
+    if _use_fakeredis():
+        banner = ("\n" + "!" * 78 + "\n!!! redis-server is NOT installed (or INTAKE_ITEST_FAKEREDIS=1): the "
+                  "integration tests\n!!! run on fakeredis's TcpFakeServer; Redis restart tests are SKIPPED.\n"
+                  + "!" * 78 + "\n")
+        print(banner, file=sys.__stderr__, flush=True)
+        warnings.warn("integration tests use the fakeredis TCP fallback, not a real redis-server")
+        server: RedisServer | FakeRedisTcpServer = FakeRedisTcpServer()
+    else:
+        group = _group(tmp_path_factory, "redis")
+        server = RedisServer(group, tmp_path_factory.mktemp("redis-data"))
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def intake_env(redis_server) -> dict[str, str]:
+    """What web and workers share: one Redis, one secret, quick retries (DESIGN §11 names)."""
+    return base_env({
+        "REDIS_URL": redis_server.url,
+        "SECRET_KEY": SECRET_KEY,
+        "INTAKE_RETRY_BASE_SECONDS": "1",
+        "INTAKE_MAX_ATTEMPTS": "2",
+    })
+
+
+@pytest.fixture(scope="session")
+def worker_pool(redis_server, intake_env, tmp_path_factory) -> Iterator[WorkerPool]:
+    pool = WorkerPool(_group(tmp_path_factory, "workers"), redis_server.url, intake_env)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+
+
+@pytest.fixture
+def workers(worker_pool: WorkerPool) -> WorkerPool:
+    """The session's pool, topped up to 2 running, registered workers before every test (a test
+    may stop some: the next one still starts with two)."""
+    worker_pool.ensure(2)
+    return worker_pool
+
+
+@pytest.fixture(scope="session")
+def web(redis_server, intake_env, tmp_path_factory) -> Iterator[WebServer]:
+    if not (REPO_ROOT / "Procfile").exists():
+        pytest.fail("no Procfile at the repository root: the web fixture runs its 'web:' line")
+    server = WebServer(_group(tmp_path_factory, "web"), intake_env)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def api(web, workers) -> Iterator[ApiClient]:
+    """A client of the whole running system (web + 2 workers + Redis)."""
+    with ApiClient(web.url) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def _embedding_server() -> Iterator[EmbeddingServer]:
+    server = EmbeddingServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def embedding_server(_embedding_server: EmbeddingServer) -> EmbeddingServer:
+    _embedding_server.reset()
+    return _embedding_server
+
+
+@pytest.fixture
+def make_workers(redis_server, intake_env, tmp_path_factory) -> Iterator:
+    pools: list[WorkerPool] = []
+
+    def start(count: int = 1, **env: str) -> WorkerPool:
+        pool = WorkerPool(_group(tmp_path_factory, "extra-workers"), redis_server.url,
+                          {**intake_env, **env}, prefix="itest-extra")
+        pools.append(pool)
+        pool.start(count)
+        return pool
+
+    yield start
+    for pool in pools:
+        pool.stop_all()

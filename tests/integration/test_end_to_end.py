@@ -1,0 +1,396 @@
+"""End to end through the real system: the Procfile's gunicorn, two `rq worker` processes and a
+real redis-server. What is asserted is what a user of the API sees (DESIGN §3–5, §7).
+
+Every test makes its own batch with uuid-derived words, so reruns and any test order work.
+"""
+from __future__ import annotations
+
+import string
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator
+from urllib.parse import urlparse
+
+import pytest
+from rq import Worker
+
+from tests.integration.helpers import ApiClient, assert_stays, poll
+from tests.samples import make_docx, make_html, make_pdf, make_pdf_no_text
+
+pytestmark = pytest.mark.integration
+
+STATUSES = {"pending", "running", "retrying", "succeeded", "failed", "canceled"}
+TERMINAL = {"succeeded", "failed", "canceled"}
+CURRENT_STEPS = {"queued", "parsing", "chunking", "embedding", "indexing", "done",
+                 "waiting_retry", "failed", "canceled"}
+PIPELINE = ["parsing", "chunking", "embedding", "indexing"]
+TASK_TIMEOUT = 60.0  # seconds for a small document to reach a terminal state on a busy machine
+# DESIGN §1 promises an answer "in milliseconds"; 1 s leaves a wide margin for a loaded CI machine
+# (two gunicorn workers, two rq workers and pytest sharing a couple of CPUs).
+UPLOAD_BOUND = 1.0
+
+
+# ---------------------------------------------------------------- helpers
+
+def unique_word() -> str:
+    """A nonsense word of letters only (a tokenizer may split digits off), unique per run."""
+    return "zq" + "".join(string.ascii_lowercase[int(c, 16)] for c in uuid.uuid4().hex[:12])
+
+
+def upload(client: ApiClient, files: list[tuple[str, bytes, str]], **form: str):
+    """POST /api/documents with repeated `files` parts; returns (response, seconds taken)."""
+    parts = [("files", (name, content, mimetype)) for name, content, mimetype in files]
+    started = time.perf_counter()
+    response = client.post("/api/documents", files=parts, data=form)
+    return response, time.perf_counter() - started
+
+
+def txt(name: str, text: str) -> tuple[str, bytes, str]:
+    return name, text.encode("utf-8"), "text/plain"
+
+
+def get_json(client: ApiClient, path: str) -> dict[str, Any]:
+    response = client.get(path)
+    assert response.status_code == 200, f"GET {path}: {response.status_code} {response.text[:500]}"
+    return response.json()
+
+
+def wait_terminal(client: ApiClient, task_ids: list[str], timeout: float = TASK_TIMEOUT
+                  ) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """Poll every task until all are terminal; returns (final task by id, every snapshot by id)."""
+    history: dict[str, list[dict]] = {task_id: [] for task_id in task_ids}
+
+    def fetch() -> dict[str, str]:
+        for task_id in task_ids:
+            if not history[task_id] or history[task_id][-1]["status"] not in TERMINAL:
+                history[task_id].append(get_json(client, f"/api/tasks/{task_id}"))
+        return {task_id: snaps[-1]["status"] for task_id, snaps in history.items()}
+
+    poll(fetch, lambda statuses: set(statuses.values()) <= TERMINAL, timeout=timeout,
+         message="every task terminal")
+    return {task_id: snaps[-1] for task_id, snaps in history.items()}, history
+
+
+def iso(value: Any, what: str) -> datetime:
+    """Parse an ISO 8601 timestamp (naive ones are read as UTC) or fail naming the field."""
+    assert isinstance(value, str), f"{what} should be an ISO 8601 string, got {value!r}"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise AssertionError(f"{what} is not ISO 8601: {value!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_hex_id(value: Any) -> bool:
+    return isinstance(value, str) and len(value) >= 32 and all(c in string.hexdigits for c in value)
+
+
+def task_shape_problems(task: dict[str, Any]) -> list[str]:
+    """Every way `task` departs from the field list and types of DESIGN §4 (empty: conforms)."""
+    problems: list[str] = []
+
+    def check(ok: bool, text: str) -> None:
+        if not ok:
+            problems.append(text)
+
+    for name, kind in (("id", str), ("batch_id", str), ("document_id", str), ("filename", str),
+                       ("status", str), ("current_step", str), ("step_detail", str),
+                       ("created_at", str), ("updated_at", str), ("steps", list)):
+        check(isinstance(task.get(name), kind), f"{name} should be {kind.__name__}: {task.get(name)!r}")
+    for name in ("progress", "attempts", "max_attempts", "poll_after_ms"):
+        check(is_int(task.get(name)), f"{name} should be an int: {task.get(name)!r}")
+    for name in ("next_attempt_at", "started_at", "ended_at"):
+        check(name in task and (task[name] is None or isinstance(task[name], str)),
+              f"{name} should be null or a string: {task.get(name, '<missing>')!r}")
+    check("result" in task and (task["result"] is None or isinstance(task["result"], dict)),
+          f"result should be null or an object: {task.get('result', '<missing>')!r}")
+    check(is_hex_id(task.get("id")), f"id should be ≥ 32 hex chars: {task.get('id')!r}")
+    check(is_hex_id(task.get("batch_id")), f"batch_id should be ≥ 32 hex chars: {task.get('batch_id')!r}")
+    check(task.get("status") in STATUSES, f"status not one of the six: {task.get('status')!r}")
+    check(task.get("current_step") in CURRENT_STEPS, f"current_step not allowed: {task.get('current_step')!r}")
+    if is_int(task.get("progress")):
+        check(0 <= task["progress"] <= 100, f"progress outside 0–100: {task['progress']}")
+    if is_int(task.get("poll_after_ms")):
+        check(task["poll_after_ms"] > 0, f"poll_after_ms should be > 0: {task['poll_after_ms']}")
+    error = task.get("error", "<missing>")
+    check(error is None or (isinstance(error, dict)
+                            and all(isinstance(error.get(k), str) for k in ("step", "type", "message"))
+                            and isinstance(error.get("retryable"), bool)),
+          f"error should be null or {{step, type, message: str, retryable: bool}}: {error!r}")
+    check(task.get("url") == f"/api/tasks/{task.get('id')}", f"url: {task.get('url')!r}")
+    check(task.get("page_url") == f"/tasks/{task.get('id')}", f"page_url: {task.get('page_url')!r}")
+    for name in ("created_at", "updated_at", "started_at", "ended_at", "next_attempt_at"):
+        if isinstance(task.get(name), str):
+            try:
+                iso(task[name], name)
+            except AssertionError as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def batch_summary_problems(batch: dict[str, Any]) -> list[str]:
+    problems = []
+    if not is_hex_id(batch.get("id")):
+        problems.append(f"batch id should be ≥ 32 hex chars: {batch.get('id')!r}")
+    if batch.get("status") not in {"pending", "running", "succeeded", "failed", "canceled", "partial"}:
+        problems.append(f"batch status: {batch.get('status')!r}")
+    if not (is_int(batch.get("progress")) and 0 <= batch["progress"] <= 100):
+        problems.append(f"batch progress should be an int 0–100: {batch.get('progress')!r}")
+    counts = batch.get("counts")
+    if not (isinstance(counts, dict) and set(counts) >= STATUSES
+            and all(is_int(counts[s]) for s in STATUSES)):
+        problems.append(f"counts should have all six statuses as ints, zeros included: {counts!r}")
+    if not isinstance(batch.get("created_at"), str):
+        problems.append(f"batch created_at should be a string: {batch.get('created_at')!r}")
+    return problems
+
+
+def readable_problems(message: Any) -> list[str]:
+    """Why `message` is not a short sentence for a person (empty: it is one)."""
+    if not isinstance(message, str) or not message.strip():
+        return [f"error.message should be a non-empty string: {message!r}"]
+    problems = []
+    for marker in ("Traceback", 'File "', "<class ", "Error(", "\n  "):
+        if marker in message:
+            problems.append(f"error.message looks like a traceback or repr ({marker!r}): {message!r}")
+    if len(message) >= 300:
+        problems.append(f"error.message is {len(message)} chars (≥ 300): {message!r}")
+    if " " not in message.strip():
+        problems.append(f"error.message is not a sentence: {message!r}")
+    return problems
+
+
+# ---------------------------------------------------------------- the five formats
+
+@dataclass
+class Ingested:
+    """One upload of five formats, followed until every task was terminal."""
+    response: Any
+    seconds: float
+    body: dict[str, Any]
+    files: dict[str, str]                       # filename -> its unique word
+    final: dict[str, dict] = field(default_factory=dict)
+    history: dict[str, list[dict]] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def five_formats(web, worker_pool) -> Iterator[Ingested]:
+    worker_pool.ensure(2)
+    words = {ext: unique_word() for ext in ("txt", "md", "html", "pdf", "docx")}
+    names = {ext: f"e2e-{word}.{ext}" for ext, word in words.items()}
+    files = [
+        txt(names["txt"], f"The {words['txt']} report explains how the quarterly figures were reconciled.\n"),
+        (names["md"], f"# Release notes\n\nThe {words['md']} checklist lists every step of the release.\n"
+                      .encode(), "text/markdown"),
+        (names["html"], make_html("Opening hours", f"The {words['html']} page describes when the office opens."),
+         "text/html"),
+        (names["pdf"], make_pdf(f"The {words['pdf']} handbook covers travel expenses."), "application/pdf"),
+        (names["docx"], make_docx([f"The {words['docx']} memo summarises the planning meeting."]),
+         "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    ]
+    with ApiClient(web.url) as client:
+        response, seconds = upload(client, files)
+        assert response.status_code == 202, f"upload: {response.status_code} {response.text[:1000]}"
+        body = response.json()
+        ingested = Ingested(response, seconds, body, {names[ext]: words[ext] for ext in words})
+        ingested.final, ingested.history = wait_terminal(client, [t["id"] for t in body["tasks"]])
+    yield ingested
+
+
+def test_five_formats_are_accepted_at_once_processed_and_searchable(five_formats, api):
+    response, body = five_formats.response, five_formats.body
+    assert response.status_code == 202
+    assert five_formats.seconds < UPLOAD_BOUND, f"upload answered in {five_formats.seconds:.3f} s"
+    batch_id = body["batch_id"]
+    assert is_hex_id(batch_id), batch_id
+    assert urlparse(response.headers.get("Location", "")).path == f"/api/batches/{batch_id}", \
+        response.headers.get("Location")
+    assert body["url"] == f"/api/batches/{batch_id}"
+    assert body["page_url"] == f"/batches/{batch_id}"
+    assert body["rejected"] == []
+    assert sorted(t["filename"] for t in body["tasks"]) == sorted(five_formats.files)
+    for task in body["tasks"]:
+        assert set(task) >= {"id", "document_id", "filename", "status", "duplicate", "url", "page_url"}, task
+        assert is_hex_id(task["id"]), task
+        assert task["document_id"] == task["filename"], task  # DESIGN §9: defaults to the name
+        assert task["status"] in STATUSES and task["duplicate"] is False, task
+        assert task["url"] == f"/api/tasks/{task['id']}" and task["page_url"] == f"/tasks/{task['id']}"
+
+    for task_id, snapshots in five_formats.history.items():
+        final = five_formats.final[task_id]
+        name = final["filename"]
+        assert final["status"] == "succeeded", (name, final)
+        by_attempt: dict[int, list[int]] = {}
+        for snap in snapshots:
+            by_attempt.setdefault(snap["attempts"], []).append(snap["progress"])
+        for attempt, seen in by_attempt.items():
+            assert seen == sorted(seen), f"{name}: progress decreased within attempt {attempt}: {seen}"
+        assert final["progress"] == 100, (name, final)
+        assert final["current_step"] == "done", (name, final)
+        assert final["error"] is None, (name, final)
+        assert final["attempts"] == 1, (name, final)
+        assert [s.get("name") for s in final["steps"]] == PIPELINE, (name, final["steps"])
+        previous_end = None
+        for step in final["steps"]:
+            started = iso(step.get("started_at"), f"{name} {step['name']}.started_at")
+            ended = iso(step.get("ended_at"), f"{name} {step['name']}.ended_at")
+            assert ended >= started, (name, step)
+            assert previous_end is None or started >= previous_end, (name, final["steps"])
+            previous_end = ended
+        result = final["result"]
+        assert isinstance(result, dict), (name, final)
+        assert is_int(result.get("chunks")) and result["chunks"] >= 1, (name, result)
+        assert is_int(result.get("pages")) and is_int(result.get("characters")), (name, result)
+        assert result["characters"] > 0, (name, result)
+
+    for task_id, final in five_formats.final.items():
+        word = five_formats.files[final["filename"]]
+        found = get_json(api, f"/api/search?q={word}&k=5")
+        hits = [r for r in found["results"]
+                if r.get("task_id") == task_id and r.get("document_id") == final["document_id"]]
+        assert hits, f"search for {word!r} did not find {final['filename']}: {found}"
+        assert word in hits[0]["text"] and hits[0]["filename"] == final["filename"], hits[0]
+
+
+def test_a_restart_of_the_web_process_loses_nothing(five_formats, web):
+    web.restart()
+    with ApiClient(web.url) as client:
+        for task_id, before in five_formats.final.items():
+            after = get_json(client, f"/api/tasks/{task_id}")
+            assert after["status"] == before["status"], (before, after)
+            assert after["result"] == before["result"], (before, after)
+        listed = get_json(client, "/api/batches")
+        assert five_formats.body["batch_id"] in [b["id"] for b in listed["batches"]], listed
+
+
+# ---------------------------------------------------------------- shapes
+
+def test_task_and_batch_json_carry_every_field_of_the_contract(api):
+    word = unique_word()
+    response, _ = upload(api, [txt(f"shape-{word}.txt", f"The {word} note is about field shapes.")])
+    assert response.status_code == 202, response.text
+    task_id = response.json()["tasks"][0]["id"]
+    batch_id = response.json()["batch_id"]
+
+    early = get_json(api, f"/api/tasks/{task_id}")  # whatever state it is in by now
+    assert task_shape_problems(early) == [], early
+
+    final = wait_terminal(api, [task_id])[0][task_id]
+    assert task_shape_problems(final) == [], final
+    assert final["status"] == "succeeded" and final["batch_id"] == batch_id, final
+    assert final["max_attempts"] == 2, final  # INTAKE_MAX_ATTEMPTS of the harness
+    assert final["next_attempt_at"] is None and final["error"] is None, final
+    assert iso(final["ended_at"], "ended_at") >= iso(final["started_at"], "started_at")
+    assert iso(final["started_at"], "started_at") >= iso(final["created_at"], "created_at")
+
+    batch = get_json(api, f"/api/batches/{batch_id}")
+    assert batch_summary_problems(batch) == [], batch
+    assert batch["id"] == batch_id
+    assert batch["status"] == "succeeded" and batch["progress"] == 100, batch
+    assert {s: batch["counts"][s] for s in STATUSES} == {
+        "pending": 0, "running": 0, "retrying": 0, "succeeded": 1, "failed": 0, "canceled": 0}
+    assert isinstance(batch["tasks"], list) and [t["id"] for t in batch["tasks"]] == [task_id]
+    assert task_shape_problems(batch["tasks"][0]) == [], batch["tasks"][0]
+    assert batch["tasks"][0]["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("kind", ["tasks", "batches"])
+def test_an_unknown_id_is_a_json_404(api, kind):
+    response = api.get(f"/api/{kind}/{uuid.uuid4().hex}")
+    assert response.status_code == 404, response.text[:500]
+    assert response.headers["Content-Type"].startswith("application/json"), response.headers
+    error = response.json()["error"]
+    assert isinstance(error["code"], str) and error["code"], error
+    assert isinstance(error["message"], str) and error["message"], error
+
+
+def test_an_unchanged_task_or_batch_answers_304(api):
+    word = unique_word()
+    response, _ = upload(api, [txt(f"etag-{word}.txt", f"The {word} note is cached by ETag.")])
+    assert response.status_code == 202, response.text
+    task_id, batch_id = response.json()["tasks"][0]["id"], response.json()["batch_id"]
+    wait_terminal(api, [task_id])
+    for path in (f"/api/tasks/{task_id}", f"/api/batches/{batch_id}"):
+        first = api.get(path)
+        assert first.status_code == 200 and first.headers.get("ETag"), (path, first.headers)
+        second = api.get(path, headers={"If-None-Match": first.headers["ETag"]})
+        assert second.status_code == 304, (path, second.status_code, second.text[:300])
+        assert second.content == b"", (path, second.content[:300])
+
+
+# ---------------------------------------------------------------- bad files
+
+def test_bad_files_fail_at_once_with_a_readable_reason(api):
+    word = unique_word()
+    scanned, broken = f"scan-{word}.pdf", f"broken-{word}.docx"
+    files = [(scanned, make_pdf_no_text(), "application/pdf"),
+             (broken, make_docx([f"The {word} memo."])[:100],
+              "application/vnd.openxmlformats-officedocument.wordprocessingml.document")]
+    response, _ = upload(api, files)
+    assert response.status_code == 202, response.text[:1000]
+    body = response.json()
+    assert body["rejected"] == [], body  # both look like their type; only parsing can tell
+    task_ids = [t["id"] for t in body["tasks"]]
+    assert len(task_ids) == 2, body
+
+    final, _ = wait_terminal(api, task_ids)
+    for task in final.values():
+        assert task["status"] == "failed", task
+        assert task["attempts"] == 1, task
+        assert task["next_attempt_at"] is None, task
+        error = task["error"]
+        assert isinstance(error, dict) and error.get("retryable") is False, task
+        assert error.get("step") == "parsing", task
+        assert readable_problems(error.get("message")) == [], task
+        assert task_shape_problems(task) == [], task
+
+    # Permanent means no automatic retry: with a 1 s retry base one would have started by now.
+    def fetch() -> list[tuple[str, int]]:
+        return [(t["status"], t["attempts"]) for t in (get_json(api, f"/api/tasks/{i}") for i in task_ids)]
+    assert_stays(fetch, lambda states: states == [("failed", 1)] * 2, duration=3.0,
+                 message="a permanently failed task was retried")
+
+    batch = get_json(api, f"/api/batches/{body['batch_id']}")
+    assert batch["status"] == "failed" and batch["counts"]["failed"] == 2, batch
+
+
+# ---------------------------------------------------------------- listing and health
+
+def test_recent_batches_are_listed_newest_first(api):
+    ids = []
+    for n in range(2):
+        word = unique_word()
+        response, _ = upload(api, [txt(f"list-{n}-{word}.txt", f"The {word} note number {n}.")])
+        assert response.status_code == 202, response.text
+        ids.append(response.json()["batch_id"])
+    older, newer = ids
+
+    response = api.get("/api/batches")
+    assert response.status_code == 200, response.text[:500]
+    assert response.headers["Content-Type"].startswith("application/json")
+    batches = response.json()["batches"]
+    listed = [b["id"] for b in batches]
+    assert newer in listed and older in listed, listed
+    assert listed.index(newer) < listed.index(older), listed
+    for batch in batches:
+        assert batch_summary_problems(batch) == [], batch
+    created = [iso(b["created_at"], "created_at") for b in batches]
+    assert created == sorted(created, reverse=True), [b["created_at"] for b in batches]
+
+
+def test_health_reports_redis_and_both_workers(api, workers, redis_server):
+    response = api.get("/api/health")
+    assert response.status_code == 200, response.text[:500]
+    health = response.json()
+    redis_state = health.get("redis")
+    assert redis_state in ("ok", True) or (isinstance(redis_state, dict) and (
+        redis_state.get("ok") is True or redis_state.get("status") == "ok")), health
+    registered = {w.name for w in Worker.all(connection=redis_server.client())}
+    assert health["workers"]["count"] == len(registered) >= 2, (health, registered)
+    assert set(workers.names) <= set(health["workers"]["names"]), health
