@@ -90,3 +90,20 @@ def backoff_delays(max_attempts: int, base_seconds: int, *, cap_seconds: int = 3
         jittered = nominal * (1 + rng.uniform(-jitter, jitter))
         delays.append(max(1, min(cap_seconds, round(jittered))))
     return delays
+
+
+class CancelRequested(Exception):
+    """A person canceled the task: the job stops at this checkpoint and indexes nothing."""
+
+
+def worker_lost() -> PermanentError:
+    """A job whose worker died under it (killed, out of memory, machine lost), retries spent."""
+    return PermanentError("The worker processing this document stopped unexpectedly (killed, "
+                          "out of memory or its machine was lost). Retry to process it again.",
+                          code="worker_lost", retryable=True)
+
+
+def job_lost() -> PermanentError:
+    """A task whose RQ job vanished behind Intake's back (deleted key, dashboard action)."""
+    return PermanentError("The background job of this document disappeared (it was deleted or "
+                          "expired). Retry to process it again.", code="job_lost", retryable=True)

@@ -57,3 +57,26 @@ def kb_documents(tenant: str) -> str:
 
 def kb_generation(tenant: str) -> str:
     return f"{PREFIX}kb:{tenant}:gen"
+
+
+def failed_all() -> str:
+    """Every tenant's dead letters, for operators."""
+    return f"{PREFIX}failed"
+
+
+def active() -> str:
+    """Tasks that are pending, running or retrying: what the reconciler watches."""
+    return f"{PREFIX}active"
+
+
+def canceling() -> str:
+    """Running tasks sent RQ's stop command, whose stopped job must leave the failed registry."""
+    return f"{PREFIX}canceling"
+
+
+def checkpoint(task_id: str) -> str:
+    return f"{PREFIX}checkpoint:{task_id}"
+
+
+def reconcile_lock() -> str:
+    return f"{PREFIX}reconcile-lock"

@@ -2,32 +2,29 @@
 parse → chunk → embed → index.
 
 The job is the only writer of its task's progress while it runs. It checks the cooperative
-cancel flag when it starts and between steps and embedding batches. Every failure is
-classified (jobs.failures): a permanent one sets `retries_left = 0` before the exception leaves
-the job, so RQ records it as a dead letter at once; a transient one is left to RQ's Retry.
+cancel flag when it starts, between steps and between embedding batches, and every write that
+changes the task's status loses to a cancel (ProgressReporter.commit). Completed steps and
+embedding batches are checkpointed, so a retry resumes where the last attempt stopped. Every
+failure is classified (jobs.failures): a permanent one sets `retries_left = 0` before the
+exception leaves the job, so RQ records it as a dead letter at once; a transient one is left
+to RQ's Retry, and the task shows `retrying` until the next attempt starts.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 from redis import Redis
 from rq import get_current_job
 
-from jobs import blobs, index, keys, tasks
+from jobs import blobs, checkpoints, index, keys, lifecycle, tasks
 from jobs.chunking import chunk_text
 from jobs.embedding import Embedder, Embedding, SparseRows, make_embedder
-from jobs.failures import IntakeError, PermanentError, classify
-from jobs.parsers import parse_document
+from jobs.failures import CancelRequested, IntakeError, PermanentError, classify
+from jobs.parsers import ParsedDocument, parse_document
 from jobs.progress import ProgressReporter
 from jobs.settings import Settings
 from jobs.versions import pipeline_version
-
-
-class Canceled(Exception):
-    """A person canceled the task; the job stops at this checkpoint and indexes nothing."""
-
 
 _embedders: dict[Settings, Embedder] = {}
 
@@ -39,118 +36,154 @@ def _embedder(settings: Settings) -> Embedder:
     return _embedders[settings]
 
 
+class Attempt:
+    """One attempt at one task: its record, settings, progress reporter and checkpoints."""
+
+    def __init__(self, job: Any, record: dict[str, str], settings: Settings) -> None:
+        self.job = job
+        self.connection: Redis = job.connection
+        self.record = record
+        self.task_id = record["id"]
+        self.settings = settings
+        self.version = pipeline_version(settings)
+        self.reporter = ProgressReporter(
+            self.connection, self.task_id, job=job, ttl_seconds=settings.retention_seconds,
+            steps=tasks.view(record)["steps"], attempt=int(record.get("attempts") or 0) + 1)
+        self.checkpoints = checkpoints.Checkpoints(self.connection, self.task_id, self.version,
+                                                   settings.retention_seconds)
+
+    def check_cancel(self) -> None:
+        if self.connection.exists(keys.cancel_flag(self.task_id)):
+            raise CancelRequested()
+
+
 def ingest_document(task_id: str) -> dict[str, Any]:
     """RQ entry point. Returns the result summary; raises so that RQ sees every failure."""
     job = get_current_job()
     if job is None:
         raise RuntimeError("ingest_document must run inside an RQ job")
-    connection: Redis = job.connection
-    settings = Settings.from_env()
-    record = tasks.load(connection, task_id)
+    record = tasks.load(job.connection, task_id)
     if record is None:
         job.retries_left = 0
         raise PermanentError("The task record is gone (expired or deleted).", code="task_lost")
-    steps = tasks.view(record)["steps"]
-    reporter = ProgressReporter(connection, task_id, job=job, ttl_seconds=settings.retention_seconds,
-                                steps=steps, attempt=int(record.get("attempts") or 0) + 1)
+    attempt = Attempt(job, record, Settings.from_env())
     try:
-        _check_cancel(connection, task_id)
-        reporter.write({"status": "running", "attempts": reporter.attempt,
-                        "started_at": tasks.now_iso(), "ended_at": "", "error": "",
-                        "next_attempt_at": "", "current_step": "parsing",
-                        "step_detail": "Starting"})
-        return _run(connection, settings, record, reporter)
-    except Canceled:
-        _finish_canceled(reporter)
+        attempt.check_cancel()
+        attempt.reporter.commit({"status": "running", "attempts": attempt.reporter.attempt,
+                                 "started_at": tasks.now_iso(), "ended_at": "", "error": "",
+                                 "next_attempt_at": "", "current_step": "parsing",
+                                 "step_detail": "Starting"})
+        return _run(attempt)
+    except CancelRequested:
+        _finish_canceled(attempt)
         return {"canceled": True}
     except Exception as exc:
-        _record_failure(connection, job, record, reporter, classify(exc, reporter.current_step))
+        error = classify(exc, attempt.reporter.current_step)
+        try:
+            _record_failure(attempt, error)
+        except CancelRequested:
+            job.retries_left = 0
+            _finish_canceled(attempt)
+            return {"canceled": True}
         raise
 
 
-def _run(connection: Redis, settings: Settings, record: dict[str, str],
-         reporter: ProgressReporter) -> dict[str, Any]:
-    task_id = record["id"]
-    reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
-    parsed = parse_document(blobs.load(connection, task_id), record["kind"])
-    reporter.end_step("parsing")
-    _check_cancel(connection, task_id)
+def _run(attempt: Attempt) -> dict[str, Any]:
+    parsed, chunks = _parse_and_chunk(attempt)
+    vectors = _embed(attempt, chunks)
+    reporter, record = attempt.reporter, attempt.record
+    reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
+    attempt.check_cancel()
+    reporter.end_step("indexing")
+    characters = len(parsed.text) or attempt.checkpoints.characters()
+    result = {"pages": parsed.pages, "characters": characters, "chunks": len(chunks)}
+    document = index.IndexedDocument(
+        tenant=record["tenant"], document_id=record["document_id"], filename=record["filename"],
+        task_id=attempt.task_id, version=int(record.get("version") or 0), texts=chunks,
+        vectors=vectors)
 
+    def index_and_clean_up(pipe: Any) -> None:
+        index.queue_upsert(pipe, document)
+        blobs.delete(pipe, attempt.task_id)
+        checkpoints.delete(pipe, attempt.task_id)
+        lifecycle.mark_finished(pipe, record["tenant"], attempt.task_id)
+
+    reporter.progress, reporter.current_step = 100, "done"
+    reporter.step_detail = f"Indexed {len(chunks)} chunks"
+    reporter.commit({"status": "succeeded", "ended_at": tasks.now_iso(), "result": result,
+                     "error": "", "next_attempt_at": "", "pipeline_version": attempt.version},
+                    queue_more=index_and_clean_up)
+    return result
+
+
+def _parse_and_chunk(attempt: Attempt) -> tuple[ParsedDocument, list[str]]:
+    """Parse and chunk, or take both from an earlier attempt's checkpoint (steps keep its times)."""
+    saved = attempt.checkpoints.chunks()
+    if saved is not None:
+        return saved
+    reporter, settings = attempt.reporter, attempt.settings
+    reporter.begin_step("parsing", 2, f"Reading {attempt.record['filename']}")
+    parsed = parse_document(blobs.load(attempt.connection, attempt.task_id),
+                            attempt.record["kind"])
+    reporter.end_step("parsing")
+    attempt.check_cancel()
     reporter.begin_step("chunking", 20, f"Splitting {len(parsed.text)} characters")
     chunks = chunk_text(parsed.text, settings.chunk_size, settings.chunk_overlap)
     if not chunks:
         raise PermanentError("This document contains no text.", code="no_text", step="chunking")
     reporter.end_step("chunking")
-    _check_cancel(connection, task_id)
-
-    vectors = _embed(connection, settings, task_id, chunks, reporter)
-
-    reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
-    _check_cancel(connection, task_id)
-    reporter.end_step("indexing")
-    result = {"pages": parsed.pages, "characters": len(parsed.text), "chunks": len(chunks)}
-    document = index.IndexedDocument(
-        tenant=record["tenant"], document_id=record["document_id"], filename=record["filename"],
-        task_id=task_id, version=int(record.get("version") or 0), texts=chunks, vectors=vectors)
-    pipe = connection.pipeline()
-    index.queue_upsert(pipe, document)
-    reporter.progress, reporter.current_step = 100, "done"
-    reporter.step_detail = f"Indexed {len(chunks)} chunks"
-    reporter.write({"status": "succeeded", "ended_at": tasks.now_iso(), "result": result,
-                    "error": "", "next_attempt_at": "",
-                    "pipeline_version": pipeline_version(settings)}, pipe=pipe)
-    blobs.delete(pipe, task_id)
-    pipe.zrem(keys.tenant_failed(record["tenant"]), task_id)
-    pipe.execute()
-    return result
+    attempt.checkpoints.save_chunks(parsed, chunks)
+    attempt.check_cancel()
+    return parsed, chunks
 
 
-def _embed(connection: Redis, settings: Settings, task_id: str, chunks: list[str],
-           reporter: ProgressReporter) -> Embedding:
-    """Every chunk's vector, embedded batch by batch (progress and a cancel check per batch)."""
-    embedder = _embedder(settings)
-    total = len(chunks)
+def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
+    """Embed in batches; each batch is checkpointed and followed by a cancel check."""
+    embedder = _embedder(attempt.settings)
+    reporter, total = attempt.reporter, len(chunks)
     reporter.begin_step("embedding", 30, f"Embedding chunks 0 of {total}")
     blocks = []
     for start in range(0, total, embedder.batch_size):
-        blocks.append(embedder.embed(chunks[start:start + embedder.batch_size]))
+        block = attempt.checkpoints.embedding(start)
+        if block is None:
+            block = embedder.embed(chunks[start:start + embedder.batch_size])
+            attempt.checkpoints.save_embedding(start, block)
+        blocks.append(block)
         done = min(start + embedder.batch_size, total)
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
-        _check_cancel(connection, task_id)
+        attempt.check_cancel()
     reporter.end_step("embedding")
     if isinstance(blocks[0], SparseRows):
         return SparseRows.concatenate(blocks)
     return np.vstack(blocks)
 
 
-def _check_cancel(connection: Redis, task_id: str) -> None:
-    if connection.exists(keys.cancel_flag(task_id)):
-        raise Canceled()
-
-
-def _finish_canceled(reporter: ProgressReporter) -> None:
+def _finish_canceled(attempt: Attempt) -> None:
+    """The cancel already set the status; leave the record's step and the job meta saying so."""
+    reporter = attempt.reporter
     reporter.current_step = "canceled"
-    reporter.write({"status": "canceled", "ended_at": tasks.now_iso(), "error": "",
-                    "next_attempt_at": "", "step_detail": "Canceled"})
+    pipe = attempt.connection.pipeline()
+    lifecycle.mark_finished(pipe, attempt.record["tenant"], attempt.task_id)
+    reporter.write({"status": "canceled", "step_detail": "Canceled", "error": "",
+                    "next_attempt_at": ""}, pipe=pipe)
+    pipe.execute()
 
 
-def _record_failure(connection: Redis, job: Any, record: dict[str, str],
-                    reporter: ProgressReporter, error: IntakeError) -> None:
+def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     """Write `retrying` with the next attempt's time, or `failed` (a dead letter)."""
+    job, reporter = attempt.job, attempt.reporter
     if not error.transient:
         job.retries_left = 0
-    failed_step = error.step or reporter.current_step
-    fields: dict[str, Any] = {"error": error.as_dict(failed_step)}
-    pipe = connection.pipeline()
+    fields: dict[str, Any] = {"error": error.as_dict(error.step or reporter.current_step)}
     if job.retries_left:
         delay = job.get_retry_interval()
         reporter.current_step = "waiting_retry"
         fields.update(status="retrying", next_attempt_at=tasks.iso_in(delay),
                       step_detail=f"Attempt {reporter.attempt + 1} in {delay} s")
-    else:
-        reporter.current_step = "failed"
-        fields.update(status="failed", next_attempt_at="", ended_at=tasks.now_iso(),
-                      step_detail=error.message)
-        pipe.zadd(keys.tenant_failed(record["tenant"]), {record["id"]: time.time()})
-    reporter.write(fields, pipe=pipe)
-    pipe.execute()
+        reporter.commit(fields)
+        return
+    reporter.current_step = "failed"
+    fields.update(status="failed", next_attempt_at="", ended_at=tasks.now_iso(),
+                  step_detail=error.message)
+    reporter.commit(fields, queue_more=lambda pipe: lifecycle.mark_dead_letter(
+        pipe, attempt.record["tenant"], attempt.task_id))

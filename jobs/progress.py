@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Callable
 
 from redis import Redis
+from redis.exceptions import WatchError
 
 from jobs import keys
+from jobs.failures import CancelRequested
 from jobs.tasks import now_iso
 
 MIN_INTERVAL_SECONDS = 0.35
@@ -59,6 +61,26 @@ class ProgressReporter:
         for step in self.steps:
             if step["name"] == name:
                 step["ended_at"] = now_iso()
+
+    def commit(self, extra: dict[str, Any], queue_more: Callable[[Any], None] | None = None) -> None:
+        """A write that changes the task's status; it loses to a cancel.
+
+        The cancel flag is WATCHed: if a person cancels between the check and EXEC, nothing is
+        written (no index update either) and CancelRequested is raised instead.
+        """
+        flag = keys.cancel_flag(self.task_id)
+        with self.connection.pipeline() as pipe:
+            try:
+                pipe.watch(flag)
+                if pipe.exists(flag):
+                    raise CancelRequested()
+                pipe.multi()
+                if queue_more is not None:
+                    queue_more(pipe)
+                self.write(extra, pipe=pipe)
+                pipe.execute()
+            except WatchError:
+                raise CancelRequested() from None
 
     def write(self, extra: dict[str, Any] | None = None, *, pipe: Any = None) -> None:
         """Write progress (and `extra` record fields) to the task hash and the job meta at once."""

@@ -10,7 +10,7 @@ from typing import Any
 from redis import Redis
 from rq import Queue, Worker
 
-from jobs import index, keys, tasks
+from jobs import index, keys, lifecycle, tasks
 from jobs.embedding import Embedder, SparseRows, make_embedder
 from jobs.settings import QUEUE_NAMES, Settings
 from jobs.submit import Upload, submit_documents
@@ -93,6 +93,48 @@ class Intake:
         if include_tasks:
             view["tasks"] = task_views
         return view
+
+    def cancel(self, tenant: str, task_id: str) -> tuple[str, str]:
+        """('ok' | 'missing' | 'conflict', previous status)."""
+        return lifecycle.cancel_task(self.connection, tenant, task_id)
+
+    def retry(self, tenant: str, task_id: str) -> tuple[str, str]:
+        """('ok' | 'missing' | 'conflict' | 'not_retryable', previous status)."""
+        return lifecycle.retry_task(self.connection, self.queues, self.settings, tenant, task_id)
+
+    def batch_task_ids(self, tenant: str, batch_id: str) -> list[str] | None:
+        pipe = self.connection.pipeline(transaction=False)
+        pipe.hget(keys.batch(batch_id), "tenant")
+        pipe.lrange(keys.batch_tasks(batch_id), 0, -1)
+        owner, task_ids = pipe.execute()
+        if owner is None or owner.decode() != tenant:
+            return None
+        return [t.decode() for t in task_ids]
+
+    def retry_failed(self, tenant: str, task_ids: list[str]) -> dict[str, int]:
+        """Retry the failed tasks among `task_ids`; failed ones that cannot be retried (a bad
+        file) are skipped; tasks in other states are left alone."""
+        counts = {"retried": 0, "skipped": 0}
+        for record in tasks.load_many(self.connection, task_ids):
+            if record is None or record.get("status") != "failed":
+                continue
+            outcome, _ = self.retry(tenant, record["id"])
+            counts["retried" if outcome == "ok" else "skipped"] += 1
+        return counts
+
+    def cancel_many(self, tenant: str, task_ids: list[str]) -> dict[str, int]:
+        canceled = sum(1 for task_id in task_ids if self.cancel(tenant, task_id)[0] == "ok")
+        return {"canceled": canceled}
+
+    def list_failed(self, tenant: str | None, *, offset: int = 0,
+                    limit: int = 50) -> dict[str, Any]:
+        """Dead letters, newest first: one tenant's, or every tenant's (tenant None)."""
+        key = keys.tenant_failed(tenant) if tenant is not None else keys.failed_all()
+        ids = [t.decode() for t in self.connection.zrevrange(key, offset, offset + limit - 1)]
+        records = tasks.load_many(self.connection, ids)
+        failed = [tasks.view(r) for r in records if r is not None and r.get("status") == "failed"]
+        return {"tasks": failed, "offset": offset, "limit": limit,
+                "total": self.connection.zcard(key)}
 
     def search(self, tenant: str, query: str, k: int = 10) -> list[dict[str, Any]]:
         """Top-k chunks of the tenant's succeeded documents."""

@@ -14,11 +14,12 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue, Retry
+from rq.queue import EnqueueData
 
 from jobs import blobs, keys
 from jobs.failures import backoff_delays
 from jobs.settings import PRIORITY_QUEUES, Settings
-from jobs.tasks import TERMINAL, new_id, now_iso
+from jobs.tasks import new_id, now_iso
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
 SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
@@ -87,7 +88,6 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
 
     batch_id, created_at = new_id(), now_iso()
     queue = queues[choose_queue(len(unique), priority)]
-    retry = _retry(settings)
     pipe = connection.pipeline()
     entries, job_datas, seen = [], [], set()
     for upload, digest in zip(uploads, digests):
@@ -103,9 +103,7 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         _write_task(pipe, task_id, upload, tenant=tenant, batch_id=batch_id, digest=digest,
                     created_at=created_at, queue=queue.name, settings=settings,
                     pipeline_version=pipeline_version)
-        job_datas.append(Queue.prepare_data(
-            JOB_FUNCTION, args=(task_id,), job_id=task_id, timeout=settings.job_timeout,
-            result_ttl=RESULT_TTL_SECONDS, failure_ttl=ttl, ttl=ttl, retry=retry))
+        job_datas.append(job_data(task_id, settings))
     pipe.hset(keys.batch(batch_id), mapping={"id": batch_id, "tenant": tenant,
                                             "created_at": created_at, "size": len(entries)})
     pipe.expire(keys.batch(batch_id), ttl)
@@ -118,10 +116,18 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
     return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
 
 
-def _retry(settings: Settings) -> Retry | None:
-    """A per-job list of jittered exponential delays (RQ has no jitter and no backoff factor)."""
+def job_data(task_id: str, settings: Settings) -> EnqueueData:
+    """The RQ job of one run of a task: its id is the task's, its retries are its own.
+
+    Every TTL is explicit (RQ ignores Queue-level ones) and the retry delays are a per-job list
+    of jittered exponential whole seconds (RQ has neither jitter nor a backoff factor).
+    """
     delays = backoff_delays(settings.max_attempts, settings.retry_base_seconds)
-    return Retry(max=len(delays), interval=delays) if delays else None
+    ttl = settings.retention_seconds
+    return Queue.prepare_data(
+        JOB_FUNCTION, args=(task_id,), job_id=task_id, timeout=settings.job_timeout,
+        result_ttl=RESULT_TTL_SECONDS, failure_ttl=ttl, ttl=ttl,
+        retry=Retry(max=len(delays), interval=delays) if delays else None)
 
 
 def _write_task(pipe: Any, task_id: str, upload: Upload, *, tenant: str, batch_id: str,
@@ -138,4 +144,5 @@ def _write_task(pipe: Any, task_id: str, upload: Upload, *, tenant: str, batch_i
         "pipeline_version": pipeline_version, "version": time.time_ns() // 1000,
     })
     pipe.expire(keys.task(task_id), ttl)
+    pipe.zadd(keys.active(), {task_id: time.time()})
     blobs.store(pipe, task_id, upload.data, ttl)

@@ -38,6 +38,15 @@
       error.hidden = !task.error;
       setText(error, task.error ? task.error.step + ": " + task.error.message : "");
     }
+    var retryable = task.status === "canceled" ||
+      (task.status === "failed" && task.error && task.error.retryable);
+    toggle(scope, "retry", retryable);
+    toggle(scope, "cancel", !TERMINAL[task.status]);
+  }
+
+  function toggle(scope, action, shown) {
+    var form = scope.querySelector('[data-action="' + action + '"]');
+    if (form) { form.hidden = !shown; }
   }
 
   function renderBatch(batch) {

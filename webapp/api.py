@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from webapp import tenancy
+from webapp.dashboard import operator_denial
 from webapp.errors import ApiError
 from webapp.extensions import intake, settings
 from webapp.uploads import accept
@@ -81,6 +82,63 @@ def get_task(task_id: str) -> Response:
     if task is None:
         raise ApiError(404, "not_found", "No such task.")
     return json_response(task, etag=True)
+
+
+@bp.post("/tasks/<task_id>/retry")
+def retry_task(task_id: str) -> Response:
+    outcome, previous = intake().retry(tenancy.current_tenant(), task_id)
+    return _changed(task_id, outcome, previous, "retried")
+
+
+@bp.post("/tasks/<task_id>/cancel")
+def cancel_task(task_id: str) -> Response:
+    outcome, previous = intake().cancel(tenancy.current_tenant(), task_id)
+    return _changed(task_id, outcome, previous, "canceled")
+
+
+def _changed(task_id: str, outcome: str, previous: str, verb: str) -> Response:
+    """202 with the task's new state, or the reason nothing changed."""
+    if outcome == "missing":
+        raise ApiError(404, "not_found", "No such task.")
+    if outcome == "not_retryable":
+        raise ApiError(409, "not_retryable", "This task failed because of its file: retrying "
+                       "cannot help. Fix the file and upload it again.")
+    if outcome != "ok":
+        raise ApiError(409, "conflict", f"A {previous} task cannot be {verb}.")
+    return json_response(intake().get_task(tenancy.current_tenant(), task_id), 202)
+
+
+@bp.post("/batches/<batch_id>/retry-failed")
+def retry_batch(batch_id: str) -> Response:
+    return json_response(intake().retry_failed(tenancy.current_tenant(), _batch_tasks(batch_id)),
+                         202)
+
+
+@bp.post("/batches/<batch_id>/cancel")
+def cancel_batch(batch_id: str) -> Response:
+    return json_response(intake().cancel_many(tenancy.current_tenant(), _batch_tasks(batch_id)),
+                         202)
+
+
+def _batch_tasks(batch_id: str) -> list[str]:
+    task_ids = intake().batch_task_ids(tenancy.current_tenant(), batch_id)
+    if task_ids is None:
+        raise ApiError(404, "not_found", "No such batch.")
+    return task_ids
+
+
+@bp.get("/failed")
+def list_failed() -> Response:
+    tenant: str | None = tenancy.current_tenant()
+    if request.args.get("all") in ("1", "true"):
+        denial = operator_denial()
+        if denial is not None:
+            raise ApiError(denial.status_code, "operator_only",
+                           "Every tenant's dead letters are for operators.")
+        tenant = None
+    page = intake().list_failed(tenant, offset=_int_arg("offset", 0, 0, 10**6),
+                                limit=_int_arg("limit", 50, 1, 200))
+    return json_response(page, etag=True)
 
 
 @bp.get("/search")

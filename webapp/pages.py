@@ -49,6 +49,65 @@ def batch(batch_id: str) -> str:
                            refresh=NOSCRIPT_REFRESH_SECONDS if live else None)
 
 
+@bp.post("/batches/<batch_id>/retry-failed")
+def retry_batch(batch_id: str) -> Response:
+    counts = intake().retry_failed(tenancy.current_tenant(), _batch_tasks(batch_id))
+    flash(f"Retrying {counts['retried']} failed documents"
+          + (f"; {counts['skipped']} cannot be retried." if counts["skipped"] else "."), "info")
+    return redirect(url_for("pages.batch", batch_id=batch_id), 303)
+
+
+@bp.post("/batches/<batch_id>/cancel")
+def cancel_batch(batch_id: str) -> Response:
+    counts = intake().cancel_many(tenancy.current_tenant(), _batch_tasks(batch_id))
+    flash(f"Canceled {counts['canceled']} documents.", "info")
+    return redirect(url_for("pages.batch", batch_id=batch_id), 303)
+
+
+def _batch_tasks(batch_id: str) -> list[str]:
+    task_ids = intake().batch_task_ids(tenancy.current_tenant(), batch_id)
+    if task_ids is None:
+        abort(404, "No such batch.")
+    return task_ids
+
+
+@bp.post("/tasks/<task_id>/<any(retry, cancel):action>")
+def change_task(task_id: str, action: str) -> Response:
+    """Retry or cancel, then back to where the person was (the form says where)."""
+    service = intake()
+    change = service.retry if action == "retry" else service.cancel
+    outcome, previous = change(tenancy.current_tenant(), task_id)
+    if outcome == "missing":
+        abort(404, "No such task.")
+    if outcome == "not_retryable":
+        flash("This file cannot be processed as it is: fix it and upload it again.", "error")
+    elif outcome != "ok":
+        flash(f"A {previous} task cannot be {'retried' if action == 'retry' else 'canceled'}.",
+              "error")
+    return redirect(_back(url_for("pages.task", task_id=task_id)), 303)
+
+
+@bp.get("/failed")
+def failed() -> str:
+    page = intake().list_failed(tenancy.current_tenant(), limit=200)
+    return render_template("failed.html", tasks=page["tasks"], total=page["total"])
+
+
+@bp.post("/failed/retry-all")
+def retry_all_failed() -> Response:
+    page = intake().list_failed(tenancy.current_tenant(), limit=1000)
+    counts = intake().retry_failed(tenancy.current_tenant(), [t["id"] for t in page["tasks"]])
+    flash(f"Retrying {counts['retried']} documents"
+          + (f"; {counts['skipped']} cannot be retried." if counts["skipped"] else "."), "info")
+    return redirect(url_for("pages.failed"), 303)
+
+
+def _back(default: str) -> str:
+    """Only a local path from the form's `next` field: never an open redirect."""
+    target = request.form.get("next", "")
+    return target if target.startswith("/") and not target.startswith("//") else default
+
+
 @bp.get("/tasks/<task_id>")
 def task(task_id: str) -> str:
     found = intake().get_task(tenancy.current_tenant(), task_id)

@@ -1,0 +1,97 @@
+"""Outputs of completed steps, kept so that a retry resumes where the last attempt stopped.
+
+One hash per task holds the chunks (with the parsed document's counts) and each embedding batch.
+Chunking is fast and deterministic, so the parsed text itself is not kept. It is bounded
+(chunks above MAX_CHUNK_CHARS in all are not kept: re-parsing is cheaper than holding them),
+expires with the retention period, and is deleted in the transaction that marks the task
+succeeded.
+A checkpoint made under other chunk or embedder settings is ignored.
+"""
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import numpy as np
+from redis import Redis
+from redis.client import Pipeline
+
+from jobs import keys
+from jobs.embedding import Embedding, SparseRows
+from jobs.parsers import ParsedDocument
+
+MAX_CHUNK_CHARS = 16_000_000
+
+
+class Checkpoints:
+    """Read and write one task's checkpoint hash, all of it tagged with the pipeline version."""
+
+    def __init__(self, connection: Redis, task_id: str, version: str, ttl_seconds: int) -> None:
+        self.connection = connection
+        self.key = keys.checkpoint(task_id)
+        self.version = version
+        self.ttl_seconds = ttl_seconds
+        self._stored: dict[bytes, bytes] | None = None
+
+    def _load(self) -> dict[bytes, bytes]:
+        if self._stored is None:
+            stored = self.connection.hgetall(self.key)
+            valid = stored.get(b"version") == self.version.encode()
+            self._stored = stored if valid else {}
+        return self._stored
+
+    def chunks(self) -> tuple[ParsedDocument, list[str]] | None:
+        """The parsed document (counts only, no text) and its chunks, if an attempt got there."""
+        stored = self._load()
+        if b"chunks" not in stored:
+            return None
+        meta = json.loads(stored[b"parsed"])
+        return ParsedDocument(text="", pages=meta["pages"]), json.loads(stored[b"chunks"])
+
+    def characters(self) -> int:
+        return int(json.loads(self._load().get(b"parsed", b"{}")).get("characters", 0))
+
+    def save_chunks(self, parsed: ParsedDocument, chunks: list[str]) -> None:
+        if sum(map(len, chunks)) > MAX_CHUNK_CHARS:
+            return
+        self._write({
+            "version": self.version, "chunks": json.dumps(chunks),
+            "parsed": json.dumps({"pages": parsed.pages, "characters": len(parsed.text)}),
+        })
+
+    def embedding(self, start: int) -> Embedding | None:
+        raw = self._load().get(f"embedding:{start}".encode())
+        return decode_embedding(raw) if raw is not None else None
+
+    def save_embedding(self, start: int, block: Embedding) -> None:
+        self._write({"version": self.version, f"embedding:{start}": encode_embedding(block)})
+
+    def _write(self, fields: dict[str, Any]) -> None:
+        pipe = self.connection.pipeline()
+        pipe.hset(self.key, mapping=fields)
+        pipe.expire(self.key, self.ttl_seconds)
+        pipe.execute()
+
+
+def delete(pipe: Pipeline, task_id: str) -> None:
+    pipe.delete(keys.checkpoint(task_id))
+
+
+def encode_embedding(block: Embedding) -> bytes:
+    """Arrays only (no pickle): a dense matrix, or the three arrays of sparse rows."""
+    buffer = io.BytesIO()
+    if isinstance(block, SparseRows):
+        np.savez(buffer, indptr=block.indptr, indices=block.indices, values=block.values,
+                 dimension=np.array(block.dimension, dtype=np.int64))
+    else:
+        np.savez(buffer, dense=np.asarray(block, dtype=np.float32))
+    return buffer.getvalue()
+
+
+def decode_embedding(raw: bytes) -> Embedding:
+    with np.load(io.BytesIO(raw), allow_pickle=False) as arrays:
+        if "dense" in arrays:
+            return arrays["dense"]
+        return SparseRows(arrays["indptr"], arrays["indices"], arrays["values"],
+                          int(arrays["dimension"]))

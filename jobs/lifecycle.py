@@ -1,0 +1,133 @@
+"""Transitions of a task that happen outside a running attempt: the indexes that follow a task's
+status, and what a person does to a task (cancel, retry).
+
+Each transition that depends on the current status is one Lua script, so two people (or a person
+and a worker) never both win: a task is canceled at most once, retried at most once per failure.
+"""
+from __future__ import annotations
+
+import time
+from redis import Redis
+from redis.client import Pipeline
+from rq import Queue
+from rq.command import send_stop_job_command
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
+
+from jobs import keys
+from jobs.settings import Settings
+from jobs.tasks import now_iso
+
+# KEYS: task, cancel flag, active set. ARGV: tenant, now, ttl, task id.
+_CANCEL = """
+if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', ''} end
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'pending' and status ~= 'retrying' and status ~= 'running' then
+  return {'conflict', status}
+end
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[3])
+redis.call('HSET', KEYS[1], 'status', 'canceled', 'current_step', 'canceled',
+           'step_detail', 'Canceled', 'ended_at', ARGV[2], 'updated_at', ARGV[2],
+           'next_attempt_at', '', 'error', '')
+redis.call('ZREM', KEYS[3], ARGV[4])
+return {'ok', status}
+"""
+
+# KEYS: task, cancel flag, active set, tenant failed index, all failed index.
+# ARGV: tenant, now, ttl, task id, max attempts, score.
+_RETRY = """
+if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', ''} end
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'failed' then
+  local raw = redis.call('HGET', KEYS[1], 'error')
+  if not raw or raw == '' or not cjson.decode(raw)['retryable'] then
+    return {'not_retryable', status}
+  end
+elseif status ~= 'canceled' then
+  return {'conflict', status}
+end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'status', 'pending', 'current_step', 'queued',
+           'step_detail', 'Waiting for a worker', 'progress', 0, 'attempts', 0,
+           'max_attempts', ARGV[5], 'error', '', 'next_attempt_at', '', 'started_at', '',
+           'ended_at', '', 'result', '', 'updated_at', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'run', 1)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[4])
+redis.call('ZREM', KEYS[4], ARGV[4])
+redis.call('ZREM', KEYS[5], ARGV[4])
+return {'ok', status}
+"""
+
+
+def mark_dead_letter(pipe: Pipeline, tenant: str, task_id: str) -> None:
+    """A task became `failed`: list it as a dead letter and stop watching it."""
+    now = time.time()
+    pipe.zadd(keys.tenant_failed(tenant), {task_id: now})
+    pipe.zadd(keys.failed_all(), {task_id: now})
+    pipe.zrem(keys.active(), task_id)
+
+
+def mark_finished(pipe: Pipeline, tenant: str, task_id: str) -> None:
+    """A task succeeded or was canceled: it is neither watched nor a dead letter."""
+    pipe.zrem(keys.active(), task_id)
+    pipe.zrem(keys.tenant_failed(tenant), task_id)
+    pipe.zrem(keys.failed_all(), task_id)
+
+
+def cancel_task(connection: Redis, tenant: str, task_id: str) -> tuple[str, str]:
+    """Cancel a pending, retrying or running task: ('ok' | 'missing' | 'conflict', old status).
+
+    A waiting job is removed from its queue or the scheduler; a running one is told to stop (RQ's
+    stop command kills its work-horse at once; the job's own checks of the cancel flag stop it on
+    any worker class).
+    """
+    outcome, previous = (v.decode() for v in connection.eval(
+        _CANCEL, 3, keys.task(task_id), keys.cancel_flag(task_id), keys.active(),
+        tenant, now_iso(), Settings.from_env().retention_seconds, task_id))
+    if outcome != "ok":
+        return outcome, previous
+    if previous == "running":
+        connection.sadd(keys.canceling(), task_id)
+        try:
+            send_stop_job_command(connection, task_id)
+        except Exception:  # the job may have ended between our check and the command
+            pass
+    else:
+        _delete_job(connection, task_id)
+    return outcome, previous
+
+
+def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, tenant: str,
+               task_id: str) -> tuple[str, str]:
+    """Start a new run of a failed (retryable) or canceled task under the same id.
+
+    Returns ('ok' | 'missing' | 'conflict' | 'not_retryable', old status). The old RQ job, if
+    still there, is replaced by a fresh one with a fresh attempt budget.
+    """
+    from jobs.submit import job_data  # submit builds jobs the same way for new tasks
+
+    outcome, previous = (v.decode() for v in connection.eval(
+        _RETRY, 5, keys.task(task_id), keys.cancel_flag(task_id), keys.active(),
+        keys.tenant_failed(tenant), keys.failed_all(),
+        tenant, now_iso(), settings.retention_seconds, task_id, settings.max_attempts,
+        time.time()))
+    if outcome != "ok":
+        return outcome, previous
+    queue_name = (connection.hget(keys.task(task_id), "queue") or b"intake").decode()
+    queue = queues.get(queue_name) or queues["intake"]
+    pipe = connection.pipeline()
+    _delete_job(connection, task_id, pipe=pipe)
+    pipe.srem(keys.canceling(), task_id)
+    queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
+    pipe.execute()
+    return outcome, previous
+
+
+def _delete_job(connection: Redis, task_id: str, pipe: Pipeline | None = None) -> None:
+    """Remove the RQ job from its queue and every registry; Intake's record keeps the state."""
+    try:
+        job = Job.fetch(task_id, connection=connection)
+    except NoSuchJobError:
+        return
+    job.delete(pipeline=pipe)

@@ -1,0 +1,160 @@
+"""The reconciler: makes every task's record agree with its RQ job, so nothing stays stuck.
+
+RQ notices a job whose worker died with it only when the job's heartbeat expires and a worker's
+maintenance cleans the started registry (then RQ retries or fails it), and it never tells
+Intake. Dashboard actions and deleted keys change jobs behind Intake's back. So, every few
+seconds, one worker (whichever takes the lock) compares each active task with its job:
+
+| task                      | job                    | becomes                                |
+|---------------------------|------------------------|----------------------------------------|
+| running                   | scheduled or queued    | retrying ("worker lost"): RQ retried it|
+| pending/running/retrying  | failed or stopped      | failed ("worker lost"), a dead letter  |
+| pending/running/retrying  | gone                   | failed ("job lost"), retryable         |
+| pending/retrying          | canceled (dashboard)   | canceled                               |
+
+A task is only judged once its record has been still for GRACE_SECONDS, and every change is a
+compare-and-set on status and attempts, so a task that moves on meanwhile is left alone. Jobs
+stopped by a cancel are taken out of the failed registry: a cancel is not a dead letter.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from redis import Redis
+from rq.job import Job
+from rq.registry import FailedJobRegistry, ScheduledJobRegistry
+
+from jobs import keys, lifecycle
+from jobs.failures import IntakeError, job_lost, worker_lost
+from jobs.tasks import iso_in, now_iso
+
+log = logging.getLogger(__name__)
+
+GRACE_SECONDS = 10
+INTERVAL_SECONDS = 4
+
+# KEYS: task. ARGV: expected status, expected attempts, then field/value pairs.
+_COMPARE_AND_SET = """
+local current = redis.call('HMGET', KEYS[1], 'status', 'attempts')
+if current[1] ~= ARGV[1] or (current[2] or '0') ~= ARGV[2] then return 0 end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+
+def run_if_due(connection: Redis) -> bool:
+    """Reconcile unless another worker did in the last INTERVAL_SECONDS; True if it ran."""
+    if not connection.set(keys.reconcile_lock(), 1, nx=True, ex=INTERVAL_SECONDS):
+        return False
+    reconcile(connection)
+    return True
+
+
+def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dict[str, int]:
+    """One pass over the active tasks and the canceling set; returns what it changed."""
+    changed = {"retrying": 0, "failed": 0, "canceled": 0, "forgotten": 0, "uncanceled": 0}
+    task_ids = [t.decode() for t in connection.zrange(keys.active(), 0, -1)]
+    pipe = connection.pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.hmget(keys.task(task_id), "status", "attempts", "updated_at", "tenant", "queue")
+        pipe.hget(f"rq:job:{task_id}", "status")
+    replies = pipe.execute()
+    cutoff = time.time() - grace_seconds
+    for task_id, fields, job_status in zip(task_ids, replies[::2], replies[1::2]):
+        task = dict(zip(("status", "attempts", "updated_at", "tenant", "queue"),
+                        (v.decode() if v is not None else None for v in fields)))
+        outcome = _judge(connection, task_id, task, job_status and job_status.decode(), cutoff)
+        if outcome:
+            changed[outcome] += 1
+    changed["uncanceled"] = _clear_canceled_jobs(connection)
+    if any(changed.values()):
+        log.info("reconciled tasks: %s", changed)
+    return changed
+
+
+def _judge(connection: Redis, task_id: str, task: dict[str, Any], job_status: str | None,
+           cutoff: float) -> str | None:
+    status = task["status"]
+    if status not in ("pending", "running", "retrying"):
+        connection.zrem(keys.active(), task_id)
+        return "forgotten"
+    if _timestamp(task["updated_at"]) > cutoff:
+        return None
+    if job_status is None:
+        return _fail(connection, task_id, task, job_lost())
+    if job_status in ("failed", "stopped"):
+        return _fail(connection, task_id, task, worker_lost())
+    if job_status == "canceled" and status != "running":
+        return _set(connection, task_id, task, "canceled", status="canceled",
+                    current_step="canceled", step_detail="Canceled", ended_at=now_iso())
+    if job_status in ("scheduled", "queued") and status == "running":
+        return _retrying(connection, task_id, task, job_status)
+    return None
+
+
+def _retrying(connection: Redis, task_id: str, task: dict[str, Any], job_status: str) -> str | None:
+    delay = 0.0
+    if job_status == "scheduled":
+        registry = ScheduledJobRegistry(task["queue"] or "intake", connection=connection)
+        with contextlib.suppress(Exception):  # it may have just been enqueued
+            delay = max(0.0, registry.get_scheduled_time(task_id).timestamp() - time.time())
+    error = worker_lost()
+    error.message = ("The worker processing this document stopped unexpectedly; it will be "
+                     "tried again.")
+    return _set(connection, task_id, task, "retrying", status="retrying",
+                current_step="waiting_retry", next_attempt_at=iso_in(delay),
+                error=json.dumps(error.as_dict(None)),
+                step_detail=f"Attempt {int(task['attempts'] or 0) + 1} soon")
+
+
+def _fail(connection: Redis, task_id: str, task: dict[str, Any], error: IntakeError) -> str | None:
+    outcome = _set(connection, task_id, task, "failed", status="failed", current_step="failed",
+                   step_detail=error.message, error=json.dumps(error.as_dict(None)),
+                   next_attempt_at="", ended_at=now_iso())
+    if outcome:
+        pipe = connection.pipeline()
+        lifecycle.mark_dead_letter(pipe, task["tenant"] or "default", task_id)
+        pipe.execute()
+    return outcome
+
+
+def _set(connection: Redis, task_id: str, task: dict[str, Any], outcome: str,
+         **fields: str) -> str | None:
+    fields["updated_at"] = now_iso()
+    args = [task["status"], task["attempts"] or "0"]
+    for name, value in fields.items():
+        args += [name, value]
+    applied = connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), *args)
+    if applied and outcome == "canceled":
+        pipe = connection.pipeline()
+        lifecycle.mark_finished(pipe, task["tenant"] or "default", task_id)
+        pipe.execute()
+    return outcome if applied else None
+
+
+def _clear_canceled_jobs(connection: Redis) -> int:
+    """A job stopped by a cancel lands in RQ's failed registry; take it out once it is there."""
+    cleared = 0
+    for raw in connection.smembers(keys.canceling()):
+        task_id = raw.decode()
+        job_status = connection.hget(f"rq:job:{task_id}", "status")
+        if job_status in (b"started", b"queued", b"scheduled"):
+            continue
+        if job_status in (b"failed", b"stopped"):
+            origin = (connection.hget(f"rq:job:{task_id}", "origin") or b"intake").decode()
+            FailedJobRegistry(origin, connection=connection).remove(
+                Job(task_id, connection=connection), delete_job=True)
+            cleared += 1
+        connection.srem(keys.canceling(), task_id)
+    return cleared
+
+
+def _timestamp(iso: str | None) -> float:
+    if not iso:
+        return 0.0
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
