@@ -61,12 +61,13 @@ def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dic
     task_ids = [t.decode() for t in connection.zrange(keys.active(), 0, -1)]
     pipe = connection.pipeline(transaction=False)
     for task_id in task_ids:
-        pipe.hmget(keys.task(task_id), "status", "attempts", "updated_at", "tenant", "queue")
+        pipe.hmget(keys.task(task_id), "status", "attempts", "updated_at", "tenant", "queue",
+                   "created_at")
         pipe.hget(f"rq:job:{task_id}", "status")
     replies = pipe.execute()
     cutoff = time.time() - grace_seconds
     for task_id, fields, job_status in zip(task_ids, replies[::2], replies[1::2]):
-        task = dict(zip(("status", "attempts", "updated_at", "tenant", "queue"),
+        task = dict(zip(("status", "attempts", "updated_at", "tenant", "queue", "created_at"),
                         (v.decode() if v is not None else None for v in fields)))
         outcome = _judge(connection, task_id, task, job_status and job_status.decode(), cutoff)
         if outcome:
@@ -83,7 +84,7 @@ def _judge(connection: Redis, task_id: str, task: dict[str, Any], job_status: st
     if status not in ("pending", "running", "retrying"):
         connection.zrem(keys.active(), task_id)
         return "forgotten"
-    if _timestamp(task["updated_at"]) > cutoff:
+    if _timestamp(task["updated_at"] or task["created_at"]) > cutoff:
         return None
     if job_status is None:
         return _fail(connection, task_id, task, job_lost())

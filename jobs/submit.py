@@ -16,7 +16,7 @@ from redis import Redis
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs import blobs, keys
+from jobs import keys
 from jobs.failures import backoff_delays
 from jobs.settings import PRIORITY_QUEUES, Settings
 from jobs.tasks import new_id, now_iso
@@ -26,10 +26,12 @@ SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person
 BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
 
-# KEYS[1]: idempotency key. ARGV: new task id, force flag, ttl, task key prefix.
-# Returns {task_id, existing status or ""}: an active or succeeded task is reused; otherwise the
-# key is claimed for the new id, whose record gets its status now so a concurrent submit of the
-# same file sees it as pending and reuses it.
+# Claims a document's idempotency key and, when it is new, writes its whole task in one step.
+# KEYS: idempotency key, new task, its upload bytes, the active set.
+# ARGV: new task id, force flag, ttl, task key prefix, score, upload bytes, the task record as
+# a JSON object of strings (one argument: encoding dozens costs more than decoding one). Returns {task_id, existing status or ""}: an active or succeeded
+# task is reused; a failed or canceled one (or force) gives way to the new task. The record is
+# complete before the claim is visible, so a concurrent submit of the same file reuses it.
 _CLAIM = """
 local current = redis.call('GET', KEYS[1])
 if current and ARGV[2] ~= '1' then
@@ -39,8 +41,15 @@ if current and ARGV[2] ~= '1' then
   end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
-redis.call('HSET', ARGV[4] .. ARGV[1], 'id', ARGV[1], 'status', 'pending')
-redis.call('EXPIRE', ARGV[4] .. ARGV[1], ARGV[3])
+local fields = {}
+for name, value in pairs(cjson.decode(ARGV[7])) do
+  fields[#fields + 1] = name
+  fields[#fields + 1] = value
+end
+redis.call('HSET', KEYS[2], unpack(fields))
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+redis.call('SET', KEYS[3], ARGV[6], 'EX', ARGV[3])
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
 return {ARGV[1], ''}
 """
 
@@ -76,34 +85,34 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
                      priority: str | None = None, force: bool = False) -> dict[str, Any]:
     """Create a batch of tasks (reusing duplicates) and enqueue one job per new task."""
     ttl = settings.retention_seconds
-    digests = [idempotency_digest(tenant, u.document_id, hashlib.sha256(u.data).hexdigest(),
-                                  pipeline_version) for u in uploads]
-    unique = list(dict.fromkeys(digests))
-    proposed = {d: new_id() for d in unique}
-    pipe = connection.pipeline(transaction=False)
-    for digest in unique:
-        pipe.eval(_CLAIM, 1, keys.idempotency(digest), proposed[digest], "1" if force else "0",
-                  ttl, keys.TASK_PREFIX)
-    claims = {d: (tid.decode(), status.decode()) for d, (tid, status) in zip(unique, pipe.execute())}
-
     batch_id, created_at = new_id(), now_iso()
-    queue = queues[choose_queue(len(unique), priority)]
-    pipe = connection.pipeline()
-    entries, job_datas, seen = [], [], set()
-    for upload, digest in zip(uploads, digests):
-        if digest in seen:
-            continue
-        seen.add(digest)
-        task_id, existing = claims[digest]
+    firsts: dict[str, Upload] = {}
+    for upload in uploads:  # the same file twice in one request is one task
+        digest = idempotency_digest(tenant, upload.document_id,
+                                    hashlib.sha256(upload.data).hexdigest(), pipeline_version)
+        firsts.setdefault(digest, upload)
+    queue = queues[choose_queue(len(firsts), priority)]
+    record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
+              "queue": queue.name, "settings": settings, "pipeline_version": pipeline_version}
+    pipe = connection.pipeline(transaction=False)
+    for digest, upload in firsts.items():
+        task_id = new_id()
+        fields = _task_fields(task_id, upload, digest, **record)
+        pipe.eval(_CLAIM, 4, keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
+                  keys.active(), task_id, "1" if force else "0", ttl, keys.TASK_PREFIX,
+                  time.time(), upload.data, fields)
+    entries, job_datas = [], []
+    for upload, (task_id, existing) in zip(firsts.values(), pipe.execute()):
+        task_id, existing = task_id.decode(), existing.decode()
         entries.append({"id": task_id, "document_id": upload.document_id,
                         "filename": upload.filename, "status": existing or "pending",
                         "duplicate": bool(existing)})
-        if existing:
-            continue
-        _write_task(pipe, task_id, upload, tenant=tenant, batch_id=batch_id, digest=digest,
-                    created_at=created_at, queue=queue.name, settings=settings,
-                    pipeline_version=pipeline_version)
-        job_datas.append(job_data(task_id, settings))
+        if not existing:
+            job_datas.append(job_data(task_id, settings))
+
+    # No MULTI: nothing here needs to be atomic (every task is complete already, and a job
+    # without its batch is still a job), and MULTI costs a reply per queued command.
+    pipe = connection.pipeline(transaction=False)
     pipe.hset(keys.batch(batch_id), mapping={"id": batch_id, "tenant": tenant,
                                             "created_at": created_at, "size": len(entries)})
     pipe.expire(keys.batch(batch_id), ttl)
@@ -130,19 +139,13 @@ def job_data(task_id: str, settings: Settings) -> EnqueueData:
         retry=Retry(max=len(delays), interval=delays) if delays else None)
 
 
-def _write_task(pipe: Any, task_id: str, upload: Upload, *, tenant: str, batch_id: str,
-                digest: str, created_at: str, queue: str, settings: Settings,
-                pipeline_version: str) -> None:
-    ttl = settings.retention_seconds
-    pipe.hset(keys.task(task_id), mapping={
-        "id": task_id, "tenant": tenant, "batch_id": batch_id,
-        "document_id": upload.document_id, "filename": upload.filename, "kind": upload.kind,
-        "size": len(upload.data), "status": "pending", "current_step": "queued",
-        "step_detail": "Waiting for a worker", "progress": 0, "attempts": 0,
-        "max_attempts": settings.max_attempts, "created_at": created_at,
-        "updated_at": created_at, "steps": "[]", "queue": queue, "idempotency": digest,
-        "pipeline_version": pipeline_version, "version": time.time_ns() // 1000,
-    })
-    pipe.expire(keys.task(task_id), ttl)
-    pipe.zadd(keys.active(), {task_id: time.time()})
-    blobs.store(pipe, task_id, upload.data, ttl)
+def _task_fields(task_id: str, upload: Upload, digest: str, *, settings: Settings,
+                 **record: str) -> str:
+    """The new task's record for the claim script; what tasks.view defaults is left out."""
+    fields = {
+        "id": task_id, **record, "document_id": upload.document_id,
+        "filename": upload.filename, "kind": upload.kind, "size": len(upload.data),
+        "status": "pending", "max_attempts": settings.max_attempts, "idempotency": digest,
+        "version": time.time_ns() // 1000,
+    }
+    return json.dumps({name: str(value) for name, value in fields.items()})

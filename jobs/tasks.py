@@ -21,6 +21,7 @@ ACTIVE: frozenset[str] = frozenset({"pending", "running", "retrying"})
 STEPS: tuple[str, ...] = ("parsing", "chunking", "embedding", "indexing")
 
 _INT_FIELDS = ("progress", "attempts", "max_attempts")
+_WAITING = {"pending": "Waiting for a worker"}
 _JSON_FIELDS = ("error", "result")
 _OPTIONAL_FIELDS = ("next_attempt_at", "started_at", "ended_at")
 
@@ -74,7 +75,7 @@ def view(record: Mapping[str, str]) -> dict[str, Any]:
         "filename": record.get("filename", ""),
         "status": status,
         "current_step": record.get("current_step") or "queued",
-        "step_detail": record.get("step_detail", ""),
+        "step_detail": record.get("step_detail") or _WAITING.get(status, ""),
         "created_at": record.get("created_at", ""),
         "updated_at": record.get("updated_at") or record.get("created_at", ""),
         "steps": json.loads(record.get("steps") or "[]"),
