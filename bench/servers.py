@@ -1,0 +1,142 @@
+"""The processes a benchmark runs: its own redis-server and the production-style gunicorn.
+
+Both listen on free loopback ports, keep their files in a temporary directory and are stopped
+when the `with` block ends, whatever happened inside it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import redis
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GUNICORN_THREADS = 8
+GUNICORN_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Services:
+    redis_url: str
+    base: str             # the web server's base URL
+    redis_pid: int
+    gunicorn_pid: int     # the master; its workers are its children
+
+
+def cpu_seconds(pid: int, with_children: bool = False) -> float:
+    """User + system CPU time of a live process (and of its live children) from /proc."""
+    pids = [pid]
+    if with_children:
+        path = Path(f"/proc/{pid}/task/{pid}/children")
+        pids += [int(p) for p in path.read_text().split()] if path.exists() else []
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks    # utime, stime
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str,
+               process: subprocess.Popen | None = None, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log else ""
+            raise RuntimeError(f"{what}: process exited with {process.returncode}\n{tail}")
+        try:
+            if check():
+                return
+        except (OSError, redis.RedisError, requests.RequestException):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _stop(process: subprocess.Popen, timeout: float = 15.0) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[tuple[str, int]]:
+    """A throwaway redis-server (no snapshots, no AOF); yields its URL and pid."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    log = workdir / "redis.log"
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(workdir), "--daemonize", "no"]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        wait_until(client.ping, 15, f"redis-server on port {port}", process, log)
+        yield f"redis://127.0.0.1:{port}/0", process.pid
+    finally:
+        _stop(process)
+
+
+@contextmanager
+def gunicorn(redis_url: str, workdir: Path) -> Iterator[tuple[str, int]]:
+    """gunicorn serving bench.app:app the way the Procfile serves webapp.wsgi:app; yields its
+    base URL and the master's pid."""
+    port = free_port()
+    log = workdir / "gunicorn.log"
+    argv = [str(Path(sys.executable).parent / "gunicorn"), "--worker-class", "gthread",
+            "--threads", str(GUNICORN_THREADS), "--workers", str(GUNICORN_WORKERS),
+            "--bind", f"127.0.0.1:{port}", "--timeout", "60", "--graceful-timeout", "30",
+            # The Procfile's flags; gunicorn 27's default control socket is one fixed path per
+            # user, which two servers on one machine would fight over.
+            "--no-control-socket", "bench.app:app"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
+    env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
+               PYTHONPATH=str(REPO_ROOT))
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    probe = requests.Session()
+    probe.trust_env = False
+    try:
+        wait_until(lambda: probe.get(f"{base}/api/health", timeout=2).status_code == 200,
+                   60, "gunicorn answering /api/health", process, log)
+        probe.close()
+        yield base, process.pid
+    finally:
+        _stop(process, 30)
+
+
+@contextmanager
+def services() -> Iterator[Services]:
+    """Redis and the web server, both torn down at the end."""
+    with tempfile.TemporaryDirectory(prefix="intake-bench-") as tmp:
+        workdir = Path(tmp)
+        with redis_server(workdir) as (redis_url, redis_pid):
+            with gunicorn(redis_url, workdir) as (base, gunicorn_pid):
+                yield Services(redis_url, base, redis_pid, gunicorn_pid)
