@@ -26,7 +26,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Tests may pass a ready client as REDIS_CONNECTION (a fakeredis instance, say).
     """
-    from webapp import api, dashboard, errors, pages, security
+    from webapp import api, auth, dashboard, errors, pages, security, tenancy
     from webapp.cli import register_cli
     from webapp.config import load_config
 
@@ -38,10 +38,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     csrf.init_app(app)
     csrf.exempt(api.bp)
+    security.init_app(app)
+    tenancy.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(auth.bp)
     dashboard.mount(app)
-    security.init_app(app)
     errors.init_app(app)
     register_cli(app)
     return app

@@ -1,12 +1,96 @@
-"""Which tenant a request acts for.
+"""Which tenant a request acts for, decided once per request before any view runs.
 
-Without INTAKE_API_KEYS there is one tenant, `default` (DESIGN §10); keys and sign-in build on
-this single point.
+Without INTAKE_API_KEYS there is one tenant, `default`. With keys (`tenant:key,tenant:key`), an
+API call carries `Authorization: Bearer <key>` (or the session of a signed-in page), and a page
+needs a session signed in with a key. The session keeps a digest of the key it was signed in
+with, so removing a key from the configuration signs its sessions out. Views then scope every
+read and write by `current_tenant()`; another tenant's ids simply do not exist for them.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import re
+from typing import Mapping
+from urllib.parse import quote
+
+from flask import Flask, Response, current_app, g, redirect, request, session
+
+from webapp.errors import ApiError
+
 DEFAULT_TENANT = "default"
+TENANT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Reachable without a tenant: sign-in itself, static files, operator pages (their own auth) and
+# what monitoring polls.
+OPEN_ENDPOINTS = frozenset({"auth.signin", "auth.signout", "static", "api.health",
+                            "api.openapi", "metrics"})
+
+
+def parse_api_keys(raw: str | None) -> dict[str, str]:
+    """`tenant:key,tenant:key` → {key: tenant}; a malformed entry is a configuration error."""
+    keys: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in (raw or "").split(","))):
+        tenant, sep, key = entry.partition(":")
+        if not sep or not TENANT_NAME.match(tenant) or len(key) < 8:
+            raise ValueError("INTAKE_API_KEYS must be `tenant:key,…` with tenant names of "
+                             "letters, digits, - or _ and keys of 8 characters or more")
+        keys[key] = tenant
+    return keys
+
+
+def tenant_for_key(key: str, keys: Mapping[str, str]) -> str | None:
+    """Constant-time over every configured key, so timing tells nothing about near misses."""
+    found = None
+    for candidate, tenant in keys.items():
+        if hmac.compare_digest(candidate.encode(), key.encode()):
+            found = tenant
+    return found
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def init_app(app: Flask) -> None:
+    app.config["INTAKE_KEYS"] = parse_api_keys(app.config.get("INTAKE_API_KEYS"))
+    app.before_request(_identify)
 
 
 def current_tenant() -> str:
-    return DEFAULT_TENANT
+    return g.tenant
+
+
+def _identify() -> Response | None:
+    keys: dict[str, str] = current_app.config["INTAKE_KEYS"]
+    if not keys:
+        g.tenant = DEFAULT_TENANT
+        return None
+    g.tenant = _from_bearer(keys) or _from_session(keys)
+    if g.tenant or request.endpoint in OPEN_ENDPOINTS or request.blueprint == "rq_dashboard":
+        return None
+    if request.path.startswith("/api/"):
+        raise ApiError(401, "unauthorized", "Send `Authorization: Bearer <your API key>`.")
+    return redirect(f"/signin?next={quote(request.full_path.rstrip('?'))}", 303)
+
+
+def _from_bearer(keys: Mapping[str, str]) -> str | None:
+    auth = request.headers.get("Authorization", "")
+    scheme, _, key = auth.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        if auth and request.path.startswith("/api/") and scheme.lower() == "bearer":
+            raise ApiError(401, "unauthorized", "That API key is not valid.")
+        return None
+    tenant = tenant_for_key(key.strip(), keys)
+    if tenant is None and request.path.startswith("/api/"):
+        raise ApiError(401, "unauthorized", "That API key is not valid.")
+    return tenant
+
+
+def _from_session(keys: Mapping[str, str]) -> str | None:
+    tenant, digest = session.get("tenant"), session.get("key")
+    if not tenant or not digest:
+        return None
+    if not any(t == tenant and hmac.compare_digest(key_digest(k), digest) for k, t in keys.items()):
+        session.clear()
+        return None
+    return tenant

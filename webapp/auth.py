@@ -1,0 +1,39 @@
+"""Signing pages in and out with an API key (DESIGN §10): the key is checked once, then a signed
+session cookie carries the tenant. Forms carry CSRF tokens like every other form."""
+from __future__ import annotations
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, session
+from werkzeug.wrappers import Response
+
+from webapp.tenancy import key_digest, tenant_for_key
+
+bp = Blueprint("auth", __name__)
+
+
+@bp.route("/signin", methods=["GET", "POST"])
+def signin() -> Response | str | tuple[str, int]:
+    keys = current_app.config["INTAKE_KEYS"]
+    if not keys:
+        return redirect("/", 303)
+    if request.method == "GET":
+        return render_template("signin.html", next=_next())
+    key = (request.form.get("key") or "").strip()
+    tenant = tenant_for_key(key, keys) if key else None
+    if tenant is None:
+        flash("That key is not valid.", "error")
+        return render_template("signin.html", next=_next()), 401
+    session.clear()
+    session["tenant"], session["key"] = tenant, key_digest(key)
+    return redirect(_next(), 303)
+
+
+@bp.post("/signout")
+def signout() -> Response:
+    session.clear()
+    return redirect("/signin" if current_app.config["INTAKE_KEYS"] else "/", 303)
+
+
+def _next() -> str:
+    """Only a local path: never an open redirect."""
+    target = request.values.get("next", "/")
+    return target if target.startswith("/") and not target.startswith("//") else "/"
