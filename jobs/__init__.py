@@ -6,11 +6,11 @@ from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
 from jobs.service import MAX_SEARCH_K, Intake
 from jobs.settings import QUEUE_NAMES, Settings
-from jobs.submit import Upload
+from jobs.submit import LimitReached, Upload
 from jobs.tasks import STATUSES, TERMINAL
 
 __all__ = [
-    "Intake", "IntakeError", "MAX_SEARCH_K", "PermanentError", "QUEUE_NAMES", "STATUSES",
+    "Intake", "IntakeError", "LimitReached", "MAX_SEARCH_K", "PermanentError", "QUEUE_NAMES", "STATUSES",
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "detect_kind",
     "rejection_reason",
 ]

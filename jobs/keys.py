@@ -80,3 +80,21 @@ def checkpoint(task_id: str) -> str:
 
 def reconcile_lock() -> str:
     return f"{PREFIX}reconcile-lock"
+
+
+def housekeeping_lock() -> str:
+    return f"{PREFIX}housekeeping-lock"
+
+
+def tenant_active(tenant: str) -> str:
+    return f"{PREFIX}tenant:{tenant}:active"
+
+
+def blob_bytes() -> str:
+    """Uploaded bytes waiting in Redis, all tenants: checked against the blob budget."""
+    return f"{PREFIX}blob-bytes"
+
+
+def blob_sizes() -> str:
+    """task id → size of its stored upload, to recount blob_bytes when uploads expire."""
+    return f"{PREFIX}blob-sizes"

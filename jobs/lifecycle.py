@@ -18,7 +18,7 @@ from jobs import keys
 from jobs.settings import Settings
 from jobs.tasks import now_iso
 
-# KEYS: task, cancel flag, active set. ARGV: tenant, now, ttl, task id.
+# KEYS: task, cancel flag, active set, tenant's active set. ARGV: tenant, now, ttl, task id.
 _CANCEL = """
 if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', ''} end
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -30,10 +30,11 @@ redis.call('HSET', KEYS[1], 'status', 'canceled', 'current_step', 'canceled',
            'step_detail', 'Canceled', 'ended_at', ARGV[2], 'updated_at', ARGV[2],
            'next_attempt_at', '', 'error', '')
 redis.call('ZREM', KEYS[3], ARGV[4])
+redis.call('ZREM', KEYS[4], ARGV[4])
 return {'ok', status}
 """
 
-# KEYS: task, cancel flag, active set, tenant failed index, all failed index.
+# KEYS: task, cancel flag, active set, tenant failed index, all failed index, tenant active.
 # ARGV: tenant, now, ttl, task id, max attempts, score.
 _RETRY = """
 if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', ''} end
@@ -54,6 +55,7 @@ redis.call('HSET', KEYS[1], 'status', 'pending', 'current_step', 'queued',
 redis.call('HINCRBY', KEYS[1], 'run', 1)
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[4])
+redis.call('ZADD', KEYS[6], ARGV[6], ARGV[4])
 redis.call('ZREM', KEYS[4], ARGV[4])
 redis.call('ZREM', KEYS[5], ARGV[4])
 return {'ok', status}
@@ -65,17 +67,24 @@ def mark_dead_letter(pipe: Pipeline, tenant: str, task_id: str) -> None:
     now = time.time()
     pipe.zadd(keys.tenant_failed(tenant), {task_id: now})
     pipe.zadd(keys.failed_all(), {task_id: now})
+    mark_inactive(pipe, tenant, task_id)
+
+
+def mark_inactive(pipe: Pipeline, tenant: str, task_id: str) -> None:
+    """The task no longer waits nor runs: it leaves the sets the limits and reconciler use."""
     pipe.zrem(keys.active(), task_id)
+    pipe.zrem(keys.tenant_active(tenant), task_id)
 
 
 def mark_finished(pipe: Pipeline, tenant: str, task_id: str) -> None:
     """A task succeeded or was canceled: it is neither watched nor a dead letter."""
-    pipe.zrem(keys.active(), task_id)
+    mark_inactive(pipe, tenant, task_id)
     pipe.zrem(keys.tenant_failed(tenant), task_id)
     pipe.zrem(keys.failed_all(), task_id)
 
 
-def cancel_task(connection: Redis, tenant: str, task_id: str) -> tuple[str, str]:
+def cancel_task(connection: Redis, tenant: str, task_id: str,
+                ttl_seconds: int) -> tuple[str, str]:
     """Cancel a pending, retrying or running task: ('ok' | 'missing' | 'conflict', old status).
 
     A waiting job is removed from its queue or the scheduler; a running one is told to stop (RQ's
@@ -83,8 +92,8 @@ def cancel_task(connection: Redis, tenant: str, task_id: str) -> tuple[str, str]
     any worker class).
     """
     outcome, previous = (v.decode() for v in connection.eval(
-        _CANCEL, 3, keys.task(task_id), keys.cancel_flag(task_id), keys.active(),
-        tenant, now_iso(), Settings.from_env().retention_seconds, task_id))
+        _CANCEL, 4, keys.task(task_id), keys.cancel_flag(task_id), keys.active(),
+        keys.tenant_active(tenant), tenant, now_iso(), ttl_seconds, task_id))
     if outcome != "ok":
         return outcome, previous
     if previous == "running":
@@ -108,8 +117,8 @@ def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, 
     from jobs.submit import job_data  # submit builds jobs the same way for new tasks
 
     outcome, previous = (v.decode() for v in connection.eval(
-        _RETRY, 5, keys.task(task_id), keys.cancel_flag(task_id), keys.active(),
-        keys.tenant_failed(tenant), keys.failed_all(),
+        _RETRY, 6, keys.task(task_id), keys.cancel_flag(task_id), keys.active(),
+        keys.tenant_failed(tenant), keys.failed_all(), keys.tenant_active(tenant),
         tenant, now_iso(), settings.retention_seconds, task_id, settings.max_attempts,
         time.time()))
     if outcome != "ok":

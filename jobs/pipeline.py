@@ -104,7 +104,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
 
     def index_and_clean_up(pipe: Any) -> None:
         index.queue_upsert(pipe, document)
-        blobs.delete(pipe, attempt.task_id)
+        blobs.delete(pipe, attempt.task_id, int(record.get("size") or 0))
         checkpoints.delete(pipe, attempt.task_id)
         lifecycle.mark_finished(pipe, record["tenant"], attempt.task_id)
 

@@ -29,14 +29,16 @@ from redis import Redis
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import keys, lifecycle
+from jobs import blobs, keys, lifecycle
 from jobs.failures import IntakeError, job_lost, worker_lost
+from jobs.settings import Settings
 from jobs.tasks import iso_in, now_iso
 
 log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10
 INTERVAL_SECONDS = 4
+HOUSEKEEPING_SECONDS = 60
 
 # KEYS: task. ARGV: expected status, expected attempts, then field/value pairs.
 _COMPARE_AND_SET = """
@@ -48,11 +50,25 @@ return 1
 
 
 def run_if_due(connection: Redis) -> bool:
-    """Reconcile unless another worker did in the last INTERVAL_SECONDS; True if it ran."""
+    """Reconcile unless another worker did in the last INTERVAL_SECONDS; True if it ran.
+
+    Less often (HOUSEKEEPING_SECONDS), also recount the upload bytes waiting (expired uploads
+    give theirs back) and keep the uploads of waiting tasks from expiring before their tasks.
+    """
     if not connection.set(keys.reconcile_lock(), 1, nx=True, ex=INTERVAL_SECONDS):
         return False
     reconcile(connection)
+    if connection.set(keys.housekeeping_lock(), 1, nx=True, ex=HOUSEKEEPING_SECONDS):
+        housekeeping(connection, Settings.from_env().retention_seconds)
     return True
+
+
+def housekeeping(connection: Redis, ttl_seconds: int) -> None:
+    pipe = connection.pipeline(transaction=False)
+    for task_id in connection.zrange(keys.active(), 0, -1):
+        pipe.expire(keys.blob(task_id.decode()), ttl_seconds)
+    pipe.execute()
+    blobs.recount(connection)
 
 
 def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dict[str, int]:
@@ -82,7 +98,9 @@ def _judge(connection: Redis, task_id: str, task: dict[str, Any], job_status: st
            cutoff: float) -> str | None:
     status = task["status"]
     if status not in ("pending", "running", "retrying"):
-        connection.zrem(keys.active(), task_id)
+        pipe = connection.pipeline()
+        lifecycle.mark_inactive(pipe, task["tenant"] or "default", task_id)
+        pipe.execute()
         return "forgotten"
     if _timestamp(task["updated_at"] or task["created_at"]) > cutoff:
         return None

@@ -96,7 +96,8 @@ class Intake:
 
     def cancel(self, tenant: str, task_id: str) -> tuple[str, str]:
         """('ok' | 'missing' | 'conflict', previous status)."""
-        return lifecycle.cancel_task(self.connection, tenant, task_id)
+        return lifecycle.cancel_task(self.connection, tenant, task_id,
+                                     self.settings.retention_seconds)
 
     def retry(self, tenant: str, task_id: str) -> tuple[str, str]:
         """('ok' | 'missing' | 'conflict' | 'not_retryable', previous status)."""

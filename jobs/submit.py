@@ -1,8 +1,9 @@
 """Registering uploaded documents as tasks: idempotency claims, records, bytes and RQ jobs.
 
 A submit never parses: it stores the bytes, writes a record per new task and enqueues one job
-per document, in two round trips whatever the number of files (one for the claims, one
-MULTI for everything else), so 200 files are accepted in milliseconds.
+per document, in two round trips whatever the number of files (one script that checks the
+limits and claims every file, then the batch records and the jobs), so 200 files are accepted
+in milliseconds.
 """
 from __future__ import annotations
 
@@ -26,32 +27,62 @@ SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person
 BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
 
-# Claims a document's idempotency key and, when it is new, writes its whole task in one step.
-# KEYS: idempotency key, new task, its upload bytes, the active set.
-# ARGV: new task id, force flag, ttl, task key prefix, score, upload bytes, the task record as
-# a JSON object of strings (one argument: encoding dozens costs more than decoding one). Returns {task_id, existing status or ""}: an active or succeeded
-# task is reused; a failed or canceled one (or force) gives way to the new task. The record is
-# complete before the claim is visible, so a concurrent submit of the same file reuses it.
-_CLAIM = """
-local current = redis.call('GET', KEYS[1])
-if current and ARGV[2] ~= '1' then
-  local status = redis.call('HGET', ARGV[4] .. current, 'status')
+# Registers a whole batch at once, or nothing: first the limits (tasks waiting, all tenants and
+# this tenant; upload bytes waiting), then each file's idempotency claim. A file whose key has
+# an active or succeeded task reuses it; otherwise (failed, canceled, force) its new task is
+# written completely before the claim is visible, so a concurrent submit reuses it.
+# KEYS: active set, tenant's active set, blob byte counter, blob sizes, then for each file its
+#       idempotency key, task key and blob key.
+# ARGV: force, ttl, task key prefix, score, queue limit, tenant limit, blob budget, then for
+#       each file its new task id, upload bytes and record (a JSON object of strings).
+# Returns {'ok', id1, status1, id2, status2, …} (status '' for a new task) or {limit name}.
+_SUBMIT = """
+local files = (#ARGV - 7) / 3
+local bytes = 0
+for i = 0, files - 1 do bytes = bytes + string.len(ARGV[9 + 3 * i]) end
+if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
+if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
+if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
+  return {'blob_budget'}
+end
+local out = {'ok'}
+for i = 0, files - 1 do
+  local idem, task, blob = KEYS[5 + 3 * i], KEYS[6 + 3 * i], KEYS[7 + 3 * i]
+  local id, data, record = ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i]
+  local current = redis.call('GET', idem)
+  local status = false
+  if current and ARGV[1] ~= '1' then status = redis.call('HGET', ARGV[3] .. current, 'status') end
   if status == 'pending' or status == 'running' or status == 'retrying' or status == 'succeeded' then
-    return {current, status}
+    out[#out + 1] = current
+    out[#out + 1] = status
+  else
+    local fields = {}
+    for name, value in pairs(cjson.decode(record)) do
+      fields[#fields + 1] = name
+      fields[#fields + 1] = value
+    end
+    redis.call('SET', idem, id, 'EX', ARGV[2])
+    redis.call('HSET', task, unpack(fields))
+    redis.call('EXPIRE', task, ARGV[2])
+    redis.call('SET', blob, data, 'EX', ARGV[2])
+    redis.call('ZADD', KEYS[1], ARGV[4], id)
+    redis.call('ZADD', KEYS[2], ARGV[4], id)
+    redis.call('INCRBY', KEYS[3], string.len(data))
+    redis.call('HSET', KEYS[4], id, string.len(data))
+    out[#out + 1] = id
+    out[#out + 1] = ''
   end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
-local fields = {}
-for name, value in pairs(cjson.decode(ARGV[7])) do
-  fields[#fields + 1] = name
-  fields[#fields + 1] = value
-end
-redis.call('HSET', KEYS[2], unpack(fields))
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-redis.call('SET', KEYS[3], ARGV[6], 'EX', ARGV[3])
-redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
-return {ARGV[1], ''}
+return out
 """
+
+
+class LimitReached(Exception):
+    """A submit refused whole because a limit would be passed: nothing was registered."""
+
+    def __init__(self, limit: str) -> None:
+        super().__init__(limit)
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -94,15 +125,19 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
     queue = queues[choose_queue(len(firsts), priority)]
     record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
               "queue": queue.name, "settings": settings, "pipeline_version": pipeline_version}
-    pipe = connection.pipeline(transaction=False)
+    keys_, args = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
+                   keys.blob_sizes()], []
     for digest, upload in firsts.items():
         task_id = new_id()
-        fields = _task_fields(task_id, upload, digest, **record)
-        pipe.eval(_CLAIM, 4, keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
-                  keys.active(), task_id, "1" if force else "0", ttl, keys.TASK_PREFIX,
-                  time.time(), upload.data, fields)
+        keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id)]
+        args += [task_id, upload.data, _task_fields(task_id, upload, digest, **record)]
+    reply = connection.eval(_SUBMIT, len(keys_), *keys_, "1" if force else "0", ttl,
+                            keys.TASK_PREFIX, time.time(), settings.queue_limit,
+                            settings.tenant_queue_limit, settings.blob_budget_bytes, *args)
+    if reply[0] != b"ok":
+        raise LimitReached(reply[0].decode())
     entries, job_datas = [], []
-    for upload, (task_id, existing) in zip(firsts.values(), pipe.execute()):
+    for upload, task_id, existing in zip(firsts.values(), reply[1::2], reply[2::2]):
         task_id, existing = task_id.decode(), existing.decode()
         entries.append({"id": task_id, "document_id": upload.document_id,
                         "filename": upload.filename, "status": existing or "pending",

@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
+from jobs import LimitReached
 from webapp import tenancy
 from webapp.dashboard import operator_denial
 from webapp.errors import ApiError
@@ -46,10 +47,25 @@ def upload_documents() -> Response:
         raise ApiError(checked.refusal_status(), first["code"], first["message"],
                        extra={"rejected": checked.rejected})
     force = request.form.get("force") in ("1", "true", "yes")
-    batch = intake().submit(tenancy.current_tenant(), checked.uploads, priority=priority,
-                            force=force)
+    try:
+        batch = intake().submit(tenancy.current_tenant(), checked.uploads, priority=priority,
+                                force=force)
+    except LimitReached as exc:
+        raise limit_error(exc) from None
     return json_response(upload_payload(batch, checked.rejected), 202,
                          headers={"Location": f"/api/batches/{batch['batch_id']}"})
+
+
+def limit_error(exc: LimitReached) -> ApiError:
+    """Backpressure: the whole batch is refused, with when to try again."""
+    if exc.limit == "tenant_full":
+        return ApiError(429, "tenant_queue_full", "You have too many documents waiting; try "
+                        "again when some have finished.", retry_after=30)
+    if exc.limit == "blob_budget":
+        return ApiError(503, "storage_full", "Too many uploaded bytes are waiting to be "
+                        "processed; try again shortly.", retry_after=30)
+    return ApiError(503, "queue_full", "Too many documents are waiting to be processed; try "
+                    "again shortly.", retry_after=30)
 
 
 def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dict[str, Any]:

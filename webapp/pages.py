@@ -6,7 +6,8 @@ from __future__ import annotations
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import TERMINAL
+from jobs import TERMINAL, LimitReached
+from webapp.api import limit_error
 from webapp import tenancy
 from webapp.extensions import intake, settings
 from webapp.uploads import accept
@@ -34,8 +35,12 @@ def upload() -> Response | tuple[str, int]:
         flash(rejection["message"], "error")
     if not checked.uploads:
         return redirect(url_for("pages.index"), 303)
-    batch = intake().submit(tenancy.current_tenant(), checked.uploads,
-                            priority=request.form.get("priority") or None)
+    try:
+        batch = intake().submit(tenancy.current_tenant(), checked.uploads,
+                                priority=request.form.get("priority") or None)
+    except LimitReached as exc:
+        flash(limit_error(exc).message, "error")
+        return redirect(url_for("pages.index"), 303)
     return redirect(url_for("pages.batch", batch_id=batch["batch_id"]), 303)
 
 
