@@ -1,4 +1,4 @@
-"""rq-dashboard mounted at /rq for operators.
+"""rq-dashboard mounted at /rq for operators, read-only (no delete, empty or requeue).
 
 With INTAKE_ADMIN_PASSWORD it asks for basic auth (user `admin`); without one it answers only
 to loopback clients of the dev runner's local mode, and 403 otherwise (behind a proxy every
@@ -12,19 +12,29 @@ import rq_dashboard
 from flask import Flask, Response, current_app, request
 
 URL_PREFIX = "/rq"
+CHANGING_ENDPOINTS = frozenset({"rq_dashboard.requeue_all"})  # a GET that requeues
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
 
 
 def mount(app: Flask) -> None:
+    from webapp import csrf  # the dashboard's own forms carry no token; it is read-only anyway
+
+    app.config["RQ_DASHBOARD_DISABLE_DELETE"] = True
     rq_dashboard.web.setup_rq_connection(app)
+    csrf.exempt(rq_dashboard.blueprint)
     app.register_blueprint(rq_dashboard.blueprint, url_prefix=URL_PREFIX)
     app.before_request(_guard)
 
 
 def _guard() -> Response | None:
+    """Operators only, and read-only: Intake's records, not the dashboard, change tasks."""
     if request.blueprint != "rq_dashboard":
         return None
-    return operator_denial()
+    denial = operator_denial()
+    changes = request.method not in ("GET", "HEAD") or request.endpoint in CHANGING_ENDPOINTS
+    if denial is None and changes:
+        return Response("The dashboard is read-only here: retry or cancel tasks in Intake.", 403)
+    return denial
 
 
 def operator_denial() -> Response | None:

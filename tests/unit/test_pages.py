@@ -72,3 +72,10 @@ def test_dashboard_is_for_operators_only(make_app):
 def test_local_mode_never_comes_from_the_environment(make_app, monkeypatch):
     monkeypatch.setenv("INTAKE_LOCAL_MODE", "1")
     assert make_app().test_client().get("/rq/").status_code == 403
+
+
+def test_dashboard_is_read_only(make_app):
+    client = make_app(INTAKE_LOCAL_MODE=True).test_client()
+    for path in ("/rq/job/abc/delete", "/rq/queue/intake/failed/empty", "/rq/job/abc/requeue"):
+        assert client.post(path).status_code == 403
+    assert client.get("/rq/requeue/intake").status_code == 403
