@@ -34,6 +34,7 @@ MIB = 1024 * 1024
 
 #: A DOCX whose parts expand to more than this is refused before python-docx opens it.
 DOCX_MAX_UNCOMPRESSED_BYTES = 256 * MIB
+DOCX_MAX_ENTRIES = 5000
 
 #: What pypdf and the libraries under it raise on a damaged file (it has no single base class).
 _PDF_ERRORS: tuple[type[BaseException], ...] = (
@@ -286,9 +287,13 @@ def _check_docx_bounds(data: bytes, limit: int = DOCX_MAX_UNCOMPRESSED_BYTES) ->
     """
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            total = sum(member.file_size for member in archive.infolist())
+            members = archive.infolist()
     except (zipfile.BadZipFile, EOFError, ValueError, OSError):
         raise _corrupt("Word document") from None
+    if len(members) > DOCX_MAX_ENTRIES:
+        raise PermanentError(f"This Word document has {len(members)} parts, more than the "
+                             f"{DOCX_MAX_ENTRIES} Intake accepts.", code="too_large")
+    total = sum(member.file_size for member in members)
     if total > limit:
         raise PermanentError(
             f"This Word document expands to {total // MIB} MiB, more than the "

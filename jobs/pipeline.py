@@ -23,6 +23,7 @@ from jobs.embedding import Embedder, Embedding, SparseRows, make_embedder
 from jobs.failures import CancelRequested, IntakeError, PermanentError, classify
 from jobs.parsers import ParsedDocument, parse_document
 from jobs.progress import ProgressReporter
+from jobs.sandbox import parse_bounded
 from jobs.settings import Settings
 from jobs.versions import pipeline_version
 
@@ -123,8 +124,8 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[ParsedDocument, list[str]]:
         return saved
     reporter, settings = attempt.reporter, attempt.settings
     reporter.begin_step("parsing", 2, f"Reading {attempt.record['filename']}")
-    parsed = parse_document(blobs.load(attempt.connection, attempt.task_id),
-                            attempt.record["kind"])
+    parsed = _parse(blobs.load(attempt.connection, attempt.task_id), attempt.record["kind"],
+                    settings)
     reporter.end_step("parsing")
     attempt.check_cancel()
     reporter.begin_step("chunking", 20, f"Splitting {len(parsed.text)} characters")
@@ -135,6 +136,15 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[ParsedDocument, list[str]]:
     attempt.checkpoints.save_chunks(parsed, chunks)
     attempt.check_cancel()
     return parsed, chunks
+
+
+def _parse(data: bytes, kind: str, settings: Settings) -> ParsedDocument:
+    """Plain text is decoded here (linear, bounded by the file size); formats with complex
+    parsers run in a killable child under a deadline and a memory bound."""
+    if kind in ("txt", "md"):
+        return parse_document(data, kind)
+    return parse_bounded(data, kind, seconds=settings.parse_timeout,
+                         memory_bytes=settings.parse_memory_mb * 1024 * 1024)
 
 
 def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:

@@ -36,6 +36,8 @@ class Settings:
     retention_days: int = 30
     chunk_size: int = 1000
     chunk_overlap: int = 150
+    parse_timeout: float = 120.0
+    parse_memory_mb: int = 1024
 
     @property
     def retention_seconds(self) -> int:
