@@ -98,3 +98,11 @@ def blob_bytes() -> str:
 def blob_sizes() -> str:
     """task id → size of its stored upload, to recount blob_bytes when uploads expire."""
     return f"{PREFIX}blob-sizes"
+
+
+def metrics() -> str:
+    return f"{PREFIX}metrics"
+
+
+def step_metrics() -> str:
+    return f"{PREFIX}metrics:steps"

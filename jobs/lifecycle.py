@@ -14,7 +14,7 @@ from rq.command import send_stop_job_command
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
-from jobs import keys
+from jobs import keys, metrics
 from jobs.settings import Settings
 from jobs.tasks import now_iso
 
@@ -96,6 +96,7 @@ def cancel_task(connection: Redis, tenant: str, task_id: str,
         keys.tenant_active(tenant), tenant, now_iso(), ttl_seconds, task_id))
     if outcome != "ok":
         return outcome, previous
+    metrics.count(connection, "tasks_finished_total", status="canceled")
     if previous == "running":
         connection.sadd(keys.canceling(), task_id)
         try:
@@ -128,6 +129,7 @@ def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, 
     pipe = connection.pipeline()
     _delete_job(connection, task_id, pipe=pipe)
     pipe.srem(keys.canceling(), task_id)
+    metrics.count(pipe, "manual_retries_total")
     queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
     pipe.execute()
     return outcome, previous

@@ -17,7 +17,7 @@ import numpy as np
 from redis import Redis
 from rq import get_current_job
 
-from jobs import blobs, checkpoints, index, keys, lifecycle, tasks
+from jobs import blobs, checkpoints, index, keys, lifecycle, metrics, tasks
 from jobs.chunking import chunk_text
 from jobs.embedding import Embedder, Embedding, SparseRows, make_embedder
 from jobs.failures import CancelRequested, IntakeError, PermanentError, classify
@@ -108,6 +108,8 @@ def _run(attempt: Attempt) -> dict[str, Any]:
         blobs.delete(pipe, attempt.task_id, int(record.get("size") or 0))
         checkpoints.delete(pipe, attempt.task_id)
         lifecycle.mark_finished(pipe, record["tenant"], attempt.task_id)
+        metrics.count(pipe, "tasks_finished_total", status="succeeded")
+        metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunks"
@@ -190,10 +192,14 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
         reporter.current_step = "waiting_retry"
         fields.update(status="retrying", next_attempt_at=tasks.iso_in(delay),
                       step_detail=f"Attempt {reporter.attempt + 1} in {delay} s")
-        reporter.commit(fields)
+        reporter.commit(fields, queue_more=lambda pipe: metrics.count(pipe, "retries_total"))
         return
     reporter.current_step = "failed"
     fields.update(status="failed", next_attempt_at="", ended_at=tasks.now_iso(),
                   step_detail=error.message)
-    reporter.commit(fields, queue_more=lambda pipe: lifecycle.mark_dead_letter(
-        pipe, attempt.record["tenant"], attempt.task_id))
+    def dead_letter(pipe: Any) -> None:
+        lifecycle.mark_dead_letter(pipe, attempt.record["tenant"], attempt.task_id)
+        metrics.count(pipe, "tasks_finished_total", status="failed")
+        metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
+
+    reporter.commit(fields, queue_more=dead_letter)

@@ -29,7 +29,7 @@ from redis import Redis
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import blobs, keys, lifecycle
+from jobs import blobs, keys, lifecycle, metrics
 from jobs.failures import IntakeError, job_lost, worker_lost
 from jobs.settings import Settings
 from jobs.tasks import iso_in, now_iso
@@ -125,10 +125,13 @@ def _retrying(connection: Redis, task_id: str, task: dict[str, Any], job_status:
     error = worker_lost()
     error.message = ("The worker processing this document stopped unexpectedly; it will be "
                      "tried again.")
-    return _set(connection, task_id, task, "retrying", status="retrying",
-                current_step="waiting_retry", next_attempt_at=iso_in(delay),
-                error=json.dumps(error.as_dict(None)),
-                step_detail=f"Attempt {int(task['attempts'] or 0) + 1} soon")
+    outcome = _set(connection, task_id, task, "retrying", status="retrying",
+                   current_step="waiting_retry", next_attempt_at=iso_in(delay),
+                   error=json.dumps(error.as_dict(None)),
+                   step_detail=f"Attempt {int(task['attempts'] or 0) + 1} soon")
+    if outcome:
+        metrics.count(connection, "tasks_lost_total", reason="worker_lost_retried")
+    return outcome
 
 
 def _fail(connection: Redis, task_id: str, task: dict[str, Any], error: IntakeError) -> str | None:
@@ -138,6 +141,8 @@ def _fail(connection: Redis, task_id: str, task: dict[str, Any], error: IntakeEr
     if outcome:
         pipe = connection.pipeline()
         lifecycle.mark_dead_letter(pipe, task["tenant"] or "default", task_id)
+        metrics.count(pipe, "tasks_finished_total", status="failed")
+        metrics.count(pipe, "tasks_lost_total", reason=error.code)
         pipe.execute()
     return outcome
 

@@ -137,6 +137,9 @@ class Intake:
         return {"tasks": failed, "offset": offset, "limit": limit,
                 "total": self.connection.zcard(key)}
 
+    def dead_letter_count(self) -> int:
+        return self.connection.zcard(keys.failed_all())
+
     def search(self, tenant: str, query: str, k: int = 10) -> list[dict[str, Any]]:
         """Top-k chunks of the tenant's succeeded documents."""
         if self._embedder is None:

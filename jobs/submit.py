@@ -17,7 +17,7 @@ from redis import Redis
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs import keys
+from jobs import keys, metrics
 from jobs.failures import backoff_delays
 from jobs.settings import PRIORITY_QUEUES, Settings
 from jobs.tasks import new_id, now_iso
@@ -155,6 +155,7 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
     pipe.expire(keys.batch_tasks(batch_id), ttl)
     pipe.zadd(keys.tenant_batches(tenant), {batch_id: time.time()})
     if job_datas:
+        metrics.count(pipe, "tasks_submitted_total", len(job_datas), queue=queue.name)
         queue.enqueue_many(job_datas, pipeline=pipe)
     pipe.execute()
     return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}

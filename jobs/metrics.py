@@ -1,0 +1,52 @@
+"""What Intake did, counted in Redis so that every web and worker process on every host adds to
+the same numbers.
+
+RQ forks a process per job, so prometheus-client's multiprocess mode would leave a file per job;
+instead each event is one HINCRBY queued on a pipeline the caller already sends, and the web's
+collector (webapp/metrics.py) reads the hashes at scrape time.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable
+
+from redis import Redis
+from redis.client import Pipeline
+
+from jobs import keys
+
+STEP_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+def count(pipe: Pipeline | Redis, name: str, amount: int = 1, **labels: str) -> None:
+    """Add to a counter; `labels` become Prometheus labels (`name|key=value,…` in the hash)."""
+    field = name + "|" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    pipe.hincrby(keys.metrics(), field, amount)
+
+
+def observe_steps(pipe: Pipeline, steps: Iterable[dict[str, Any]], attempt: int) -> None:
+    """Step durations of this attempt into cumulative histogram buckets."""
+    for step in steps:
+        if step.get("attempt") != attempt or not step.get("ended_at"):
+            continue
+        seconds = (_moment(step["ended_at"]) - _moment(step["started_at"])).total_seconds()
+        name = step["name"]
+        for bound in STEP_BUCKETS:
+            if seconds <= bound:
+                pipe.hincrby(keys.step_metrics(), f"{name}|{bound}", 1)
+        pipe.hincrby(keys.step_metrics(), f"{name}|+Inf", 1)
+        pipe.hincrbyfloat(keys.step_metrics(), f"{name}|sum", max(seconds, 0.0))
+
+
+def read(connection: Redis) -> tuple[dict[str, int], dict[str, float]]:
+    """(counters, step histogram cells), as stored."""
+    pipe = connection.pipeline(transaction=False)
+    pipe.hgetall(keys.metrics())
+    pipe.hgetall(keys.step_metrics())
+    counters, steps = pipe.execute()
+    return ({k.decode(): int(v) for k, v in counters.items()},
+            {k.decode(): float(v) for k, v in steps.items()})
+
+
+def _moment(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))

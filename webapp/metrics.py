@@ -1,0 +1,80 @@
+"""GET /metrics: Prometheus text, from counters every process keeps in Redis (jobs.metrics) and
+from queue depths and workers read at scrape time, so any web process answers for the fleet."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from flask import Blueprint, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from jobs import QUEUE_NAMES, metrics
+from webapp.extensions import intake
+
+bp = Blueprint("metrics", __name__)
+HELP = {
+    "tasks_submitted_total": "Tasks registered (duplicates not counted).",
+    "tasks_finished_total": "Tasks that reached a terminal status.",
+    "retries_total": "Automatic retries scheduled after a transient failure.",
+    "manual_retries_total": "New runs started by a person (Retry).",
+    "tasks_lost_total": "Tasks whose worker or job was lost, found by the reconciler.",
+}
+
+
+class IntakeCollector(Collector):
+    """Reads Redis at each scrape; nothing is held in this process."""
+
+    def __init__(self, service) -> None:  # type: ignore[no-untyped-def]
+        self.service = service
+
+    def collect(self) -> Iterator:
+        counters, steps = metrics.read(self.service.connection)
+        yield from _counters(counters)
+        yield _histogram(steps)
+        health = self.service.health()
+        depth = GaugeMetricFamily("intake_queue_depth", "Jobs waiting in each queue.",
+                                  labels=["queue"])
+        for name in QUEUE_NAMES:
+            depth.add_metric([name], health["queues"][name])
+        yield depth
+        yield GaugeMetricFamily("intake_workers", "Registered RQ workers.",
+                                value=health["workers"]["count"])
+        yield GaugeMetricFamily("intake_dead_letters", "Failed tasks listed as dead letters.",
+                                value=self.service.dead_letter_count())
+
+
+def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:
+    families: dict[str, CounterMetricFamily] = {}
+    for field, value in sorted(counters.items()):
+        name, _, raw_labels = field.partition("|")
+        labels = dict(pair.split("=", 1) for pair in raw_labels.split(",") if pair)
+        family = families.get(name)
+        if family is None:
+            family = families[name] = CounterMetricFamily(
+                "intake_" + name.removesuffix("_total"), HELP.get(name, name),
+                labels=sorted(labels))
+        family.add_metric([labels[k] for k in sorted(labels)], value)
+    for name in HELP:  # every counter exists from the first scrape, at 0
+        if name not in families and name != "tasks_finished_total":
+            families[name] = CounterMetricFamily("intake_" + name.removesuffix("_total"),
+                                                 HELP[name], value=0)
+    yield from families.values()
+
+
+def _histogram(cells: dict[str, float]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily("intake_step_duration_seconds",
+                                   "Duration of each pipeline step.", labels=["step"])
+    for step in sorted({field.split("|")[0] for field in cells}):
+        buckets = [(str(bound), cells.get(f"{step}|{bound}", 0.0))
+                   for bound in metrics.STEP_BUCKETS]
+        buckets.append(("+Inf", cells.get(f"{step}|+Inf", 0.0)))
+        family.add_metric([step], buckets, sum_value=cells.get(f"{step}|sum", 0.0))
+    return family
+
+
+@bp.get("/metrics")
+def scrape() -> Response:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(IntakeCollector(intake()))
+    return Response(generate_latest(registry), mimetype="text/plain; version=0.0.4")
