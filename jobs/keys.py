@@ -106,3 +106,8 @@ def metrics() -> str:
 
 def step_metrics() -> str:
     return f"{PREFIX}metrics:steps"
+
+
+def document_tasks(tenant: str, document_id: str) -> str:
+    """Every task ever created for one document of a tenant, so it can be removed whole."""
+    return f"{PREFIX}tenant:{tenant}:document:{document_digest(document_id)}:tasks"

@@ -142,3 +142,31 @@ def _delete_job(connection: Redis, task_id: str, pipe: Pipeline | None = None) -
     except NoSuchJobError:
         return
     job.delete(pipeline=pipe)
+
+
+def delete_document(connection: Redis, tenant: str, document_id: str, ttl_seconds: int) -> bool:
+    """Remove a document: its chunks, and every task of it (stopped first if still running).
+
+    Its idempotency keys go too, so the same file uploaded again is ingested again. True when
+    there was anything to remove.
+    """
+    from jobs import blobs, index, tasks  # the index and records are what is being removed
+
+    task_ids = [t.decode() for t in connection.smembers(keys.document_tasks(tenant, document_id))]
+    for task_id in task_ids:
+        cancel_task(connection, tenant, task_id, ttl_seconds)  # a finished one answers conflict
+    records = [r for r in tasks.load_many(connection, task_ids)
+               if r is not None and r.get("tenant") == tenant]
+    had_chunks = index.remove_document(connection, tenant, document_id)
+    pipe = connection.pipeline()
+    for record in records:
+        task_id = record["id"]
+        if record.get("status") != "succeeded":  # a success already gave its upload back
+            blobs.delete(pipe, task_id, int(record.get("size") or 0))
+        pipe.delete(keys.task(task_id), keys.checkpoint(task_id), keys.cancel_flag(task_id),
+                    keys.idempotency(record.get("idempotency", "")))
+        mark_finished(pipe, tenant, task_id)
+        pipe.zrem(keys.failed_all(), task_id)
+    pipe.delete(keys.document_tasks(tenant, document_id))
+    pipe.execute()
+    return had_chunks or bool(records)

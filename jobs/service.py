@@ -137,6 +137,10 @@ class Intake:
         return {"tasks": failed, "offset": offset, "limit": limit,
                 "total": self.connection.zcard(key)}
 
+    def delete_document(self, tenant: str, document_id: str) -> bool:
+        return lifecycle.delete_document(self.connection, tenant, document_id,
+                                         self.settings.retention_seconds)
+
     def dead_letter_count(self) -> int:
         return self.connection.zcard(keys.failed_all())
 

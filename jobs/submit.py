@@ -32,7 +32,7 @@ RESULT_TTL_SECONDS = 3600
 # an active or succeeded task reuses it; otherwise (failed, canceled, force) its new task is
 # written completely before the claim is visible, so a concurrent submit reuses it.
 # KEYS: active set, tenant's active set, blob byte counter, blob sizes, then for each file its
-#       idempotency key, task key and blob key.
+#       idempotency key, task key, blob key and the document's set of tasks.
 # ARGV: force, ttl, task key prefix, score, queue limit, tenant limit, blob budget, then for
 #       each file its new task id, upload bytes and record (a JSON object of strings).
 # Returns {'ok', id1, status1, id2, status2, …} (status '' for a new task) or {limit name}.
@@ -47,7 +47,8 @@ if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
 end
 local out = {'ok'}
 for i = 0, files - 1 do
-  local idem, task, blob = KEYS[5 + 3 * i], KEYS[6 + 3 * i], KEYS[7 + 3 * i]
+  local idem, task, blob, document = KEYS[5 + 4 * i], KEYS[6 + 4 * i], KEYS[7 + 4 * i],
+                                     KEYS[8 + 4 * i]
   local id, data, record = ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i]
   local current = redis.call('GET', idem)
   local status = false
@@ -69,6 +70,8 @@ for i = 0, files - 1 do
     redis.call('ZADD', KEYS[2], ARGV[4], id)
     redis.call('INCRBY', KEYS[3], string.len(data))
     redis.call('HSET', KEYS[4], id, string.len(data))
+    redis.call('SADD', document, id)
+    redis.call('EXPIRE', document, ARGV[2])
     out[#out + 1] = id
     out[#out + 1] = ''
   end
@@ -129,7 +132,8 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
                    keys.blob_sizes()], []
     for digest, upload in firsts.items():
         task_id = new_id()
-        keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id)]
+        keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
+                  keys.document_tasks(tenant, upload.document_id)]
         args += [task_id, upload.data, _task_fields(task_id, upload, digest, **record)]
     reply = connection.eval(_SUBMIT, len(keys_), *keys_, "1" if force else "0", ttl,
                             keys.TASK_PREFIX, time.time(), settings.queue_limit,

@@ -76,6 +76,13 @@ def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dic
             "page_url": f"/batches/{batch_id}", "tasks": tasks, "rejected": rejected}
 
 
+@bp.delete("/documents/<path:document_id>")
+def delete_document(document_id: str) -> Response:
+    if not intake().delete_document(tenancy.current_tenant(), document_id):
+        raise ApiError(404, "not_found", "No such document.")
+    return Response(status=204)
+
+
 @bp.get("/batches")
 def list_batches() -> Response:
     offset = _int_arg("offset", 0, 0, 10**6)

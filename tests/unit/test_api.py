@@ -119,3 +119,16 @@ def test_redis_down_is_503_with_retry_after(make_app):
     assert response.headers["Retry-After"]
     assert response.get_json()["error"]["code"] == "redis_unavailable"
     assert client.get("/api/health").status_code == 503
+
+
+def test_delete_document_removes_its_chunks_and_records(client, run_jobs):
+    body = upload(client, ("reports/x.txt", b"Quokkaword lives here.")).get_json()
+    task_id = body["tasks"][0]["id"]
+    run_jobs()
+    assert client.get("/api/search?q=quokkaword").get_json()["results"]
+    assert client.delete("/api/documents/reports/x.txt").status_code == 204
+    assert client.get("/api/search?q=quokkaword").get_json()["results"] == []
+    assert client.get(f"/api/tasks/{task_id}").status_code == 404
+    assert client.delete("/api/documents/reports/x.txt").status_code == 404
+    again = upload(client, ("reports/x.txt", b"Quokkaword lives here.")).get_json()
+    assert again["tasks"][0]["duplicate"] is False, "deleted means a new upload is ingested"
