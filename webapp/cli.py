@@ -1,4 +1,5 @@
-"""Flask CLI commands of Intake: `flask --app webapp dev` runs everything on one machine.
+"""Flask CLI commands of Intake: `flask --app webapp dev` runs everything on one machine;
+`ingest`, `failed` and `retry` (webapp/ingest.py) work with documents from a terminal.
 
 create_app() calls register_cli(app); the commands import the app factory only when they run,
 so that importing this module never imports webapp/__init__ (which imports this module).
@@ -29,4 +30,7 @@ def dev_command(host: str, port: int, workers: int) -> None:
 
 def register_cli(app: Flask) -> None:
     """Add Intake's commands to `flask --app webapp …`."""
-    app.cli.add_command(dev_command)
+    from webapp.ingest import failed_command, ingest_command, retry_command
+
+    for command in (dev_command, ingest_command, failed_command, retry_command):
+        app.cli.add_command(command)

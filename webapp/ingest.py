@@ -1,0 +1,127 @@
+"""`flask --app webapp ingest PATH…` and friends: Intake from a terminal, through the same code
+as the API (the same file checks, the same submit, the same task JSON)."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+from werkzeug.datastructures import FileStorage
+
+from jobs import TERMINAL, LimitReached
+from webapp.uploads import accept
+
+BAR_WIDTH = 30
+
+
+def _files(paths: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
+    """Each file with its document id: the path relative to the folder given, or its name."""
+    for raw in paths:
+        root = Path(raw)
+        if root.is_dir():
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                yield path, path.relative_to(root).as_posix()
+        elif root.is_file():
+            yield root, root.name
+        else:
+            raise click.BadParameter(f"{raw}: no such file or folder")
+
+
+@click.command("ingest")
+@with_appcontext
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--priority", type=click.Choice(["high", "normal", "bulk"]))
+@click.option("--force", is_flag=True, help="Ingest again even if unchanged.")
+@click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
+def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, force: bool,
+                   no_wait: bool) -> None:
+    """Upload files and folders (recursively; relative paths become document ids), then show a
+    progress bar until every document is done. Exit code 1 if any failed."""
+    found = list(_files(paths))
+    if not found:
+        raise click.ClickException("no files to ingest")
+    service, settings = current_app.extensions["intake"], current_app.config["INTAKE"]
+    handles = [path.open("rb") for path, _ in found]
+    try:
+        storages = [FileStorage(stream=h, filename=doc_id) for h, (_, doc_id) in zip(handles, found)]
+        checked = accept(storages, [doc_id for _, doc_id in found], settings)
+    finally:
+        for handle in handles:
+            handle.close()
+    for rejection in checked.rejected:
+        click.echo(f"rejected {rejection['filename']}: {rejection['message']}", err=True)
+    if not checked.uploads:
+        sys.exit(1)
+    try:
+        batch = service.submit(tenant, checked.uploads, priority=priority, force=force)
+    except LimitReached as exc:
+        raise click.ClickException(f"refused, try again later ({exc.limit})") from None
+    if no_wait:
+        for task in batch["tasks"]:
+            click.echo(f"{task['id']}  {task['status']:<9}  {task['document_id']}")
+        return
+    final = _follow(service, tenant, batch["batch_id"])
+    sys.exit(_summary(final) or (1 if checked.rejected else 0))
+
+
+def _follow(service, tenant: str, batch_id: str) -> dict:  # type: ignore[no-untyped-def]
+    """Redraw one progress line until the batch is terminal; returns its last state."""
+    while True:
+        batch = service.get_batch(tenant, batch_id)
+        done = sum(batch["counts"][s] for s in TERMINAL)
+        filled = BAR_WIDTH * batch["progress"] // 100
+        line = (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {batch['progress']:3d}%  "
+                f"{done}/{batch['size']} done")
+        click.echo("\r" + line, nl=False)
+        if batch["status"] not in ("pending", "running"):
+            click.echo()
+            return batch
+        time.sleep(0.5)
+
+
+def _summary(batch: dict) -> int:
+    """Print what happened; 1 when anything failed or was canceled, else 0."""
+    counts = batch["counts"]
+    click.echo(f"{counts['succeeded']} succeeded, {counts['failed']} failed, "
+               f"{counts['canceled']} canceled")
+    for task in batch["tasks"]:
+        if task["status"] == "failed":
+            click.echo(f"  failed {task['document_id']}: {task['error']['message']}")
+    return 1 if counts["failed"] or counts["canceled"] else 0
+
+
+@click.command("failed")
+@with_appcontext
+@click.option("--tenant", default="default", show_default=True)
+def failed_command(tenant: str) -> None:
+    """List the dead letters: id, document, step and reason."""
+    for task in current_app.extensions["intake"].list_failed(tenant, limit=1000)["tasks"]:
+        error = task["error"] or {}
+        retry = "retryable" if error.get("retryable") else "fix the file"
+        click.echo(f"{task['id']}  {task['document_id']}  [{error.get('step')}] "
+                   f"{error.get('message')} ({retry})")
+
+
+@click.command("retry")
+@with_appcontext
+@click.argument("task_ids", nargs=-1)
+@click.option("--all", "retry_all", is_flag=True, help="Every retryable dead letter.")
+@click.option("--tenant", default="default", show_default=True)
+def retry_command(task_ids: tuple[str, ...], retry_all: bool, tenant: str) -> None:
+    """Start a new run of failed (retryable) or canceled tasks."""
+    service = current_app.extensions["intake"]
+    if retry_all:
+        task_ids = tuple(t["id"] for t in service.list_failed(tenant, limit=10000)["tasks"])
+    if not task_ids:
+        raise click.UsageError("give task ids, or --all")
+    failures = 0
+    for task_id in task_ids:
+        outcome, previous = service.retry(tenant, task_id)
+        click.echo(f"{task_id}  {'retrying' if outcome == 'ok' else outcome}")
+        failures += outcome != "ok"
+    sys.exit(1 if failures else 0)
