@@ -8,10 +8,17 @@ vector is L2-normalised, so the same text always gets the same vector and shared
 Behaviour is switched at run time (thread-safe):
 - `mode = "ok"` (default) answers 200;
 - `mode = "status:<code>"` answers that status with an OpenAI-style error body (429 and 503 also
-  send `Retry-After: 1`);
-- `mode = "slow:<seconds>"` waits that long, then answers 200 (a client timeout test);
-- `fail_next(n, mode)` applies `mode` to the next n requests only, then the current mode again.
-`requests` counts every POST received; `bodies` keeps their JSON; `reset()` restores all.
+  send `Retry-After: 1`): "status:503" is an embedder that is down, "status:400" one that
+  rejects the request;
+- `mode = "slow:<seconds>"` waits that long, then answers 200 (slow but within a client timeout);
+- `mode = "hang"` never answers: the request is held until `reset()` or `close()` (so, past any
+  client timeout), then the connection is closed without a response;
+- `fail_next(n, mode, match=None)` applies `mode` to the next n requests only (with `match`: the
+  next n whose input contains that text, so one test's faults never hit another document), then
+  the current mode again ("fail next 2 with 503, then ok": `fail_next(2, "status:503")`).
+`requests` counts every POST received; `bodies` keeps their JSON; `log` keeps a `Received` per
+request (monotonic arrival time, the mode applied, the input texts); `received(text)` lists the
+requests of a document containing `text`; `reset()` restores all and releases hung requests.
 Base URL for INTAKE_EMBEDDING_URL: `server.url` (ends with `/v1`).
 """
 from __future__ import annotations
@@ -20,6 +27,8 @@ import hashlib
 import json
 import math
 import threading
+import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -38,36 +47,83 @@ def embed(text: str) -> list[float]:
     return [v / norm for v in vector]
 
 
+@dataclass(frozen=True)
+class Received:
+    """One POST as the server saw it."""
+
+    at: float                 # time.monotonic() when it arrived
+    mode: str                 # what the server did with it ("ok", "status:503", "slow:2", "hang")
+    inputs: tuple[str, ...]   # the texts to embed
+
+
+def _inputs(body: Any) -> tuple[str, ...]:
+    if not isinstance(body, dict):
+        return ()
+    raw = body.get("input")
+    return tuple(str(text) for text in (raw if isinstance(raw, list) else [raw]))
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    """A client that gave up (a timeout, a killed work-horse) is normal here, not worth a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class EmbeddingServer:
     def __init__(self) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._release = threading.Event()
         self.reset()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_for(self))
+        self._httpd = _QuietHTTPServer(("127.0.0.1", self.port), _handler_for(self))
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, name="embedding-server", daemon=True).start()
 
     def reset(self) -> None:
         with self._lock:
             self.mode = "ok"
-            self._scripted: list[str] = []
+            self._scripted: list[tuple[str, str | None]] = []
             self.requests = 0
             self.bodies: list[Any] = []
+            self.log: list[Received] = []
+            self._release.set()  # hung requests of the previous test end now
+            self._release = threading.Event()
 
-    def fail_next(self, count: int, mode: str) -> None:
+    def fail_next(self, count: int, mode: str, match: str | None = None) -> None:
+        """The next `count` requests (whose input contains `match`, if given) get `mode`."""
         with self._lock:
-            self._scripted = [mode] * count
+            self._scripted = [entry for entry in self._scripted if entry[1] != match]
+            self._scripted += [(mode, match)] * count
 
-    def _next_mode(self, body: Any) -> str:
+    def received(self, text: str) -> list[Received]:
+        """Requests that embedded a document's chunk containing `text` (a chunk: more than the bare
+        `text`, so a search query for the word alone is not counted)."""
+        with self._lock:
+            return [r for r in self.log
+                    if any(text in chunk and chunk.strip() != text for chunk in r.inputs)]
+
+    def _next_mode(self, body: Any) -> tuple[str, threading.Event]:
+        inputs = _inputs(body)
         with self._lock:
             self.requests += 1
             self.bodies.append(body)
-            return self._scripted.pop(0) if self._scripted else self.mode
+            mode = self.mode
+            for position, (scripted, match) in enumerate(self._scripted):
+                if match is None or any(match in text for text in inputs):
+                    mode = self._scripted.pop(position)[0]
+                    break
+            self.log.append(Received(time.monotonic(), mode, inputs))
+            return mode, self._release
 
     def close(self) -> None:
         self._stopping.set()
+        self._release.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -95,7 +151,7 @@ def _handler_for(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 body = None
-            mode = server._next_mode(body)
+            mode, release = server._next_mode(body)
             if self.path.rstrip("/") != "/v1/embeddings":
                 return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             kind, _, arg = mode.partition(":")
@@ -107,6 +163,10 @@ def _handler_for(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
             if kind == "slow":
                 if server._stopping.wait(float(arg)):
                     return
+            if kind == "hang":
+                release.wait(600)  # past any client timeout; reset() or close() ends it
+                self.close_connection = True
+                return
             if not isinstance(body, dict) or "input" not in body:
                 return self._send(400, {"error": {"message": "'input' is required",
                                                   "type": "invalid_request_error"}})

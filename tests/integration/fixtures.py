@@ -19,6 +19,14 @@ Function fixtures:
 - `embedding_server` the `EmbeddingServer` (see embedding_server.py), reset to mode "ok".
 - `make_workers`  `make_workers(count, **env)`: extra workers with extra env, stopped after the
                   test (they share the queues with `workers`).
+- `fault`         (function scope) the module's `Stack` for fault injection (below), topped up to 2
+                  running registered workers, with the embedding server reset to mode "ok".
+Module fixture:
+- `fault_stack`   an isolated `Stack`: its own logical Redis database (DB 1: its own queues,
+                  tasks, workers and scheduler), its own Procfile web and 2 workers, all using the
+                  real HTTP `embedding_server` (FAULT_ENV: a short timeout, 3 attempts, a 2 s retry
+                  base), so the session's workers (local embedder, DB 0) never see these jobs.
+                  `.url` (web), `.web`, `.workers`, `.redis_url`, `.redis()`, `.env`, `.embedding`.
 A failing test that used these fixtures gets the tail of every process's log in its report.
 Set INTAKE_ITEST_FAKEREDIS=1 to force the fakeredis fallback.
 """
@@ -28,9 +36,11 @@ import atexit
 import os
 import sys
 import warnings
+from dataclasses import dataclass
 from typing import Iterator
 
 import pytest
+import redis
 
 from tests.integration.embedding_server import EmbeddingServer
 from tests.integration.helpers import ApiClient
@@ -165,3 +175,65 @@ def make_workers(redis_server, intake_env, tmp_path_factory) -> Iterator:
     yield start
     for pool in pools:
         pool.stop_all()
+
+
+# What the fault stack's web and workers share on top of the basics. The embedding timeout is
+# short, yet longer than the "slow:<s>" delays the tests use to keep a task `running` (hang past
+# it to test a timeout); a retry base of 2 s makes the backoff's growth measurable.
+FAULT_ENV = {
+    "INTAKE_EMBEDDING_TIMEOUT": "4",
+    "INTAKE_MAX_ATTEMPTS": "3",
+    "INTAKE_RETRY_BASE_SECONDS": "2",
+}
+
+
+@dataclass
+class Stack:
+    """A web and workers of their own on one logical Redis database, sharing the session's
+    redis-server (so a restart of that server restarts this stack's Redis too)."""
+
+    redis_url: str
+    env: dict[str, str]
+    web: WebServer
+    workers: WorkerPool
+    embedding: EmbeddingServer
+    _client: redis.Redis | None = None
+
+    @property
+    def url(self) -> str:
+        return self.web.url
+
+    def redis(self) -> redis.Redis:
+        """A client of the stack's database (one per stack, reconnecting after a restart)."""
+        if self._client is None:
+            self._client = redis.Redis.from_url(self.redis_url, socket_timeout=5)
+        return self._client
+
+
+@pytest.fixture(scope="module")
+def fault_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
+    redis_url = f"{redis_server.url.rsplit('/', 1)[0]}/1"
+    redis.Redis.from_url(redis_url).flushdb()  # nothing runs on DB 1 yet: start from empty
+    env = base_env({
+        "REDIS_URL": redis_url,
+        "SECRET_KEY": SECRET_KEY,
+        "INTAKE_EMBEDDING_URL": _embedding_server.url,
+        **FAULT_ENV,
+    })
+    web = WebServer(_group(tmp_path_factory, "fault-web"), env)
+    pool = WorkerPool(_group(tmp_path_factory, "fault-workers"), redis_url, env, prefix="itest-fault")
+    try:
+        web.start()
+        pool.start(2)
+        yield Stack(redis_url, env, web, pool, _embedding_server)
+    finally:
+        pool.stop_all()
+        web.stop()
+
+
+@pytest.fixture
+def fault(fault_stack: Stack, embedding_server: EmbeddingServer) -> Stack:
+    """The fault stack with 2 running registered workers (a test may kill some) and the embedding
+    server back in mode "ok"."""
+    fault_stack.workers.ensure(2)
+    return fault_stack
