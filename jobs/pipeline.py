@@ -111,6 +111,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
         metrics.count(pipe, "tasks_finished_total", status="succeeded")
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
+    reporter.close()
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunks"
     reporter.commit({"status": "succeeded", "ended_at": tasks.now_iso(), "result": result,
@@ -173,6 +174,7 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
 def _finish_canceled(attempt: Attempt) -> None:
     """The cancel already set the status; leave the record's step and the job meta saying so."""
     reporter = attempt.reporter
+    reporter.close()
     reporter.current_step = "canceled"
     pipe = attempt.connection.pipeline()
     lifecycle.mark_finished(pipe, attempt.record["tenant"], attempt.task_id)
@@ -184,6 +186,7 @@ def _finish_canceled(attempt: Attempt) -> None:
 def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     """Write `retrying` with the next attempt's time, or `failed` (a dead letter)."""
     job, reporter = attempt.job, attempt.reporter
+    reporter.close()
     if not error.transient:
         job.retries_left = 0
     fields: dict[str, Any] = {"error": error.as_dict(error.step or reporter.current_step)}

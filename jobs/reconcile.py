@@ -94,6 +94,22 @@ def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dic
     return changed
 
 
+def horse_lost(connection: Redis, job: Any) -> str | None:
+    """The work-horse of `job` died under its worker (OOM, kill -9): say so at once.
+
+    Called by IntakeWorker before RQ retries or fails the job, so RQ's own decision is known:
+    retries left → `retrying` at the time RQ will use; none → `failed` ("worker lost").
+    """
+    raw = connection.hmget(keys.task(job.id), "status", "attempts", "tenant", "queue")
+    task = dict(zip(("status", "attempts", "tenant", "queue"),
+                    (v.decode() if v is not None else None for v in raw)))
+    if task["status"] != "running":
+        return None
+    if job.retries_left:
+        return _retrying(connection, job.id, task, "scheduled", delay=job.get_retry_interval())
+    return _fail(connection, job.id, task, worker_lost())
+
+
 def _judge(connection: Redis, task_id: str, task: dict[str, Any], job_status: str | None,
            cutoff: float) -> str | None:
     status = task["status"]
@@ -116,12 +132,14 @@ def _judge(connection: Redis, task_id: str, task: dict[str, Any], job_status: st
     return None
 
 
-def _retrying(connection: Redis, task_id: str, task: dict[str, Any], job_status: str) -> str | None:
-    delay = 0.0
-    if job_status == "scheduled":
+def _retrying(connection: Redis, task_id: str, task: dict[str, Any], job_status: str,
+              delay: float | None = None) -> str | None:
+    if delay is None and job_status == "scheduled":
+        delay = 0.0
         registry = ScheduledJobRegistry(task["queue"] or "intake", connection=connection)
         with contextlib.suppress(Exception):  # it may have just been enqueued
             delay = max(0.0, registry.get_scheduled_time(task_id).timestamp() - time.time())
+    delay = delay or 0.0
     error = worker_lost()
     error.message = ("The worker processing this document stopped unexpectedly; it will be "
                      "tried again.")

@@ -37,6 +37,14 @@ class IntakeWorker(Worker):
         super().maintain_heartbeats(job)
         self._reconcile(clean_registries=True)
 
+    def handle_work_horse_killed(self, job, retpid, ret_val, rusage) -> None:  # type: ignore[no-untyped-def]
+        super().handle_work_horse_killed(job, retpid, ret_val, rusage)
+        from jobs.reconcile import horse_lost
+        try:
+            horse_lost(self.connection, job)
+        except Exception:
+            self.log.exception("could not record the lost work-horse of %s", job.id)
+
     def _reconcile(self, *, clean_registries: bool) -> None:
         from jobs.reconcile import run_if_due
         try:

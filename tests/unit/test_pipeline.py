@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import time
+
 import numpy as np
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
@@ -149,3 +151,25 @@ def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
     stored = _stored(redis, task_id)
     assert stored[b"format"] == b"dense" and int(stored[b"dim"]) == 3
     assert len(stored[b"vectors"]) == chunks * 3 * 4
+
+
+def test_a_held_back_step_is_written_as_soon_as_the_throttle_allows(redis):
+    task = keys.task("s" * 32)
+    redis.hset(task, mapping={"status": "running", "tenant": "default", "id": "s" * 32})
+    reporter = ProgressReporter(redis, "s" * 32, ttl_seconds=60)
+    reporter.begin_step("parsing", 2, "Reading")
+    reporter.begin_step("embedding", 30, "Embedding chunks 0 of 64")  # held back
+    assert redis.hget(task, "current_step") == b"parsing"
+    deadline = time.monotonic() + 2
+    while redis.hget(task, "current_step") != b"embedding" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert redis.hget(task, "current_step") == b"embedding"
+    reporter.close()
+
+
+def test_progress_never_overwrites_a_cancel(redis):
+    task = keys.task("c" * 32)
+    redis.hset(task, mapping={"status": "canceled", "current_step": "canceled"})
+    reporter = ProgressReporter(redis, "c" * 32, ttl_seconds=60)
+    reporter.begin_step("embedding", 30, "Embedding")
+    assert redis.hget(task, "current_step") == b"canceled"
