@@ -17,7 +17,7 @@ import numpy as np
 from redis import Redis
 from rq import get_current_job
 
-from jobs import blobs, checkpoints, index, keys, lifecycle, metrics, tasks
+from jobs import blobs, checkpoints, index, keys, lifecycle, logs, metrics, tasks
 from jobs.chunking import chunk_text
 from jobs.embedding import Embedder, Embedding, SparseRows, make_embedder
 from jobs.failures import CancelRequested, IntakeError, PermanentError, classify
@@ -70,6 +70,7 @@ def ingest_document(task_id: str) -> dict[str, Any]:
     attempt = Attempt(job, record, Settings.from_env())
     try:
         attempt.check_cancel()
+        logs.event("attempt_started", record, attempt=attempt.reporter.attempt)
         attempt.reporter.commit({"status": "running", "attempts": attempt.reporter.attempt,
                                  "started_at": tasks.now_iso(), "ended_at": "", "error": "",
                                  "next_attempt_at": "", "current_step": "parsing",
@@ -77,9 +78,12 @@ def ingest_document(task_id: str) -> dict[str, Any]:
         return _run(attempt)
     except CancelRequested:
         _finish_canceled(attempt)
+        logs.event("task_canceled", record, attempt=attempt.reporter.attempt)
         return {"canceled": True}
     except Exception as exc:
         error = classify(exc, attempt.reporter.current_step)
+        logs.event("attempt_failed", record, attempt=attempt.reporter.attempt, step=error.step,
+                   error=error.code, transient=error.transient, retries_left=job.retries_left)
         try:
             _record_failure(attempt, error)
         except CancelRequested:
@@ -117,6 +121,9 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.commit({"status": "succeeded", "ended_at": tasks.now_iso(), "result": result,
                      "error": "", "next_attempt_at": "", "pipeline_version": attempt.version},
                     queue_more=index_and_clean_up)
+    logs.event("task_succeeded", record, attempt=reporter.attempt, **result,
+               steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]]
+                      for s in reporter.steps})
     return result
 
 

@@ -34,10 +34,10 @@ class Intake:
         return pipeline_version(self.settings)
 
     def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
-               force: bool = False) -> dict[str, Any]:
+               force: bool = False, trace_id: str | None = None) -> dict[str, Any]:
         return submit_documents(self.connection, self.queues, self.settings, tenant, uploads,
                                 pipeline_version=self.pipeline_version, priority=priority,
-                                force=force)
+                                force=force, trace_id=trace_id)
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
         """One HGETALL. Another tenant's task reads as missing."""

@@ -17,7 +17,7 @@ from redis import Redis
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs import keys, metrics
+from jobs import keys, logs, metrics
 from jobs.failures import backoff_delays
 from jobs.settings import PRIORITY_QUEUES, Settings
 from jobs.tasks import new_id, now_iso
@@ -116,8 +116,12 @@ def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_vers
 
 def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Settings,
                      tenant: str, uploads: list[Upload], *, pipeline_version: str,
-                     priority: str | None = None, force: bool = False) -> dict[str, Any]:
-    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task."""
+                     priority: str | None = None, force: bool = False,
+                     trace_id: str | None = None) -> dict[str, Any]:
+    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
+
+    `trace_id` (the upload request's) is kept in each new task, for the logs of its worker.
+    """
     ttl = settings.retention_seconds
     batch_id, created_at = new_id(), now_iso()
     firsts: dict[str, Upload] = {}
@@ -127,7 +131,8 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         firsts.setdefault(digest, upload)
     queue = queues[choose_queue(len(firsts), priority)]
     record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
-              "queue": queue.name, "settings": settings, "pipeline_version": pipeline_version}
+              "queue": queue.name, "settings": settings, "pipeline_version": pipeline_version,
+              "trace_id": trace_id or batch_id}
     keys_, args = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
                    keys.blob_sizes()], []
     for digest, upload in firsts.items():
@@ -162,6 +167,10 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         metrics.count(pipe, "tasks_submitted_total", len(job_datas), queue=queue.name)
         queue.enqueue_many(job_datas, pipeline=pipe)
     pipe.execute()
+    for entry in entries:
+        logs.event("task_submitted" if not entry["duplicate"] else "duplicate_submitted",
+                   {"id": entry["id"], "batch_id": batch_id, "tenant": tenant,
+                    "trace_id": record["trace_id"]}, document_id=entry["document_id"])
     return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
 
 

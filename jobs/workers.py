@@ -27,6 +27,8 @@ class IntakeWorker(Worker):
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         import jobs.pipeline  # noqa: F401  (warm the parent; forks inherit it)
+        from jobs.logs import configure
+        configure()
         super().__init__(*args, **kwargs)
 
     def run_maintenance_tasks(self) -> None:

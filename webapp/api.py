@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from flask import Blueprint, Response, request
@@ -16,6 +17,7 @@ from webapp.uploads import accept
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 PRIORITIES = ("high", "normal", "bulk")
+TRACE_ID = re.compile(r"[A-Za-z0-9._-]{8,64}")
 
 
 def json_response(payload: Any, status: int = 200, *, etag: bool = False,
@@ -49,11 +51,17 @@ def upload_documents() -> Response:
     force = request.form.get("force") in ("1", "true", "yes")
     try:
         batch = intake().submit(tenancy.current_tenant(), checked.uploads, priority=priority,
-                                force=force)
+                                force=force, trace_id=_trace_id())
     except LimitReached as exc:
         raise limit_error(exc) from None
     return json_response(upload_payload(batch, checked.rejected), 202,
                          headers={"Location": f"/api/batches/{batch['batch_id']}"})
+
+
+def _trace_id() -> str | None:
+    """A proxy's X-Request-ID, if it is a plausible id, follows the upload into the logs."""
+    given = request.headers.get("X-Request-ID", "")
+    return given if TRACE_ID.fullmatch(given) else None
 
 
 def limit_error(exc: LimitReached) -> ApiError:

@@ -1,0 +1,47 @@
+"""One JSON line per event, in web and workers alike, so logs can be searched by task.
+
+Every line carries the task's ids (task_id, batch_id, tenant, and the trace_id the upload
+request started with), the step and the attempt where they apply: `grep <task_id>` follows a
+document from its upload to its index across processes and hosts.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+LOGGER = "intake"
+_CONTEXT_FIELDS = ("task_id", "batch_id", "tenant", "trace_id")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+                    timespec="milliseconds").replace("+00:00", "Z"),
+                "level": record.levelname.lower(), "event": record.getMessage(),
+                **getattr(record, "intake", {})}
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+def configure(stream: Any = None) -> None:
+    """Send Intake's events to `stream` (stderr) as JSON lines; idempotent."""
+    logger = logging.getLogger(LOGGER)
+    if any(isinstance(h.formatter, JsonFormatter) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def event(name: str, record: Mapping[str, str] | None = None, **fields: Any) -> None:
+    """Log `name` with the task context taken from a task record, plus `fields`."""
+    context = {k: record[k] for k in _CONTEXT_FIELDS if record and record.get(k)}
+    if record and "id" in record:
+        context["task_id"] = record["id"]
+    logging.getLogger(LOGGER).info(name, extra={"intake": {**context, **fields}})

@@ -1,0 +1,34 @@
+"""JSON log lines that follow a document from its upload to its index by one trace id."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from jobs.logs import JsonFormatter
+
+
+def test_one_trace_id_from_upload_to_index(client, run_jobs, caplog):
+    caplog.set_level(logging.INFO, logger="intake")
+    body = client.post("/api/documents", headers={"X-Request-ID": "req-12345678"},
+                       content_type="multipart/form-data",
+                       data={"files": [(io.BytesIO(b"Logged words."), "a.txt")]}
+                       ).get_json()
+    run_jobs()
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.name == "intake"]
+    mine = [line for line in lines if line.get("task_id") == body["tasks"][0]["id"]]
+    assert [line["event"] for line in mine] == ["task_submitted", "attempt_started",
+                                                "task_succeeded"]
+    assert {line["trace_id"] for line in mine} == {"req-12345678"}
+    assert all(line["batch_id"] == body["batch_id"] and line["tenant"] == "default"
+               for line in mine)
+
+
+def test_an_implausible_request_id_is_not_trusted(client, caplog):
+    caplog.set_level(logging.INFO, logger="intake")
+    response = client.post("/api/documents", headers={"X-Request-ID": "<script>"},
+                           content_type="multipart/form-data",
+                           data={"files": [(io.BytesIO(b"Words."), "a.txt")]})
+    batch_id = response.get_json()["batch_id"]
+    traces = {getattr(r, "intake", {}).get("trace_id") for r in caplog.records if r.name == "intake"}
+    assert traces == {batch_id}
