@@ -1,93 +1,263 @@
-// Keeps a server-rendered batch or task page fresh: polls its JSON with If-None-Match every
-// poll_after_ms, waits for one answer before the next, slows down while the tab is hidden,
-// backs off on errors, stops at a terminal state. Writes textContent only.
+// Keeps a server-rendered batch or task page fresh (DESIGN §6). It follows the page's event
+// stream (data-events-url) and falls back to polling its JSON (data-poll-url) every
+// poll_after_ms with If-None-Match, one request per refresh for the whole batch. It stops at a
+// terminal state, slows down while the tab is hidden, backs off on errors, and writes
+// textContent only. Words and thresholds come from the page (data-words, data-now).
 (function () {
   "use strict";
-  var TERMINAL = { succeeded: 1, failed: 1, canceled: 1, partial: 1 };
+  var LIVE = { pending: 1, running: 1, retrying: 1 };
+  var LIVE_BATCH = { pending: 1, running: 1 };
   var root = document.querySelector("[data-poll-url]");
   if (!root) { return; }
-  var url = root.getAttribute("data-poll-url");
   var kind = root.getAttribute("data-kind");
-  var etag = null;
-  var failures = 0;
+  var pollUrl = root.getAttribute("data-poll-url");
+  var eventsUrl = root.getAttribute("data-events-url");
+  var words = JSON.parse(root.getAttribute("data-words") || "{}");
+  var skew = Number(root.getAttribute("data-now")) - Date.now() || 0;
+  var stalledAfter = 1000 * Number(root.getAttribute("data-stalled-after") || 120);
+  var announcer = document.querySelector("[data-announce]");
+  var filter = new URLSearchParams(window.location.search).get("status") || "";
+  var useStream = Boolean(eventsUrl && window.EventSource);
+  var known = {};          // task id -> its last JSON, for countdowns and "no progress" hints
+  var following = true, source = null, timer = null, ticker = null;
+  var etag = null, interval = 1500, failures = 0, streamErrors = 0;
+  var heard = [], announceTimer = null;
 
   function field(scope, name) { return scope.querySelector('[data-field="' + name + '"]'); }
   function setText(el, text) { if (el && el.textContent !== text) { el.textContent = text; } }
+  function show(el, shown) { if (el) { el.hidden = !shown; } }
+  function now() { return Date.now() + skew; }
+  function capital(text) { return text ? text.charAt(0).toUpperCase() + text.slice(1) : ""; }
+  function setBar(scope, name, value) {
+    var bar = field(scope, name);
+    if (bar) { bar.value = value; bar.textContent = value + " %"; }
+    setText(field(scope, name + "_text"), value + " %");
+  }
 
   function statusText(task) {
     if (task.status === "retrying" && task.next_attempt_at) {
-      var secs = Math.max(0, Math.round((Date.parse(task.next_attempt_at) - Date.now()) / 1000));
-      return "Attempt " + (task.attempts + 1) + " of " + task.max_attempts + " in " + secs + " s";
+      var secs = Math.round((Date.parse(task.next_attempt_at) - now()) / 1000);
+      return "Attempt " + (task.attempts + 1) + " of " + task.max_attempts +
+        (secs > 0 ? " in " + secs + " s" : " soon");
     }
     return task.status_text;
   }
 
-  function renderTask(scope, task) {
-    scope.setAttribute("data-status", task.status);
-    var bar = field(scope, "progress");
-    if (bar) { bar.value = task.progress; bar.textContent = task.progress + " %"; }
-    var words = field(scope, "status_text");
-    if (words) {
-      words.className = "status status-" + task.status;
-      setText(words, statusText(task));
-    }
-    setText(field(scope, "step_detail"), task.step_detail);
-    setText(field(scope, "attempts"), task.attempts + " of " + task.max_attempts);
-    var error = field(scope, "error");
-    if (error) {
-      error.hidden = !task.error;
-      setText(error, task.error ? task.error.step + ": " + task.error.message : "");
-    }
-    var retryable = task.status === "canceled" ||
-      (task.status === "failed" && task.error && task.error.retryable);
-    toggle(scope, "retry", retryable);
-    toggle(scope, "cancel", !TERMINAL[task.status]);
+  function stalledText(task) {
+    var age = now() - Date.parse(task.updated_at);
+    return task.status === "running" && age >= stalledAfter ?
+      "No progress for " + Math.floor(age / 60000) + " min" : "";
   }
 
-  function toggle(scope, action, shown) {
-    var form = scope.querySelector('[data-action="' + action + '"]');
-    if (form) { form.hidden = !shown; }
+  function renderClock(scope, task) {
+    var status = field(scope, "status_text");
+    if (status) { status.className = "status status-" + task.status; setText(status, statusText(task)); }
+    var hint = field(scope, "stalled"), text = stalledText(task);
+    setText(hint, text);
+    show(hint, text !== "");
+  }
+
+  function stepText(task) {  // as webapp/display.py's step_text
+    if (task.status === "failed") { return "Stopped in " + capital((task.error || {}).step || "processing"); }
+    return task.status === "canceled" ? "" : task.step_detail;
+  }
+
+  function renderError(scope, task) {
+    var error = field(scope, "error"), when = error && error.getAttribute("data-show");
+    var shown = Boolean(task.error) && (!when || when === task.status);
+    setText(error, shown ? capital(task.error.step) + ": " + task.error.message : "");
+    show(error, shown);
+    show(field(scope, "error_box"), Boolean(task.error));
+    var failed = task.status === "failed" && Boolean(task.error);
+    var advice = field(scope, "advice");
+    setText(advice, failed ? words.advice[task.error.retryable ? "retry" : "fix"] : "");
+    show(advice, failed);
+  }
+
+  function renderTask(scope, task) {
+    var before = scope.getAttribute("data-status");
+    known[task.id] = { task: task, scope: scope };
+    scope.setAttribute("data-status", task.status);
+    setBar(scope, "progress", task.progress);
+    renderClock(scope, task);
+    setText(field(scope, "step_detail"), stepText(task));
+    setText(field(scope, "attempts"), task.attempts + " of " + task.max_attempts);
+    renderError(scope, task);
+    toggle(scope, "data-action", "retry", task.status === "canceled" ||
+      (task.status === "failed" && Boolean(task.error) && task.error.retryable));
+    toggle(scope, "data-action", "cancel", Boolean(LIVE[task.status]));
+    if (kind === "task") { renderDetails(task); }
+    if (before && before !== task.status) { announce(task); }
+    if (kind === "batch") { applyFilter(scope); }
+  }
+
+  function toggle(scope, attribute, name, shown) {
+    show(scope.querySelector("[" + attribute + '="' + name + '"]'), shown);
+  }
+
+  function renderDetails(task) {
+    var result = field(root, "result"), r = task.result;
+    setText(result, r ? r.pages + " pages, " + r.characters + " characters, " + r.chunks + " chunks." : "");
+    show(result, Boolean(r));
+    var body = field(root, "steps"), rows = [];
+    task.steps.forEach(function (step) {
+      var row = document.createElement("tr");
+      var seconds = (Date.parse(step.ended_at) - Date.parse(step.started_at)) / 1000;
+      [capital(step.name), String(step.attempt), (step.started_at || "").slice(11, 19),
+       (step.ended_at || "").slice(11, 19), isNaN(seconds) ? "" : seconds.toFixed(2) + " s"
+      ].forEach(function (text, i) {
+        var cell = document.createElement("td");
+        cell.textContent = text;
+        if (i === 4) { cell.className = "num"; }
+        row.appendChild(cell);
+      });
+      rows.push(row);
+    });
+    if (body) { body.replaceChildren.apply(body, rows); }
   }
 
   function renderBatch(batch) {
     root.setAttribute("data-status", batch.status);
-    var bar = field(root, "batch_progress");
-    if (bar) { bar.value = batch.progress; bar.textContent = batch.progress + " %"; }
-    setText(field(root, "batch_status"), batch.status.charAt(0).toUpperCase() + batch.status.slice(1));
-    Object.keys(batch.counts).forEach(function (status) {
-      setText(root.querySelector('[data-count="' + status + '"]'), String(batch.counts[status]));
+    setBar(root, "batch_progress", batch.progress);
+    var status = field(root, "batch_status");
+    status.className = "status status-" + batch.status;
+    setText(status, words.batch[batch.status] || batch.status);
+    var counts = batch.counts, active = counts.pending + counts.running + counts.retrying;
+    Object.keys(counts).forEach(function (name) {
+      setText(root.querySelector('[data-count="' + name + '"]'), String(counts[name]));
     });
-    batch.tasks.forEach(function (task) {
-      var row = root.querySelector('[data-task-id="' + task.id + '"]');
-      if (row) { renderTask(row, task); }
+    toggle(root, "data-batch-action", "retry-failed", counts.failed > 0);
+    toggle(root, "data-batch-action", "cancel", active > 0);
+    (batch.tasks || []).forEach(renderRow);
+    show(root.querySelector("[data-filter-empty]"), Boolean(filter) && !counts[filter]);
+  }
+
+  function renderRow(task) {
+    var row = document.getElementById("t-" + task.id);
+    if (row) { renderTask(row, task); }
+  }
+
+  // Status changes are announced in words ("handbook.pdf: Succeeded"), gathered for a second
+  // so that a burst of changes becomes one short sentence.
+  function announce(task) {
+    heard.push(task.document_id + ": " + (task.status === "failed" ? task.status_text
+      : words.labels[task.status]));
+    if (!announceTimer) { announceTimer = window.setTimeout(flush, 1000); }
+  }
+
+  function flush() {
+    announceTimer = null;
+    setText(announcer, heard.length > 5 ? heard.length + " documents changed status." : heard.join(". "));
+    heard = [];
+  }
+
+  // Filter by status: the server hides rows for ?status= (so it works without JS); here the
+  // links do the same in place.
+  function applyFilter(row) { row.hidden = Boolean(filter) && row.getAttribute("data-status") !== filter; }
+
+  function onFilter(event) {
+    var link = event.target.closest("[data-filter]");
+    if (!link) { return; }
+    event.preventDefault();
+    filter = link.getAttribute("data-filter");
+    root.querySelectorAll("[data-filter]").forEach(function (other) {
+      if (other === link) { other.setAttribute("aria-current", "true"); }
+      else { other.removeAttribute("aria-current"); }
+    });
+    root.querySelectorAll("tr[data-task-id]").forEach(applyFilter);
+    var count = filter && root.querySelector('[data-count="' + filter + '"]');
+    show(root.querySelector("[data-filter-empty]"), Boolean(count) && count.textContent === "0");
+    window.history.replaceState(null, "", link.href);
+  }
+
+  function tick() {
+    Object.keys(known).forEach(function (id) {
+      if (LIVE[known[id].task.status]) { renderClock(known[id].scope, known[id].task); }
     });
   }
 
+  function render(state) {
+    if (kind === "batch") { renderBatch(state); } else { renderTask(root, state); }
+    if (!(kind === "batch" ? LIVE_BATCH : LIVE)[state.status]) { stop(); }
+  }
+
+  function stop() {
+    following = false;
+    if (source) { source.close(); source = null; }
+    window.clearTimeout(timer);
+    window.clearInterval(ticker);
+  }
+
+  function listen() {
+    source = new EventSource(eventsUrl);
+    source.addEventListener("open", function () { streamErrors = 0; });
+    source.addEventListener("task", function (event) {
+      var task = JSON.parse(event.data);
+      if (kind === "batch") { renderRow(task); }
+      else if (task.id === root.getAttribute("data-task-id")) { render(task); }
+    });
+    source.addEventListener("batch", function (event) {
+      if (kind === "batch") { render(JSON.parse(event.data)); }
+    });
+    source.addEventListener("error", function () {
+      // A stream that ends reconnects by itself (retry hint); one that keeps failing, or an
+      // error answer, falls back to polling with backoff.
+      streamErrors += 1;
+      if (source && (source.readyState === EventSource.CLOSED || streamErrors >= 3)) {
+        source.close();
+        source = null;
+        useStream = false;
+        failures += 1;
+        schedule(backoff());
+      }
+    });
+  }
+
+  function backoff() { return Math.min(30000, 1000 * Math.pow(2, failures)); }
+
   function schedule(ms) {
-    window.setTimeout(poll, document.hidden ? ms * 4 : ms);
+    if (!following || source) { return; }
+    window.clearTimeout(timer);
+    timer = window.setTimeout(poll, document.hidden ? ms * 4 : ms);
   }
 
   function poll() {
     var headers = etag ? { "If-None-Match": etag } : {};
-    fetch(url, { headers: headers, credentials: "same-origin" }).then(function (response) {
+    fetch(pollUrl, { headers: headers, credentials: "same-origin" }).then(function (response) {
       if (response.status === 304) { return null; }
+      if (response.status === 404) { stop(); return null; }
       if (!response.ok) { throw new Error("HTTP " + response.status); }
       etag = response.headers.get("ETag");
       return response.json();
     }).then(function (state) {
       failures = 0;
-      if (state) {
-        if (kind === "batch") { renderBatch(state); } else { renderTask(root, state); }
-        if (TERMINAL[state.status]) { return; }
-        schedule(state.poll_after_ms || 1500);
-      } else {
-        schedule(1500);
+      if (state && following) {
+        interval = state.poll_after_ms || interval;
+        render(state);
       }
+      schedule(interval);
     }).catch(function () {
       failures += 1;
-      schedule(Math.min(30000, 1000 * Math.pow(2, failures)));
+      schedule(backoff());
     });
   }
 
-  if (!TERMINAL[root.getAttribute("data-status")]) { schedule(500); }
+  document.addEventListener("visibilitychange", function () {
+    if (!following) { return; }
+    if (document.hidden && source) {
+      source.close();       // a hidden tab holds no server thread: it polls, four times slower
+      source = null;
+      schedule(interval);
+    } else if (!document.hidden && useStream && !source) {
+      window.clearTimeout(timer);
+      listen();
+    } else if (!document.hidden) {
+      schedule(0);
+    }
+  });
+
+  root.addEventListener("click", onFilter);
+  if (!(kind === "batch" ? LIVE_BATCH : LIVE)[root.getAttribute("data-status")]) { return; }
+  ticker = window.setInterval(tick, 1000);
+  if (useStream && !document.hidden) { listen(); } else { schedule(500); }
 }());

@@ -26,7 +26,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Tests may pass a ready client as REDIS_CONNECTION (a fakeredis instance, say).
     """
-    from webapp import api, auth, dashboard, errors, metrics, pages, security, tenancy
+    from webapp import api, auth, dashboard, errors, events, metrics, openapi, pages, security, tenancy
     from webapp.cli import register_cli
     from webapp.config import load_config
 
@@ -43,9 +43,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     security.init_app(app)
     tenancy.init_app(app)
     app.register_blueprint(api.bp)
+    app.register_blueprint(events.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(auth.bp)
     app.register_blueprint(metrics.bp)
+    app.register_blueprint(openapi.bp)
     dashboard.mount(app)
     errors.init_app(app)
     register_cli(app)

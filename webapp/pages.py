@@ -6,20 +6,24 @@ from __future__ import annotations
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import TERMINAL, LimitReached
+from jobs import MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached
+from webapp import display, tenancy
 from webapp.api import limit_error
-from webapp import tenancy
 from webapp.extensions import intake, settings
 from webapp.uploads import accept
 
 bp = Blueprint("pages", __name__)
+bp.record_once(lambda state: display.init_app(state.app))
 NOSCRIPT_REFRESH_SECONDS = 3
+# What the file picker offers; the server checks content and extension (jobs.detect_kind).
+ACCEPTED_EXTENSIONS = (".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx")
 
 
 @bp.get("/")
 def index() -> str:
     batches = intake().list_batches(tenancy.current_tenant(), limit=20)["batches"]
-    return render_template("upload.html", batches=batches, limits=settings())
+    return render_template("upload.html", batches=batches, limits=settings(),
+                           accept=ACCEPTED_EXTENSIONS)
 
 
 @bp.post("/upload")
@@ -50,7 +54,9 @@ def batch(batch_id: str) -> str:
     if found is None:
         abort(404, "No such batch.")
     live = found["status"] in ("pending", "running")
-    return render_template("batch.html", batch=found,
+    show = request.args.get("status")  # ?status=failed shows only those rows, without JS too
+    return render_template("batch.html", batch=found, show=show if show in STATUSES else None,
+                           here=request.full_path.rstrip("?"),
                            refresh=NOSCRIPT_REFRESH_SECONDS if live else None)
 
 
@@ -121,3 +127,21 @@ def task(task_id: str) -> str:
     live = found["status"] not in TERMINAL
     return render_template("task.html", task=found,
                            refresh=NOSCRIPT_REFRESH_SECONDS if live else None)
+
+
+@bp.get("/search")
+def search() -> str:
+    """A GET form: the query stays in the URL, so a search can be bookmarked and shared."""
+    query = (request.args.get("q") or "").strip()[:1000]
+    try:
+        k = max(1, min(int(request.args.get("k") or 10), MAX_SEARCH_K))
+    except ValueError:
+        k = 10
+    results, problem = [], None
+    if query:
+        try:
+            results = intake().search(tenancy.current_tenant(), query, k)
+        except IntakeError as exc:  # the embedding service is down or misconfigured
+            problem = f"Search is unavailable right now: {exc}"
+    return render_template("search.html", query=query, k=k, max_k=MAX_SEARCH_K,
+                           results=results, problem=problem)

@@ -23,7 +23,7 @@ TENANT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Reachable without a tenant: sign-in itself, static files, operator pages (their own auth) and
 # what monitoring polls.
 OPEN_ENDPOINTS = frozenset({"auth.signin", "auth.signout", "static", "api.health",
-                            "api.openapi", "metrics.scrape"})
+                            "openapi.openapi", "metrics.scrape"})
 
 
 def parse_api_keys(raw: str | None) -> dict[str, str]:

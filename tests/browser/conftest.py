@@ -1,14 +1,19 @@
 """Headless Chromium (Debian's, driven by Playwright's Python package) against the running system.
 
-The browser tests reuse the integration fixtures (real Redis, rq workers, the Procfile's web).
-Where Chromium or Playwright is missing they are skipped with a loud reason; CI installs both.
+The browser tests reuse the integration fixtures (real Redis, rq workers, the Procfile's web, and
+the fault stack with its HTTP embedding server). Where Chromium or Playwright is missing they are
+skipped with a loud reason; CI installs both.
+
+Fixtures: `chromium`; `page` and `page_without_js` on the session's web; `open_page(base_url,
+**context_options)` for more pages (another stack, a second tab), each failing its test on any
+console error (CSP violations included). SCREENSHOTS is where README's pictures are written.
 """
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -16,6 +21,8 @@ CHROMIUM = os.environ.get("INTAKE_CHROMIUM") or shutil.which("chromium") or "/us
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 HERE = Path(__file__).parent
+SCREENSHOTS = HERE.parents[1] / "docs" / "screenshots"
+VIEWPORT = {"width": 1280, "height": 800}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,20 +47,34 @@ def chromium() -> Iterator:
 
 
 @pytest.fixture
-def page(chromium, web) -> Iterator:
-    """A fresh page whose console errors (CSP violations included) fail the test."""
-    context = chromium.new_context(base_url=web.url)
-    page = context.new_page()
+def open_page(chromium) -> Iterator[Callable[..., Any]]:
+    """open_page(base_url, **context_options) → a fresh page in a context of its own; console
+    errors and uncaught exceptions of any page opened so fail the test."""
+    contexts: list[Any] = []
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    yield page
-    context.close()
+
+    def open_(base_url: str, **options: Any) -> Any:
+        context = chromium.new_context(base_url=base_url, viewport=VIEWPORT, **options)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()
     assert problems == [], f"the page reported errors: {problems}"
 
 
 @pytest.fixture
+def page(open_page, web) -> Any:
+    """A fresh page on the session's web whose console errors fail the test."""
+    return open_page(web.url)
+
+
+@pytest.fixture
 def page_without_js(chromium, web) -> Iterator:
-    context = chromium.new_context(base_url=web.url, java_script_enabled=False)
+    context = chromium.new_context(base_url=web.url, java_script_enabled=False, viewport=VIEWPORT)
     yield context.new_page()
     context.close()

@@ -1,0 +1,29 @@
+"""The OpenAPI document matches the app's routes exactly: adding or changing a route without
+updating webapp/openapi.py fails here."""
+from __future__ import annotations
+
+import re
+
+DOCUMENTED_PREFIXES = ("/api/", "/metrics")
+
+
+def _routes(app) -> set[tuple[str, str]]:
+    found = set()
+    for rule in app.url_map.iter_rules():
+        if not rule.rule.startswith(DOCUMENTED_PREFIXES):
+            continue
+        path = re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", rule.rule)
+        found |= {(path, method.lower()) for method in rule.methods - {"HEAD", "OPTIONS"}}
+    return found
+
+
+def test_every_route_is_documented_and_nothing_else(app, client):
+    document = client.get("/api/openapi.json").get_json()
+    documented = {(path, method) for path, item in document["paths"].items() for method in item}
+    assert _routes(app) == documented
+
+
+def test_the_document_is_openapi_3(client):
+    document = client.get("/api/openapi.json").get_json()
+    assert document["openapi"].startswith("3.")
+    assert "Task" in document["components"]["schemas"]

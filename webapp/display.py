@@ -1,0 +1,101 @@
+"""How the pages word and time the state the API returns: labels, durations, "no progress" hints.
+
+Why here: the templates render the first state and static/progress.js keeps it fresh, so both
+must say the same thing. The script reads the words below from data-* attributes the templates
+render from this module, never from a copy of its own.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from flask import Flask
+
+# A status in words, as the counts, the filter and the announcements say it (DESIGN §3).
+STATUS_LABELS = {"pending": "Queued", "running": "Running", "retrying": "Retrying",
+                 "succeeded": "Succeeded", "failed": "Failed", "canceled": "Canceled"}
+BATCH_LABELS = {**STATUS_LABELS, "partial": "Finished (mixed)"}
+# What to do about an error: it depends only on whether a Retry can help.
+ADVICE = {
+    True: "Retry may work once the cause is fixed (a service that was down or misconfigured).",
+    False: "This file cannot be processed as it is: fix it and upload it again.",
+}
+# Everything above that the script needs, rendered once per page as JSON (data-words).
+WORDS = {"labels": STATUS_LABELS, "batch": BATCH_LABELS,
+         "advice": {"retry": ADVICE[True], "fix": ADVICE[False]}}
+# A running task whose last heartbeat is older than this gets a "no progress" hint.
+STALLED_AFTER_SECONDS = 120
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """An ISO 8601 time from a task record (…Z), or None."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def duration(step: Mapping[str, Any]) -> str:
+    """A step's duration in seconds ("1.25 s"), or "" while it runs."""
+    start, end = parse_time(step.get("started_at")), parse_time(step.get("ended_at"))
+    if start is None or end is None:
+        return ""
+    return f"{max(0.0, (end - start).total_seconds()):.2f} s"
+
+
+def clock(value: str | None) -> str:
+    """The time of day of an ISO time (UTC), for tables where the date adds nothing."""
+    moment = parse_time(value)
+    return moment.strftime("%H:%M:%S") if moment else ""
+
+
+def stalled(task: Mapping[str, Any], now: datetime | None = None) -> str:
+    """"No progress for N min" for a running task whose heartbeat is old, else ""."""
+    updated = parse_time(task.get("updated_at"))
+    if task.get("status") != "running" or updated is None:
+        return ""
+    seconds = ((now or datetime.now(timezone.utc)) - updated).total_seconds()
+    if seconds < STALLED_AFTER_SECONDS:
+        return ""
+    return f"No progress for {int(seconds // 60)} min"
+
+
+def words(task: Mapping[str, Any], now: datetime | None = None) -> str:
+    """The task's status in words; a retry's wait counted down ("Attempt 2 of 4 in 3 s")."""
+    due = parse_time(task.get("next_attempt_at"))
+    if task.get("status") != "retrying" or due is None:
+        return str(task.get("status_text", ""))
+    seconds = round((due - (now or datetime.now(timezone.utc))).total_seconds())
+    when = f"in {seconds} s" if seconds > 0 else "soon"
+    return f"Attempt {task['attempts'] + 1} of {task['max_attempts']} {when}"
+
+
+def step_text(task: Mapping[str, Any]) -> str:
+    """What the task is doing; where a failed one stopped (its status already says why); nothing
+    for a canceled one."""
+    status, error = task.get("status"), task.get("error") or {}
+    if status == "failed":
+        return f"Stopped in {str(error.get('step') or 'processing').capitalize()}"
+    return "" if status == "canceled" else str(task.get("step_detail", ""))
+
+
+def now_ms() -> int:
+    """The server's clock, so the script can correct for a client clock that is off."""
+    return int(datetime.now(timezone.utc).timestamp() * 1000)
+
+
+def init_app(app: Flask) -> None:
+    app.add_template_filter(duration)
+    app.add_template_filter(clock)
+    app.add_template_filter(stalled)
+    app.add_template_filter(words)
+    app.add_template_filter(step_text)
+    app.add_template_global(now_ms)
+    app.add_template_global(STATUS_LABELS, "STATUS_LABELS")
+    app.add_template_global(BATCH_LABELS, "BATCH_LABELS")
+    app.add_template_global(ADVICE, "ADVICE")
+    app.add_template_global(WORDS, "WORDS")
+    app.add_template_global(STALLED_AFTER_SECONDS, "STALLED_AFTER_SECONDS")

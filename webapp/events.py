@@ -1,0 +1,137 @@
+"""GET /api/batches/<id>/events: a batch's changes pushed as Server-Sent Events (DESIGN §5).
+
+Why a stream at all: a page of 200 documents would otherwise poll the whole batch every second.
+Here the server reads the batch from Redis (one pipelined read, as GET /api/batches/<id> does)
+about twice a second and sends only what changed: an `event: task` per task whose state moved,
+an `event: batch` when the summary moved.
+
+Why bounded: gunicorn's gthread workers hold a thread for each open stream, so a stream lasts
+at most `EVENTS_MAX_SECONDS` (25 s, under the Procfile's 30 s graceful timeout) and starts with
+a `retry:` hint; EventSource reconnects by itself. A stream ends at once when the batch (or, with
+`?task=<id>`, that task) is terminal, after sending the final state, so a finished page stops.
+Each connection starts with the whole current state: a reconnect costs what one poll costs.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+from flask import Blueprint, Response, current_app, request, stream_with_context
+from redis.exceptions import RedisError
+
+from jobs import TERMINAL
+from webapp import tenancy
+from webapp.errors import ApiError
+from webapp.extensions import intake
+
+bp = Blueprint("events", __name__, url_prefix="/api")
+
+# What a person can see change on a page; `updated_at` also moves the "no progress" hint.
+WATCHED = ("status", "progress", "current_step", "step_detail", "attempts", "updated_at",
+           "error", "next_attempt_at")
+BATCH_FIELDS = ("id", "status", "progress", "counts", "size", "poll_after_ms")
+LIVE_BATCH = frozenset({"pending", "running"})
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long a stream lasts, how often it reads Redis, when it sends a heartbeat."""
+
+    max_seconds: float = 25.0
+    read_seconds: float = 0.5
+    heartbeat_seconds: float = 10.0
+    retry_ms: int = 2000
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "Timing":
+        """Tests shorten the timing with EVENTS_* keys in the app's config mapping."""
+        return cls(max_seconds=float(config.get("EVENTS_MAX_SECONDS", cls.max_seconds)),
+                   read_seconds=float(config.get("EVENTS_READ_SECONDS", cls.read_seconds)),
+                   heartbeat_seconds=float(config.get("EVENTS_HEARTBEAT_SECONDS",
+                                                      cls.heartbeat_seconds)),
+                   retry_ms=int(config.get("EVENTS_RETRY_MS", cls.retry_ms)))
+
+
+@bp.get("/batches/<batch_id>/events")
+def batch_events(batch_id: str) -> Response:
+    """Scoped like GET /api/batches/<id>: an unknown or another tenant's batch is a JSON 404."""
+    tenant, service = tenancy.current_tenant(), intake()
+    batch = service.get_batch(tenant, batch_id)
+    if batch is None:
+        raise ApiError(404, "not_found", "No such batch.")
+    only = request.args.get("task") or None
+    if only is not None and not any(t["id"] == only for t in batch["tasks"]):
+        raise ApiError(404, "not_found", "No such task in this batch.")
+    stream = BatchStream(lambda: service.get_batch(tenant, batch_id),
+                         Timing.from_config(current_app.config), only)
+    response = Response(stream_with_context(stream.events(batch)),
+                        mimetype="text/event-stream")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"  # a proxy (nginx) must pass events at once
+    return response
+
+
+def message(event: str, payload: Any) -> str:
+    """One SSE message; compact JSON has no newline, so one `data:` line carries it."""
+    return f"event: {event}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+
+
+class BatchStream:
+    """The changes of one batch since the stream began, as SSE text."""
+
+    def __init__(self, read: Callable[[], dict[str, Any] | None], timing: Timing,
+                 only_task: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.read, self.timing, self.only_task = read, timing, only_task
+        self.clock, self.sleep = clock, sleep
+        self.sent_tasks: dict[str, tuple] = {}
+        self.sent_batch: tuple | None = None
+
+    def events(self, batch: dict[str, Any]) -> Iterator[str]:
+        """Yield the retry hint, then changes every `read_seconds`, heartbeats when quiet, and
+        stop at a terminal state, when the time is up, or when the batch can no longer be read."""
+        yield f"retry: {self.timing.retry_ms}\n\n"
+        started = last_sent = self.clock()
+        while True:
+            changes = self.changes(batch)
+            now = self.clock()
+            if changes:
+                yield changes
+                last_sent = now
+            out_of_time = now - started + self.timing.read_seconds > self.timing.max_seconds
+            if self.finished(batch) or out_of_time:
+                return
+            if now - last_sent >= self.timing.heartbeat_seconds:
+                yield ": ping\n\n"
+                last_sent = now
+            self.sleep(self.timing.read_seconds)
+            try:
+                batch = self.read()
+            except RedisError:  # the client reconnects; its next request answers 503
+                return
+            if batch is None:  # expired or deleted meanwhile
+                return
+
+    def changes(self, batch: dict[str, Any]) -> str:
+        """SSE text for every task whose watched fields moved, then the summary if it moved."""
+        parts = []
+        for task in batch["tasks"]:
+            if self.only_task is not None and task["id"] != self.only_task:
+                continue
+            mark = tuple(task.get(name) for name in WATCHED)  # `error` is a dict: == compares it
+            if self.sent_tasks.get(task["id"]) != mark:
+                self.sent_tasks[task["id"]] = mark
+                parts.append(message("task", task))
+        summary = {name: batch.get(name) for name in BATCH_FIELDS}
+        mark = (summary["status"], summary["progress"], tuple(sorted(summary["counts"].items())))
+        if mark != self.sent_batch:
+            self.sent_batch = mark
+            parts.append(message("batch", summary))
+        return "".join(parts)
+
+    def finished(self, batch: dict[str, Any]) -> bool:
+        if self.only_task is None:
+            return batch["status"] not in LIVE_BATCH
+        return any(t["id"] == self.only_task and t["status"] in TERMINAL for t in batch["tasks"])

@@ -1,0 +1,155 @@
+"""GET /api/openapi.json: the API described as OpenAPI 3.1, kept true by a test that compares
+every route of the app with it (tests/unit/test_openapi.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+bp = Blueprint("openapi", __name__)
+
+_ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
+_STATUS = {"type": "string",
+           "enum": ["pending", "running", "retrying", "succeeded", "failed", "canceled"]}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+        "type": "object", "required": ["code", "message"],
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+    "TaskError": {"type": ["object", "null"], "properties": {
+        "step": {"type": ["string", "null"]}, "type": {"type": "string"},
+        "message": {"type": "string"}, "retryable": {"type": "boolean"}}},
+    "Task": {"type": "object", "required": [
+        "id", "batch_id", "document_id", "filename", "status", "progress", "current_step",
+        "step_detail", "attempts", "max_attempts", "next_attempt_at", "error", "created_at",
+        "started_at", "ended_at", "updated_at", "result", "steps", "poll_after_ms", "url",
+        "page_url"], "properties": {
+        "id": _ID, "batch_id": _ID, "document_id": {"type": "string"},
+        "filename": {"type": "string"}, "status": _STATUS,
+        "progress": {"type": "integer", "minimum": 0, "maximum": 100},
+        "current_step": {"type": "string", "enum": [
+            "queued", "parsing", "chunking", "embedding", "indexing", "done", "waiting_retry",
+            "failed", "canceled"]},
+        "step_detail": {"type": "string"}, "status_text": {"type": "string"},
+        "attempts": {"type": "integer"}, "max_attempts": {"type": "integer"},
+        "next_attempt_at": _NULLABLE_TEXT, "error": {"$ref": "#/components/schemas/TaskError"},
+        "created_at": {"type": "string"}, "started_at": _NULLABLE_TEXT,
+        "ended_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
+        "result": {"type": ["object", "null"]}, "steps": {"type": "array", "items": {
+            "type": "object", "properties": {"name": {"type": "string"},
+                                             "attempt": {"type": "integer"},
+                                             "started_at": _NULLABLE_TEXT,
+                                             "ended_at": _NULLABLE_TEXT}}},
+        "pipeline_version": {"type": "string"}, "poll_after_ms": {"type": "integer"},
+        "url": {"type": "string"}, "page_url": {"type": "string"}}},
+    "Batch": {"type": "object", "required": ["id", "status", "progress", "counts", "created_at"],
+              "properties": {
+                  "id": _ID, "status": {"type": "string", "enum": [
+                      "pending", "running", "succeeded", "failed", "canceled", "partial"]},
+                  "progress": {"type": "integer"}, "created_at": {"type": "string"},
+                  "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+                  "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}}}},
+}
+
+
+def _json(schema: dict[str, Any] | str, description: str = "OK") -> dict[str, Any]:
+    if isinstance(schema, str):
+        schema = {"$ref": f"#/components/schemas/{schema}"}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    return {str(code): _json("Error", "Error") for code in codes}
+
+
+def _id(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _query(name: str, kind: str = "integer", required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": {"type": kind}}
+
+
+_CHANGE = {"202": _json("Task", "Accepted: the task's new state"), **_errors(404, 409)}
+_LIST = {"type": "object"}
+
+PATHS: dict[str, Any] = {
+    "/api/documents": {"post": {
+        "summary": "Upload documents (multipart field `files`, repeatable)",
+        "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object",
+            "properties": {"files": {"type": "array", "items": {"type": "string",
+                                                                "format": "binary"}},
+                           "document_id": {"type": "array", "items": {"type": "string"}},
+                           "priority": {"type": "string", "enum": ["high", "normal", "bulk"]},
+                           "force": {"type": "string"}}}}}},
+        "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
+                      **_errors(400, 401, 403, 413, 415, 429, 503)}}},
+    "/api/documents/{document_id}": {"delete": {
+        "summary": "Remove a document's chunks and records", "parameters": [_id("document_id")],
+        "responses": {"204": {"description": "Removed"}, **_errors(401, 404)}}},
+    "/api/batches": {"get": {
+        "summary": "Recent batches, newest first", "parameters": [_query("offset"),
+                                                                  _query("limit")],
+        "responses": {"200": _json(_LIST), **_errors(400, 401)}}},
+    "/api/batches/{batch_id}": {"get": {
+        "summary": "A batch with every task", "parameters": [_id("batch_id")],
+        "responses": {"200": _json("Batch"), "304": {"description": "Not modified"},
+                      **_errors(401, 404)}}},
+    "/api/batches/{batch_id}/events": {"get": {
+        "summary": "The batch's changes as Server-Sent Events (a bounded stream)",
+        "parameters": [_id("batch_id")],
+        "responses": {"200": {"description": "text/event-stream",
+                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                      **_errors(401, 404)}}},
+    "/api/batches/{batch_id}/retry-failed": {"post": {
+        "summary": "Retry the batch's retryable failed tasks", "parameters": [_id("batch_id")],
+        "responses": {"202": _json(_LIST, "{retried, skipped}"), **_errors(401, 404)}}},
+    "/api/batches/{batch_id}/cancel": {"post": {
+        "summary": "Cancel the batch's cancelable tasks", "parameters": [_id("batch_id")],
+        "responses": {"202": _json(_LIST, "{canceled}"), **_errors(401, 404)}}},
+    "/api/tasks/{task_id}": {"get": {
+        "summary": "One task", "parameters": [_id("task_id")],
+        "responses": {"200": _json("Task"), "304": {"description": "Not modified"},
+                      **_errors(401, 404)}}},
+    "/api/tasks/{task_id}/retry": {"post": {
+        "summary": "A new run of the same task", "parameters": [_id("task_id")],
+        "responses": _CHANGE}},
+    "/api/tasks/{task_id}/cancel": {"post": {
+        "summary": "Cancel a pending, retrying or running task", "parameters": [_id("task_id")],
+        "responses": _CHANGE}},
+    "/api/failed": {"get": {
+        "summary": "Dead letters, newest first (all=1: every tenant's, operators only)",
+        "parameters": [_query("offset"), _query("limit"), _query("all", "string")],
+        "responses": {"200": _json(_LIST), "304": {"description": "Not modified"},
+                      **_errors(401, 403)}}},
+    "/api/search": {"get": {
+        "summary": "Top-k chunks of succeeded documents",
+        "parameters": [_query("q", "string", True), _query("k")],
+        "responses": {"200": _json(_LIST), **_errors(400, 401)}}},
+    "/api/health": {"get": {
+        "summary": "Redis, workers, queue depths, scheduler",
+        "responses": {"200": _json(_LIST), **_errors(503)}}},
+    "/api/openapi.json": {"get": {"summary": "This document",
+                                  "responses": {"200": _json(_LIST)}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
+        "description": "Prometheus text format",
+        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+}
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Intake", "version": "1",
+                 "description": "Background document ingestion: upload, follow, retry, search."},
+        "components": {"schemas": SCHEMAS, "securitySchemes": {
+            "apiKey": {"type": "http", "scheme": "bearer"}}},
+        "security": [{}, {"apiKey": []}],
+        "paths": PATHS,
+    }
+
+
+@bp.get("/api/openapi.json")
+def openapi() -> Response:
+    return jsonify(document())
