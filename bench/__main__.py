@@ -164,7 +164,7 @@ def report(figures: dict[str, float], context: list[str]) -> None:
 
 def main() -> int:
     nonce = uuid.uuid4().hex[:8]
-    log("starting redis-server and gunicorn (gthread, 2 workers x 8 threads)")
+    log("starting redis-server and gunicorn (gthread, 2 workers x 16 threads, as the Procfile)")
     with services() as svc:
         base = svc.base
         store = redis.Redis.from_url(svc.redis_url)

@@ -21,7 +21,7 @@ import redis
 import requests
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-GUNICORN_THREADS = 8
+GUNICORN_THREADS = 16
 GUNICORN_WORKERS = 2
 
 

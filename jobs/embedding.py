@@ -271,14 +271,14 @@ def _status_error(response: requests.Response) -> TransientError | PermanentErro
     """Classify an error status: 408, 429 and 5xx may pass; other answers need a fix first."""
     status = response.status_code
     if status == 429:
-        return TransientError("The embedding service is rate-limiting Intake (HTTP 429); "
-                              "Intake will try again later.", code="embedding_rate_limited")
+        return TransientError("The embedding service is rate-limiting Intake (HTTP 429).",
+                              code="embedding_rate_limited")
     if status == 408:
         return TransientError("The embedding service timed out on the request (HTTP 408).",
                               code="embedding_timeout")
     if status >= 500:
         return TransientError(f"The embedding service answered {status} "
-                              f"({response.reason or 'server error'}); Intake will try again.",
+                              f"({response.reason or 'server error'}).",
                               code="embedding_unavailable")
     detail = _service_detail(response)
     if status in (401, 403):

@@ -117,7 +117,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
 
     reporter.close()
     reporter.progress, reporter.current_step = 100, "done"
-    reporter.step_detail = f"Indexed {len(chunks)} chunks"
+    reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
     reporter.commit({"status": "succeeded", "ended_at": tasks.now_iso(), "result": result,
                      "error": "", "next_attempt_at": "", "pipeline_version": attempt.version},
                     queue_more=index_and_clean_up)
