@@ -64,9 +64,16 @@ def run_if_due(connection: Redis) -> bool:
 
 
 def housekeeping(connection: Redis, ttl_seconds: int) -> None:
+    """Keep waiting uploads alive, recount upload bytes, and trim the lists of batches and dead
+    letters of entries older than the retention (their records have expired by then)."""
     pipe = connection.pipeline(transaction=False)
     for task_id in connection.zrange(keys.active(), 0, -1):
         pipe.expire(keys.blob(task_id.decode()), ttl_seconds)
+    horizon = time.time() - ttl_seconds
+    pipe.zremrangebyscore(keys.failed_all(), "-inf", horizon)
+    for pattern in (keys.tenant_batches("*"), keys.tenant_failed("*")):
+        for key in connection.scan_iter(match=pattern, count=500):
+            pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
     blobs.recount(connection)
 

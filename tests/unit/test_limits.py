@@ -16,6 +16,7 @@ def test_queue_limit_refuses_the_whole_batch_with_503(make_app, redis):
     assert refused.status_code == 503 and refused.headers["Retry-After"]
     assert refused.get_json()["error"]["code"] == "queue_full"
     assert redis.zcard(keys.active()) == 2, "nothing of the refused batch was registered"
+    assert redis.llen("rq:queue:intake-high") == 2, "the queues hold exactly the accepted tasks"
 
 
 def test_tenant_limit_is_429_for_that_tenant_only(make_app):
