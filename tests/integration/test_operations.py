@@ -83,3 +83,21 @@ def test_two_separately_started_workers_share_a_batch_and_process_each_document_
     by_worker = Counter(Job.fetch(task_id, connection=connection).worker_name
                         for task_id in task_ids)
     assert set(by_worker) == set(pair.names) and min(by_worker.values()) > 0, by_worker
+
+
+def test_one_persons_document_overtakes_a_bulk_backlog(api, workers):
+    """300 documents queued on intake-bulk with both workers about to be busy: a single upload
+    goes to intake-high, which every worker takes first."""
+    for name in list(workers.names):
+        workers.stop(name)
+    word = unique_word()
+    bulk = [txt(f"bulk{i}-{word}.txt", f"Bulk document {i} {word}. " * 20) for i in range(300)]
+    bulk_batch = upload(api, bulk)[0].json()
+    bulk_ids = [t["id"] for t in bulk_batch["tasks"]]
+    single = upload(api, [txt(f"urgent-{word}.txt", f"Urgent {word}.")])[0].json()["tasks"][0]
+    workers.ensure(2)
+    poll(lambda: api.get(single["url"]).json()["status"], lambda s: s == "succeeded",
+         timeout=60, message="the single document succeeds")
+    done = api.get(bulk_batch["url"]).json()["counts"]["succeeded"]
+    assert done < 150, f"{done} of 300 bulk documents were done before the single one"
+    wait_terminal(api, bulk_ids, timeout=300)
