@@ -54,6 +54,12 @@ def key_digest(key: str) -> str:
 def init_app(app: Flask) -> None:
     app.config["INTAKE_KEYS"] = parse_api_keys(app.config.get("INTAKE_API_KEYS"))
     app.before_request(_identify)
+    app.context_processor(lambda: {"signed_in_tenant": _signed_in()})
+
+
+def _signed_in() -> str | None:
+    """The tenant a page's session is signed in as (None without keys: nothing to sign out of)."""
+    return session.get("tenant") if current_app.config["INTAKE_KEYS"] else None
 
 
 def current_tenant() -> str:

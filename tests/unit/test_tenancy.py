@@ -72,7 +72,8 @@ def test_pages_sign_in_with_a_key_and_out_again(client):
     signed = client.post("/signin", data={"key": "acme-key-123", "csrf_token": token,
                                           "next": "/failed"})
     assert signed.status_code == 303 and signed.headers["Location"] == "/failed"
-    assert client.get("/").status_code == 200
+    page = client.get("/").get_data(as_text=True)
+    assert "Signed in as acme" in page and 'action="/signout"' in page
     assert client.get("/api/batches").status_code == 200, "the page's session works for its API"
     token = re.search(r'name="csrf_token" value="([^"]+)"',
                       client.get("/").get_data(as_text=True)).group(1)
