@@ -9,7 +9,7 @@ from redis import Redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from jobs import Intake, logs
+from jobs import Intake, configure_logging
 
 csrf = CSRFProtect()
 
@@ -33,7 +33,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
     app.config.from_mapping(load_config(config))
     if not app.config.get("TESTING"):
-        logs.configure()
+        configure_logging()
     settings = app.config["INTAKE"]
     connection = app.config.get("REDIS_CONNECTION") or connect(settings.redis_url)
     app.extensions["intake"] = Intake(connection, settings)

@@ -24,7 +24,7 @@ from flask import Flask
 from rq import Worker
 from werkzeug.serving import run_simple
 
-from jobs.workers import worker_command
+from jobs import worker_command
 from webapp.devredis import (NOT_DURABLE_NOTICE, STOP_TIMEOUT, EmbeddedRedis, RedisBackend, start_redis,
                              stop_processes)
 

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs import QUEUE_NAMES, metrics
+from jobs import QUEUE_NAMES, STEP_BUCKETS, read_metrics
 from webapp.extensions import intake
 
 bp = Blueprint("metrics", __name__)
@@ -29,7 +29,7 @@ class IntakeCollector(Collector):
         self.service = service
 
     def collect(self) -> Iterator:
-        counters, steps = metrics.read(self.service.connection)
+        counters, steps = read_metrics(self.service.connection)
         yield from _counters(counters)
         yield _histogram(steps)
         health = self.service.health()
@@ -67,7 +67,7 @@ def _histogram(cells: dict[str, float]) -> HistogramMetricFamily:
                                    "Duration of each pipeline step.", labels=["step"])
     for step in sorted({field.split("|")[0] for field in cells}):
         buckets = [(str(bound), cells.get(f"{step}|{bound}", 0.0))
-                   for bound in metrics.STEP_BUCKETS]
+                   for bound in STEP_BUCKETS]
         buckets.append(("+Inf", cells.get(f"{step}|+Inf", 0.0)))
         family.add_metric([step], buckets, sum_value=cells.get(f"{step}|sum", 0.0))
     return family
