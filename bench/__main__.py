@@ -1,7 +1,11 @@
-"""`python -m bench`: Intake's web side against bare baselines on the same gunicorn server.
+"""`python -m bench`: Intake against bare RQ, bare Flask and the ideal, in one run.
 
-Prints progress on stderr, then a table on stdout, and as the LAST line one JSON object of the
-figures (ratios and the 200-file batch time) with "goals_met". See docs/benchmarks.md.
+The web side (submit, batch submit, poll, 304s) against bare baselines on the same gunicorn
+server; then, with production `rq worker` processes, the pipeline against bare RQ no-op jobs
+(bench.pipeline), 1 against 4 workers with a 100 ms embedding server (bench.scaling), the
+progress writes of one job (bench.metawrites), a 200-task batch poll (bench.batchpoll) and a
+search over 10,000 chunks (bench.search). Prints progress on stderr, then a table on stdout,
+and as the LAST line one JSON object of the figures with "goals_met". See docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from typing import Any, Callable
 
 import redis
 
-from bench import measure
+from bench import batchpoll, measure, pipeline, scaling, search
 from bench.servers import Services, cpu_seconds, services
 
 SUBMIT_WARMUP = 30          # per side, not measured
@@ -32,26 +36,16 @@ GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "batch_submit_200_s": ("< 1", lambda v: v < 1.0),
     "poll_ratio": (">= 0.8", lambda v: v >= 0.8),
     "not_modified_share": ("= 1.0", lambda v: v >= 1.0),
+    "batch_poll_ratio": ("<= 5", lambda v: v <= 5.0),
+    "pipeline_overhead_ratio": ("<= 1.5", lambda v: v <= 1.5),
+    "scaling_efficiency": (">= 0.85", lambda v: v >= 0.85),
+    "meta_writes_per_s_max": ("<= 4", lambda v: v <= 4),
+    "search_ratio": ("<= 10", lambda v: v <= 10.0),
 }
 
 
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def interleaved(rounds: int, subject: Callable[[], Any], baseline: Callable[[], Any],
-                ) -> list[tuple[Any, Any]]:
-    """`rounds` pairs (subject result, baseline result), running AB, BA, AB … to cancel drift."""
-    pairs = []
-    for i in range(rounds):
-        if i % 2 == 0:
-            a = subject()
-            b = baseline()
-        else:
-            b = baseline()
-            a = subject()
-        pairs.append((a, b))
-    return pairs
 
 
 def with_cpu(svc: Services, run: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
@@ -72,7 +66,7 @@ def bench_submit(svc: Services, nonce: str) -> dict[str, float]:
     api, bare = f"{svc.base}/api/documents", f"{svc.base}/bare/enqueue"
     measure.upload_latencies(s, api, SUBMIT_WARMUP, n, nonce)
     measure.upload_latencies(s, bare, SUBMIT_WARMUP, n, nonce)
-    pairs = interleaved(
+    pairs = measure.interleaved(
         SUBMIT_ROUNDS,
         lambda: with_cpu(svc, lambda: measure.upload_latencies(s, api, SUBMIT_PER_ROUND, n, nonce)),
         lambda: with_cpu(svc, lambda: measure.upload_latencies(s, bare, SUBMIT_PER_ROUND, n, nonce)))
@@ -124,7 +118,7 @@ def bench_poll(svc: Services, task_id: str) -> dict[str, Any]:
     api, bare = f"{base}/api/tasks/{task_id}", f"{base}/bare/hgetall/intake:task:{task_id}"
     measure.throughput(api, POLL_THREADS, 1.0)       # warm-up: both gunicorn workers, all threads
     measure.throughput(bare, POLL_THREADS, 1.0)
-    pairs = interleaved(
+    pairs = measure.interleaved(
         POLL_ROUNDS,
         lambda: with_cpu(svc, lambda: measure.throughput(api, POLL_THREADS, POLL_SECONDS)),
         lambda: with_cpu(svc, lambda: measure.throughput(bare, POLL_THREADS, POLL_SECONDS)))
@@ -151,7 +145,8 @@ def report(figures: dict[str, float], context: list[str]) -> None:
     rows = [("figure", "value", "goal", "met?")]
     for name, value in figures.items():
         goal, check = GOALS[name]
-        rows.append((name, f"{value:.3f}", goal, "yes" if check(value) else "NO"))
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        rows.append((name, shown, goal, "yes" if check(value) else "NO"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for i, row in enumerate(rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -180,12 +175,30 @@ def main() -> int:
         poll = bench_poll(svc, task_id)
         share, etag = measure.not_modified_share(f"{base}/api/tasks/{task_id}",
                                                  CONDITIONAL_POLLS)
+        store.flushdb()
+        log(f"pipeline: {pipeline.ROUNDS} interleaved rounds x {pipeline.DOCUMENTS} tiny "
+            f"documents / no-op jobs, {pipeline.WORKERS} workers")
+        overhead = pipeline.run(svc, nonce)
+        store.flushdb()
+        scale = scaling.run(svc, nonce, log)
+        log(f"batch poll: {batchpoll.ROUNDS} interleaved rounds x {batchpoll.PER_ROUND} per side")
+        batch_poll = batchpoll.run(svc, scale["batch_id"], scale["task_id"])
+        store.flushdb()
+        log(f"search: indexing {search.DOCUMENTS * search.CHUNKS_PER_DOCUMENT} chunks, then "
+            f"{search.ROUNDS} interleaved rounds x {search.PER_ROUND} per side")
+        found = search.run(svc, one_task(base, nonce), nonce)
         store.close()
+    meta = scale["meta"]
     figures = {
         "submit_ratio": round(submit["ratio"], 4),
         "batch_submit_200_s": round(batch["seconds"], 4),
         "poll_ratio": round(poll["ratio"], 4),
         "not_modified_share": round(share, 4),
+        "batch_poll_ratio": round(batch_poll["ratio"], 4),
+        "pipeline_overhead_ratio": round(overhead["ratio"], 4),
+        "scaling_efficiency": round(scale["efficiency"], 4),
+        "meta_writes_per_s_max": meta["max_per_s"],
+        "search_ratio": round(found["ratio"], 4),
     }
     context = [
         f"submit: median {submit['subject_ms']:.2f} ms POST /api/documents vs "
@@ -206,6 +219,31 @@ def main() -> int:
           for side, c in poll["cores"].items()),
         f"conditional: {CONDITIONAL_POLLS} polls with If-None-Match {etag}: "
         f"{share:.0%} answered 304",
+        f"batch poll: median {batch_poll['subject_ms']:.2f} ms GET /api/batches/<id> "
+        f"({batch_poll['tasks']} succeeded tasks, {batch_poll['batch_bytes'] / 1024:.0f} KiB) vs "
+        f"{batch_poll['baseline_ms']:.2f} ms GET /api/tasks/<id> ({batch_poll['task_bytes']} B); "
+        f"per-round ratios q1/median/q3 {fmt(batch_poll['round_ratios'])}",
+        f"pipeline: median {overhead['subject_s']:.3f} s for {pipeline.DOCUMENTS} tiny documents "
+        f"vs {overhead['baseline_s']:.3f} s for {pipeline.DOCUMENTS} no-op jobs (jobs queued to "
+        f"last finished), {pipeline.WORKERS} IntakeWorker processes; per-pair ratios "
+        f"q1/median/q3 {fmt(overhead['round_ratios'])}; the POST of the {pipeline.DOCUMENTS} "
+        f"files itself took {overhead['submit_s']:.3f} s",
+        f"scaling: {scaling.DOCUMENTS} documents x 1 embedding request of "
+        f"{1000 * scaling.EMBED_SECONDS:.0f} ms: T1 {scale['t1']:.2f} s with 1 worker, T4 "
+        + " and ".join(f"{t:.2f}" for t in scale["t4"]) + f" s with {scaling.WORKERS} "
+        f"(before and after T1); ideal T4 = T1/4 = {scale['t1'] / scaling.WORKERS:.2f} s; "
+        f"{1000 * scale['t1'] / scaling.DOCUMENTS:.0f} ms per document with 1 worker",
+        f"meta writes: one document of {meta['chunks']} chunks, {meta['job_seconds']:.1f} s from "
+        f"upload to finished: {meta['writes']} progress writes, at most {meta['max_per_s']} in "
+        f"any 1 s window ({meta['max_per_fixed_s']} in fixed 1 s bins), "
+        f"{meta.get('writes_per_s', 0):.2f}/s on average",
+        f"search: median {found['subject_ms']:.2f} ms GET /api/search?q={found['query']} "
+        f"({found['chunks']} chunks indexed, {found['matching_chunks']} contain a query word: "
+        f"{found['word_chunks'][0]} and {found['word_chunks'][1]}; "
+        f"{found['answer_bytes'] / 1024:.1f} KiB answer) vs {found['baseline_ms']:.2f} ms "
+        f"GET /api/tasks/<id>; first search (snapshot build) {found['cold_ms']:.0f} ms; "
+        f"per-round ratios q1/median/q3 {fmt(found['round_ratios'])}; index written in "
+        f"{found['seconds']:.1f} s",
     ]
     report(figures, context)
     met = all(GOALS[name][1](value) for name, value in figures.items())

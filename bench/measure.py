@@ -9,9 +9,12 @@ import itertools
 import statistics
 import threading
 import time
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
+import redis
 import requests
+
+from jobs import QUEUE_NAMES
 
 _LINE = ("Intake benchmark document: a plain text paragraph of ordinary words, written so that "
          "the upload looks like a small note a person would send for ingestion.\n")
@@ -25,14 +28,16 @@ def session() -> requests.Session:
     return s
 
 
-def text_file(n: int, nonce: str) -> tuple[str, bytes, str]:
-    """A ~2 KB .txt file whose content differs for every n, so no submit is a duplicate."""
-    return f"doc-{nonce}-{n}.txt", f"{_BODY}\n#{nonce}-{n}\n".encode(), "text/plain"
+def text_file(n: int, nonce: str, size: int = 2000) -> tuple[str, bytes, str]:
+    """A .txt file of about `size` bytes (2 KB by default: one chunk) whose content differs for
+    every n, so no submit is a duplicate."""
+    body = _BODY if size == 2000 else (_LINE * (size // len(_LINE) + 1))[:size]
+    return f"doc-{nonce}-{n}.txt", f"{body}\n#{nonce}-{n}\n".encode(), "text/plain"
 
 
 def upload(s: requests.Session, url: str, counter: Iterator[int], nonce: str,
-           files: int = 1) -> requests.PreparedRequest:
-    parts = [("files", text_file(next(counter), nonce)) for _ in range(files)]
+           files: int = 1, size: int = 2000) -> requests.PreparedRequest:
+    parts = [("files", text_file(next(counter), nonce, size)) for _ in range(files)]
     return s.prepare_request(requests.Request("POST", url, files=parts))
 
 
@@ -51,6 +56,13 @@ def upload_latencies(s: requests.Session, url: str, count: int, counter: Iterato
                      nonce: str) -> list[float]:
     """`count` sequential one-file uploads on one keep-alive connection; seconds each."""
     return [send(s, upload(s, url, counter, nonce), 202)[0] for _ in range(count)]
+
+
+def get_latencies(s: requests.Session, url: str, count: int) -> list[float]:
+    """`count` sequential GETs of `url` (each answered 200) on one keep-alive session; seconds
+    each. The request is prepared once, before the clock starts."""
+    prepared = s.prepare_request(requests.Request("GET", url))
+    return [send(s, prepared, 200)[0] for _ in range(count)]
 
 
 def throughput(url: str, threads: int, duration: float) -> float:
@@ -106,6 +118,21 @@ def not_modified_share(url: str, polls: int) -> tuple[float, str]:
     return hits / polls, etag
 
 
+def interleaved(rounds: int, subject: Callable[[], Any], baseline: Callable[[], Any],
+                ) -> list[tuple[Any, Any]]:
+    """`rounds` pairs (subject result, baseline result), running AB, BA, AB … to cancel drift."""
+    pairs = []
+    for i in range(rounds):
+        if i % 2 == 0:
+            a = subject()
+            b = baseline()
+        else:
+            b = baseline()
+            a = subject()
+        pairs.append((a, b))
+    return pairs
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -119,3 +146,49 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 
 def counter() -> Iterator[int]:
     return itertools.count(1)
+
+
+def _registry_counts(connection: redis.Redis) -> tuple[int, int]:
+    """Jobs in RQ's finished and failed registries of Intake's queues: one round trip."""
+    pipe = connection.pipeline(transaction=False)
+    for queue in QUEUE_NAMES:
+        pipe.zcard(f"rq:finished:{queue}")
+        pipe.zcard(f"rq:failed:{queue}")
+    counts = pipe.execute()
+    return sum(counts[::2]), sum(counts[1::2])
+
+
+class Completion:
+    """Waits for RQ jobs to finish, cheaply enough not to steal the workers' CPU.
+
+    Created just before the jobs are enqueued, it polls the counts of RQ's finished and failed
+    registries of Intake's queues (two ZCARDs a queue, one round trip, every `interval` s);
+    when the finished count has grown by the number of jobs, every job's status is checked
+    once. A failed job aborts the benchmark. No other jobs may run meanwhile.
+    """
+
+    def __init__(self, connection: redis.Redis, interval: float = 0.01) -> None:
+        self.connection, self.interval = connection, interval
+        self.finished, self.failed = _registry_counts(connection)
+
+    def wait(self, job_ids: list[str], timeout: float = 120.0) -> float:
+        """time.perf_counter() when every job was first seen finished."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            finished, failed = _registry_counts(self.connection)
+            now = time.perf_counter()
+            if failed > self.failed:
+                raise RuntimeError(f"{failed - self.failed} job(s) failed")
+            if finished - self.finished >= len(job_ids):
+                pipe = self.connection.pipeline(transaction=False)
+                for job_id in job_ids:
+                    pipe.hget(f"rq:job:{job_id}", "status")
+                open_jobs = [j for j, s in zip(job_ids, pipe.execute()) if s != b"finished"]
+                if open_jobs:
+                    raise RuntimeError(f"{len(open_jobs)} job(s) not finished, yet the "
+                                       "finished registries grew: other jobs ran")
+                return now
+            if now > deadline:
+                raise RuntimeError(f"{len(job_ids) - (finished - self.finished)} of "
+                                   f"{len(job_ids)} jobs not finished after {timeout:g} s")
+            time.sleep(self.interval)

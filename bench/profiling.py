@@ -21,15 +21,19 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from urllib.parse import urlencode
+
+from werkzeug.datastructures import MultiDict
 from werkzeug.test import EnvironBuilder
 
 from bench.measure import text_file
 from bench.servers import redis_server
 
-PATHS = ("submit", "bare-enqueue", "poll", "bare-hgetall")
+PATHS = ("submit", "bare-enqueue", "poll", "bare-hgetall", "poll-done", "batch", "search")
+BATCH_FILES = 200
 
 
-def environ_factory(path: str, task_id: str) -> Callable[[int], dict]:
+def environ_factory(path: str, ids: dict[str, str]) -> Callable[[int], dict]:
     """A function n -> a fresh WSGI environ for request n of `path` (files differ per n)."""
     def build(n: int) -> dict:
         if path in ("submit", "bare-enqueue"):
@@ -38,11 +42,32 @@ def environ_factory(path: str, task_id: str) -> Callable[[int], dict]:
             builder = EnvironBuilder(path=url, method="POST",
                                      data={"files": (io.BytesIO(data), name, ctype)})
         else:
-            url = (f"/api/tasks/{task_id}" if path == "poll"
-                   else f"/bare/hgetall/intake:task:{task_id}")
+            url = {"poll": f"/api/tasks/{ids['task']}",
+                   "bare-hgetall": f"/bare/hgetall/intake:task:{ids['task']}",
+                   "poll-done": f"/api/tasks/{ids.get('done_task')}",
+                   "batch": f"/api/batches/{ids.get('batch')}",
+                   "search": f"/api/search?{urlencode({'q': ids.get('query', '')})}"}[path]
             builder = EnvironBuilder(path=url, method="GET")
         return builder.get_environ()
     return build
+
+
+def succeeded_batch(app, url: str) -> tuple[str, str]:
+    """A batch of BATCH_FILES ~2 KB documents, run through the pipeline by an in-process RQ
+    SimpleWorker (local embedder), so every task is succeeded with its steps and result; its
+    id and its first task's id."""
+    from redis import Redis
+    from rq import Queue, SimpleWorker
+
+    from jobs.settings import QUEUE_NAMES
+    files = MultiDict([("files", (io.BytesIO(data), name, ctype)) for name, data, ctype in
+                       (text_file(n, "profile-batch") for n in range(BATCH_FILES))])
+    environ = EnvironBuilder(path="/api/documents", method="POST", data=files).get_environ()
+    answer = json.loads(b"".join(app(environ, lambda s, h, exc_info=None: None)))
+    connection = Redis.from_url(url)
+    SimpleWorker([Queue(name, connection=connection) for name in QUEUE_NAMES],
+                 connection=connection).work(burst=True, logging_level="WARNING")
+    return answer["batch_id"], answer["tasks"][0]["id"]
 
 
 def call(app, environ: dict) -> str:
@@ -54,8 +79,8 @@ def call(app, environ: dict) -> str:
     return status[0]
 
 
-def warm_up(app, path: str, task_id: str) -> None:
-    build = environ_factory(path, task_id)
+def warm_up(app, path: str, ids: dict[str, str]) -> None:
+    build = environ_factory(path, ids)
     expect = "202" if path in ("submit", "bare-enqueue") else "200"
     for n in range(50):
         status = call(app, build(n))
@@ -63,7 +88,7 @@ def warm_up(app, path: str, task_id: str) -> None:
             raise RuntimeError(f"{path} answered {status}, expected {expect}")
 
 
-def time_paths(app, paths: list[str], task_id: str, count: int, rounds: int = 10,
+def time_paths(app, paths: list[str], ids: dict[str, str], count: int, rounds: int = 10,
                ) -> dict[str, float]:
     """Median over `rounds` interleaved rounds of the mean ms per request of each path."""
     per_round = max(1, count // rounds)
@@ -71,7 +96,7 @@ def time_paths(app, paths: list[str], task_id: str, count: int, rounds: int = 10
     for r in range(rounds):
         order = paths if r % 2 == 0 else paths[::-1]
         for path in order:
-            build = environ_factory(path, task_id)
+            build = environ_factory(path, ids)
             environs = [build(10**4 * (r + 1) + n) for n in range(per_round)]
             start = time.perf_counter()
             for environ in environs:
@@ -80,9 +105,9 @@ def time_paths(app, paths: list[str], task_id: str, count: int, rounds: int = 10
     return {p: statistics.median(v) for p, v in samples.items()}
 
 
-def profile(app, path: str, task_id: str, count: int, top: int, callees: list[str],
+def profile(app, path: str, ids: dict[str, str], count: int, top: int, callees: list[str],
             sort: str) -> str:
-    build = environ_factory(path, task_id)
+    build = environ_factory(path, ids)
     environs = [build(10**7 + n) for n in range(count)]
     profiler = cProfile.Profile()
     profiler.enable()
@@ -115,18 +140,25 @@ def main() -> None:
             from bench.app import app
             environ = environ_factory("submit", "")(0)
             body = b"".join(app(environ, lambda s, h, exc_info=None: None))
-            task_id = json.loads(body)["tasks"][0]["id"]
+            ids = {"task": json.loads(body)["tasks"][0]["id"]}
             paths = args.paths or list(PATHS)
+            if {"batch", "poll-done"} & set(paths):
+                ids["batch"], ids["done_task"] = succeeded_batch(app, url)
+            if "search" in paths:
+                from redis import Redis
+
+                from bench.search import build_index
+                ids["query"] = build_index(Redis.from_url(url), "profile")["query"]
             for path in paths:
-                warm_up(app, path, task_id)
-            timings = time_paths(app, paths, task_id, args.count)
+                warm_up(app, path, ids)
+            timings = time_paths(app, paths, ids, args.count)
             print(f"Median ms per request without profiler ({args.count} requests each, "
                   "10 interleaved rounds):")
             for path, ms in timings.items():
                 print(f"  {path:<13} {ms:7.3f} ms")
             for path in paths:
                 print(f"\n=== cProfile of {path} ({args.count} requests), sorted by {args.sort} ===")
-                print(profile(app, path, task_id, args.count, args.top, args.callees, args.sort))
+                print(profile(app, path, ids, args.count, args.top, args.callees, args.sort))
 
 
 if __name__ == "__main__":

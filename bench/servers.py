@@ -1,12 +1,14 @@
-"""The processes a benchmark runs: its own redis-server and the production-style gunicorn.
+"""The processes a benchmark runs: its own redis-server, the production-style gunicorn and
+production-style `rq worker` processes.
 
-Both listen on free loopback ports, keep their files in a temporary directory and are stopped
+Servers listen on free loopback ports, keep their files in a temporary directory and are stopped
 when the `with` block ends, whatever happened inside it.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +21,9 @@ from typing import Callable, Iterator
 
 import redis
 import requests
+from rq import Worker
+
+from jobs import worker_command
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GUNICORN_THREADS = 16
@@ -31,6 +36,7 @@ class Services:
     base: str             # the web server's base URL
     redis_pid: int
     gunicorn_pid: int     # the master; its workers are its children
+    workdir: Path         # temporary: logs of redis-server, gunicorn and workers
 
 
 def cpu_seconds(pid: int, with_children: bool = False) -> float:
@@ -139,4 +145,58 @@ def services() -> Iterator[Services]:
         workdir = Path(tmp)
         with redis_server(workdir) as (redis_url, redis_pid):
             with gunicorn(redis_url, workdir) as (base, gunicorn_pid):
-                yield Services(redis_url, base, redis_pid, gunicorn_pid)
+                yield Services(redis_url, base, redis_pid, gunicorn_pid, workdir)
+
+
+def worker_env(redis_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a benchmark's worker: none of the caller's INTAKE_* settings, the
+    repository importable (bench.noop for the baseline jobs), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
+    env.update(REDIS_URL=redis_url, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
+    env.update(extra or {})
+    return env
+
+
+@contextmanager
+def workers(redis_url: str, count: int, workdir: Path, *, env: dict[str, str] | None = None,
+            prefix: str = "bench") -> Iterator[list[int]]:
+    """`count` production workers, started exactly as the Procfile's `worker:` line
+    (jobs.workers.worker_command: IntakeWorker, scheduler, heartbeat flags, Intake's three
+    queues), each in its own process group; yields their pids once RQ lists all of them.
+    Stopped with SIGTERM (RQ's warm shutdown), then SIGKILL of the group (a work-horse too)."""
+    tag = f"{prefix}-{os.urandom(3).hex()}"
+    names = [f"{tag}-{i + 1}" for i in range(count)]
+    processes: list[tuple[subprocess.Popen, Path]] = []
+    connection = redis.Redis.from_url(redis_url)
+    try:
+        for name in names:
+            log = workdir / f"worker-{name}.log"
+            with open(log, "wb") as out:
+                processes.append((subprocess.Popen(
+                    worker_command(redis_url, name=name), cwd=REPO_ROOT,
+                    env=worker_env(redis_url, env), stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True), log))
+
+        def registered() -> bool:
+            for process, log in processes:
+                if process.poll() is not None:
+                    tail = log.read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"worker exited with {process.returncode}\n{tail}")
+            return set(names) <= {w.name for w in Worker.all(connection=connection)}
+        wait_until(registered, 60, f"{count} rq workers registered")
+        yield [process.pid for process, _ in processes]
+    finally:
+        for process, _ in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, _ in processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            process.wait()
+        connection.close()

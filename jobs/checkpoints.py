@@ -52,26 +52,32 @@ class Checkpoints:
     def characters(self) -> int:
         return int(json.loads(self._load().get(b"parsed", b"{}")).get("characters", 0))
 
-    def save_chunks(self, parsed: ParsedDocument, chunks: list[str]) -> None:
+    def save_chunks(self, parsed: ParsedDocument, chunks: list[str],
+                    pipe: Pipeline | None = None) -> None:
+        """Keep the chunks; with `pipe`, the write is queued there for the caller to send."""
         if sum(map(len, chunks)) > MAX_CHUNK_CHARS:
             return
         self._write({
             "version": self.version, "chunks": json.dumps(chunks),
             "parsed": json.dumps({"pages": parsed.pages, "characters": len(parsed.text)}),
-        })
+        }, pipe)
 
     def embedding(self, start: int) -> Embedding | None:
         raw = self._load().get(f"embedding:{start}".encode())
         return decode_embedding(raw) if raw is not None else None
 
-    def save_embedding(self, start: int, block: Embedding) -> None:
-        self._write({"version": self.version, f"embedding:{start}": encode_embedding(block)})
+    def save_embedding(self, start: int, block: Embedding, pipe: Pipeline | None = None) -> None:
+        """Keep one embedding batch; with `pipe`, the write is queued there for the caller."""
+        self._write({"version": self.version, f"embedding:{start}": encode_embedding(block)},
+                    pipe)
 
-    def _write(self, fields: dict[str, Any]) -> None:
-        pipe = self.connection.pipeline()
+    def _write(self, fields: dict[str, Any], pipe: Pipeline | None) -> None:
+        own = pipe is None
+        pipe = self.connection.pipeline() if own else pipe
         pipe.hset(self.key, mapping=fields)
         pipe.expire(self.key, self.ttl_seconds)
-        pipe.execute()
+        if own:
+            pipe.execute()
 
 
 def delete(pipe: Pipeline, task_id: str) -> None:

@@ -24,18 +24,30 @@ def count(pipe: Pipeline | Redis, name: str, amount: int = 1, **labels: str) -> 
     pipe.hincrby(keys.metrics(), field, amount)
 
 
+# KEYS: the step histogram hash. ARGV: n, then n pairs (sum field, seconds), then the bucket
+# fields to add one to. One command instead of one per bucket: a fast step fills every bucket.
+_OBSERVE = """
+local n = tonumber(ARGV[1])
+for i = 0, n - 1 do redis.call('HINCRBYFLOAT', KEYS[1], ARGV[2 + 2 * i], ARGV[3 + 2 * i]) end
+for i = 2 + 2 * n, #ARGV do redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
+return n
+"""
+
+
 def observe_steps(pipe: Pipeline, steps: Iterable[dict[str, Any]], attempt: int) -> None:
     """Step durations of this attempt into cumulative histogram buckets."""
+    sums: list[Any] = []
+    buckets: list[str] = []
     for step in steps:
         if step.get("attempt") != attempt or not step.get("ended_at"):
             continue
         seconds = (_moment(step["ended_at"]) - _moment(step["started_at"])).total_seconds()
         name = step["name"]
-        for bound in STEP_BUCKETS:
-            if seconds <= bound:
-                pipe.hincrby(keys.step_metrics(), f"{name}|{bound}", 1)
-        pipe.hincrby(keys.step_metrics(), f"{name}|+Inf", 1)
-        pipe.hincrbyfloat(keys.step_metrics(), f"{name}|sum", max(seconds, 0.0))
+        buckets += [f"{name}|{bound}" for bound in STEP_BUCKETS if seconds <= bound]
+        buckets.append(f"{name}|+Inf")
+        sums += [f"{name}|sum", max(seconds, 0.0)]
+    if sums:
+        pipe.eval(_OBSERVE, 1, keys.step_metrics(), len(sums) // 2, *sums, *buckets)
 
 
 def read(connection: Redis) -> tuple[dict[str, int], dict[str, float]]:

@@ -53,8 +53,16 @@ class Attempt:
         self.checkpoints = checkpoints.Checkpoints(self.connection, self.task_id, self.version,
                                                    settings.retention_seconds)
 
-    def check_cancel(self) -> None:
-        if self.connection.exists(keys.cancel_flag(self.task_id)):
+    def check_cancel(self, pipe: Any = None) -> None:
+        """Raise CancelRequested if a person canceled the task. With `pipe` (writes queued on
+        it, e.g. a checkpoint), the check is sent in the same round trip as those writes."""
+        flag = keys.cancel_flag(self.task_id)
+        if pipe is None:
+            canceled = self.connection.exists(flag)
+        else:
+            pipe.exists(flag)
+            canceled = pipe.execute()[-1]
+        if canceled:
             raise CancelRequested()
 
 
@@ -69,12 +77,13 @@ def ingest_document(task_id: str) -> dict[str, Any]:
         raise PermanentError("The task record is gone (expired or deleted).", code="task_lost")
     attempt = Attempt(job, record, Settings.from_env())
     try:
-        attempt.check_cancel()
-        logs.event("attempt_started", record, attempt=attempt.reporter.attempt)
+        # The commit checks the cancel flag itself (WATCHed): a task canceled before its job
+        # started raises CancelRequested here, and nothing is written.
         attempt.reporter.commit({"status": "running", "attempts": attempt.reporter.attempt,
                                  "started_at": tasks.now_iso(), "ended_at": "", "error": "",
                                  "next_attempt_at": "", "current_step": "parsing",
                                  "step_detail": "Starting"})
+        logs.event("attempt_started", record, attempt=attempt.reporter.attempt)
         return _run(attempt)
     except CancelRequested:
         _finish_canceled(attempt)
@@ -98,8 +107,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     vectors = _embed(attempt, chunks)
     reporter, record = attempt.reporter, attempt.record
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
-    attempt.check_cancel()
-    reporter.end_step("indexing")
+    reporter.end_step("indexing")   # the commit below checks the cancel flag (WATCHed)
     characters = len(parsed.text) or attempt.checkpoints.characters()
     result = {"pages": parsed.pages, "characters": characters, "chunks": len(chunks)}
     document = index.IndexedDocument(
@@ -143,8 +151,9 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[ParsedDocument, list[str]]:
     if not chunks:
         raise PermanentError("This document contains no text.", code="no_text", step="chunking")
     reporter.end_step("chunking")
-    attempt.checkpoints.save_chunks(parsed, chunks)
-    attempt.check_cancel()
+    pipe = attempt.connection.pipeline()
+    attempt.checkpoints.save_chunks(parsed, chunks, pipe=pipe)
+    attempt.check_cancel(pipe)          # one round trip for the checkpoint and the check
     return parsed, chunks
 
 
@@ -165,13 +174,14 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
     blocks = []
     for start in range(0, total, embedder.batch_size):
         block = attempt.checkpoints.embedding(start)
+        pipe = attempt.connection.pipeline()
         if block is None:
             block = embedder.embed(chunks[start:start + embedder.batch_size])
-            attempt.checkpoints.save_embedding(start, block)
+            attempt.checkpoints.save_embedding(start, block, pipe=pipe)
         blocks.append(block)
         done = min(start + embedder.batch_size, total)
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
-        attempt.check_cancel()
+        attempt.check_cancel(pipe)      # one round trip for the checkpoint and the check
     reporter.end_step("embedding")
     if isinstance(blocks[0], SparseRows):
         return SparseRows.concatenate(blocks)

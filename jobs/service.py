@@ -5,6 +5,10 @@ answers every read in a fixed, small number of Redis round trips.
 """
 from __future__ import annotations
 
+import itertools
+import json
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
@@ -19,6 +23,55 @@ from jobs.versions import pipeline_version
 MAX_SEARCH_K = 50
 
 
+def compact_json(value: Any) -> str:
+    """The API's JSON text: compact, ASCII (webapp.api.json_response writes the same)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class TaskJson:
+    """One task's JSON text, with the raw fields it was rendered from."""
+
+    fields: tuple[bytes | None, ...]
+    status: str
+    progress: int
+    text: str
+
+
+class TaskJsonCache:
+    """Task JSON kept per task id with the raw fields it came from, so that polling a batch
+    of 200 renders and serialises only the tasks whose fields changed since the last poll.
+
+    A cached text is reused only when every field read now equals the field it was built
+    from, so it is never stale; `tasks.view` is a pure function of those fields. Bounded: the
+    older half is dropped when full. Threads share it (gunicorn's gthread): a race at worst
+    renders one task twice.
+    """
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self._entries: dict[str, TaskJson] = {}
+        self._lock = threading.Lock()
+
+    def render(self, task_id: str, raw: list[bytes | None]) -> TaskJson | None:
+        """The JSON of a task from its VIEW_FIELDS as read (None: no such task)."""
+        fields = tuple(raw)
+        entry = self._entries.get(task_id)
+        if entry is not None and entry.fields == fields:
+            return entry
+        record = tasks.view_record(raw)
+        if record is None:
+            return None
+        view = tasks.view(record)
+        entry = TaskJson(fields, view["status"], view["progress"], compact_json(view))
+        with self._lock:
+            if len(self._entries) >= self.limit:
+                for old in list(itertools.islice(self._entries, self.limit // 2)):
+                    del self._entries[old]
+            self._entries[task_id] = entry
+        return entry
+
+
 class Intake:
     """Submit documents and read tasks, batches and search results, scoped by tenant."""
 
@@ -27,6 +80,7 @@ class Intake:
         self.settings = settings
         self.queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
         self.search_index = index.SearchIndex(connection)
+        self.task_json = TaskJsonCache()
         self._embedder: Embedder | None = None
 
     @property
@@ -48,6 +102,26 @@ class Intake:
 
     def get_batch(self, tenant: str, batch_id: str) -> dict[str, Any] | None:
         """The batch with every task: two round trips whatever its size."""
+        found = self._batch_tasks_json(tenant, batch_id)
+        if found is None:
+            return None
+        head, entries = found
+        return {**head, "tasks": [json.loads(entry.text) for entry in entries]}
+
+    def get_batch_json(self, tenant: str, batch_id: str) -> str | None:
+        """`get_batch` as compact JSON text (what json.dumps(…, separators=(",", ":")) gives),
+        built from each task's JSON as last rendered: a poll serialises only what changed."""
+        found = self._batch_tasks_json(tenant, batch_id)
+        if found is None:
+            return None
+        head, entries = found
+        return (f'{compact_json(head)[:-1]},"tasks":['
+                + ",".join(entry.text for entry in entries) + "]}")
+
+    def _batch_tasks_json(self, tenant: str, batch_id: str,
+                          ) -> tuple[dict[str, Any], list[TaskJson]] | None:
+        """The batch's view without "tasks", and every task's JSON: two round trips (the batch,
+        then one pipelined HMGET of the view's fields per task)."""
         pipe = self.connection.pipeline(transaction=False)
         pipe.hgetall(keys.batch(batch_id))
         pipe.lrange(keys.batch_tasks(batch_id), 0, -1)
@@ -55,8 +129,12 @@ class Intake:
         batch = tasks.decode(raw)
         if batch.get("tenant") != tenant:
             return None
-        records = tasks.load_many(self.connection, [t.decode() for t in task_ids])
-        return self._batch_view(batch, [tasks.view(r) for r in records if r is not None])
+        ids = [t.decode() for t in task_ids]
+        entries = [entry for entry in (self.task_json.render(task_id, fields) for task_id, fields
+                                       in zip(ids, tasks.load_view_fields(self.connection, ids)))
+                   if entry is not None]
+        light = [{"status": entry.status, "progress": entry.progress} for entry in entries]
+        return self._batch_view(batch, light, include_tasks=False), entries
 
     def list_batches(self, tenant: str, *, offset: int = 0, limit: int = 20) -> dict[str, Any]:
         """Recent batches, newest first, each with its status, progress and counts."""

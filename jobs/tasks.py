@@ -13,6 +13,11 @@ from typing import Any, Iterable, Mapping
 
 from redis import Redis
 
+try:  # redis-py's own accelerator (requirements.txt); optional, see load_view_fields
+    import hiredis as _hiredis
+except ImportError:  # pragma: no cover - depends on the install
+    _hiredis = None
+
 from jobs import keys
 
 STATUSES: tuple[str, ...] = ("pending", "running", "retrying", "succeeded", "failed", "canceled")
@@ -57,6 +62,53 @@ def load_many(connection: Redis, task_ids: Iterable[str]) -> list[dict[str, str]
     for task_id in task_ids:
         pipe.hgetall(keys.task(task_id))
     return [decode(raw) if raw and b"tenant" in raw else None for raw in pipe.execute()]
+
+
+# Every field `view` reads (and `tenant`, whose presence tells that a record exists): a batch
+# reads only these, with HMGET, instead of the whole record.
+VIEW_FIELDS: tuple[str, ...] = (
+    "id", "tenant", "batch_id", "document_id", "filename", "status", "current_step",
+    "step_detail", "created_at", "updated_at", "steps", "pipeline_version", "progress",
+    "attempts", "max_attempts", "error", "result", "next_attempt_at", "started_at", "ended_at")
+_TENANT = VIEW_FIELDS.index("tenant")
+_VIEW_KEYS = tuple(name.encode() for name in VIEW_FIELDS)
+
+
+def load_view_fields(connection: Redis, task_ids: list[str]) -> list[list[bytes | None]]:
+    """VIEW_FIELDS of many tasks (raw values, None where missing) in one pipelined round trip,
+    in order; `view_record` turns one into a record.
+
+    A batch poll sends 200 HMGETs. redis-py's Pipeline spends ~20 µs of Python on each command
+    (argument checks, packing, reply dispatch), more than Redis and hiredis together, so with
+    hiredis the commands are packed by hiredis and the replies read straight off one pooled
+    connection: the same round trip, in half the time. Without hiredis: a plain Pipeline.
+    """
+    if not task_ids:
+        return []
+    if _hiredis is None or not hasattr(connection, "connection_pool"):
+        pipe = connection.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hmget(keys.task(task_id), VIEW_FIELDS)
+        return pipe.execute()
+    packed = b"".join(_hiredis.pack_command((b"HMGET", keys.task(task_id).encode(), *_VIEW_KEYS))
+                      for task_id in task_ids)
+    pool = connection.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command([packed])
+        return [conn.read_response() for _ in task_ids]
+    except BaseException:
+        conn.disconnect()  # replies may be left unread: never hand this connection out again
+        raise
+    finally:
+        pool.release(conn)
+
+
+def view_record(raw: list[bytes | None]) -> dict[str, str] | None:
+    """The record `load` would give, restricted to VIEW_FIELDS (None for a missing task)."""
+    if raw[_TENANT] is None:  # no tenant: unknown or expired
+        return None
+    return {name: value.decode() for name, value in zip(VIEW_FIELDS, raw) if value is not None}
 
 
 def poll_after_ms(status: str) -> int:
