@@ -228,8 +228,9 @@ def main() -> int:
         f"last finished), {pipeline.WORKERS} IntakeWorker processes; per-pair ratios "
         f"q1/median/q3 {fmt(overhead['round_ratios'])}; the POST of the {pipeline.DOCUMENTS} "
         f"files itself took {overhead['submit_s']:.3f} s",
-        f"scaling: {scaling.DOCUMENTS} documents x 1 embedding request of "
-        f"{1000 * scaling.EMBED_SECONDS:.0f} ms: T1 {scale['t1']:.2f} s with 1 worker, T4 "
+        f"scaling: {scaling.DOCUMENTS} documents, {scale['embedding_requests']} embedding "
+        f"requests of {1000 * scaling.EMBED_SECONDS:.0f} ms a run: T1 {scale['t1']:.2f} s with "
+        f"1 worker, T4 "
         + " and ".join(f"{t:.2f}" for t in scale["t4"]) + f" s with {scaling.WORKERS} "
         f"(before and after T1); ideal T4 = T1/4 = {scale['t1'] / scaling.WORKERS:.2f} s; "
         f"{1000 * scale['t1'] / scaling.DOCUMENTS:.0f} ms per document with 1 worker",
