@@ -25,19 +25,11 @@ def run(svc: Services, batch_id: str, task_id: str) -> dict[str, Any]:
     first = sb.get(batch_url, timeout=30)
     size, tasks = len(first.content), len(first.json()["tasks"])
     task_size = len(st.get(task_url, timeout=30).content)
-    measure.get_latencies(sb, batch_url, WARMUP)
-    measure.get_latencies(st, task_url, WARMUP)
-    pairs = measure.interleaved(ROUNDS, lambda: measure.get_latencies(sb, batch_url, PER_ROUND),
-                                lambda: measure.get_latencies(st, task_url, PER_ROUND))
+    figures = measure.latency_ratio((sb, batch_url), (st, task_url), warmup=WARMUP,
+                                    rounds=ROUNDS, per_round=PER_ROUND)
     sb.close()
     st.close()
-    subject = [x for a, _ in pairs for x in a]
-    baseline = [x for _, b in pairs for x in b]
     return {
-        "ratio": measure.median(subject) / measure.median(baseline),
-        "round_ratios": measure.quartiles([measure.median(a) / measure.median(b)
-                                           for a, b in pairs]),
-        "subject_ms": 1000 * measure.median(subject),
-        "baseline_ms": 1000 * measure.median(baseline),
+        **figures,
         "tasks": tasks, "batch_bytes": size, "task_bytes": task_size,
     }

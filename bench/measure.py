@@ -192,3 +192,18 @@ class Completion:
                 raise RuntimeError(f"{len(job_ids) - (finished - self.finished)} of "
                                    f"{len(job_ids)} jobs not finished after {timeout:g} s")
             time.sleep(self.interval)
+
+
+def latency_ratio(subject: tuple[Any, str], baseline: tuple[Any, str], *, warmup: int,
+                  rounds: int, per_round: int) -> dict[str, Any]:
+    """Median latency of GET subject ÷ GET baseline, each (session, url), after a warm-up, in
+    interleaved rounds; with the per-round spread and both medians in ms."""
+    for session, url in (subject, baseline):
+        get_latencies(session, url, warmup)
+    pairs = interleaved(rounds, lambda: get_latencies(*subject, per_round),
+                        lambda: get_latencies(*baseline, per_round))
+    mine = [x for a, _ in pairs for x in a]
+    theirs = [x for _, b in pairs for x in b]
+    return {"ratio": median(mine) / median(theirs),
+            "round_ratios": quartiles([median(a) / median(b) for a, b in pairs]),
+            "subject_ms": 1000 * median(mine), "baseline_ms": 1000 * median(theirs)}

@@ -101,21 +101,13 @@ def run(svc: Services, task_id: str, nonce: str) -> dict[str, Any]:
     results = answer.json()["results"]
     if len(results) != 10:
         raise RuntimeError(f"the search found {len(results)} results, expected 10")
-    measure.get_latencies(ss, search_url, WARMUP)
-    measure.get_latencies(st, task_url, WARMUP)
-    pairs = measure.interleaved(ROUNDS, lambda: measure.get_latencies(ss, search_url, PER_ROUND),
-                                lambda: measure.get_latencies(st, task_url, PER_ROUND))
+    figures = measure.latency_ratio((ss, search_url), (st, task_url), warmup=WARMUP,
+                                    rounds=ROUNDS, per_round=PER_ROUND)
     ss.close()
     st.close()
-    subject = [x for a, _ in pairs for x in a]
-    baseline = [x for _, b in pairs for x in b]
     return {
         **built,
-        "ratio": measure.median(subject) / measure.median(baseline),
-        "round_ratios": measure.quartiles([measure.median(a) / measure.median(b)
-                                           for a, b in pairs]),
-        "subject_ms": 1000 * measure.median(subject),
-        "baseline_ms": 1000 * measure.median(baseline),
+        **figures,
         "cold_ms": 1000 * cold,
         "answer_bytes": len(answer.content),
     }
