@@ -1,9 +1,9 @@
 """Registering uploaded documents as tasks: idempotency claims, records, bytes and RQ jobs.
 
 A submit never parses: it stores the bytes, writes a record per new task and enqueues one job
-per document, in two round trips whatever the number of files (one script that checks the
-limits and claims every file, then the batch records and the jobs), so 200 files are accepted
-in milliseconds.
+per document, in one round trip whatever the number of files (one script that checks the
+limits, claims every file and registers what is new, jobs included), so 200 files are accepted
+in milliseconds and a task never exists without its job.
 """
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
@@ -27,57 +30,83 @@ SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person
 BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
 
-# Registers a whole batch at once, or nothing: first the limits (tasks waiting, all tenants and
-# this tenant; upload bytes waiting), then each file's idempotency claim. A file whose key has
-# an active or succeeded task reuses it; otherwise (failed, canceled, force) its new task is
-# written completely before the claim is visible, so a concurrent submit reuses it.
-# KEYS: active set, tenant's active set, blob byte counter, blob sizes, then for each file its
-#       idempotency key, task key, blob key and the document's set of tasks.
-# ARGV: force, ttl, task key prefix, score, queue limit, tenant limit, blob budget, then for
-#       each file its new task id, upload bytes and record (a JSON object of strings).
+# Registers a whole batch at once, or nothing, in one round trip: first the limits (tasks
+# waiting, all tenants and this tenant; upload bytes waiting), then each file's idempotency
+# claim. A file whose key has an active or succeeded task reuses it; otherwise (failed,
+# canceled, force) the script writes the new task (record, bytes, accounting) and replays its
+# RQ job's enqueue, recorded from RQ itself (see `_recorded`). Last, the batch: its task list
+# (reused ids included) and its recorded records.
+# Replayed commands name their keys in ARGV, which standalone Redis allows (RQ has no Cluster
+# support either).
+# KEYS: active set, tenant's active set, blob byte counter, blob sizes, the batch's task list,
+#       then for each file its idempotency key, task key, blob key and the document's task set.
+# ARGV: force, ttl, task key prefix, score, queue limit, tenant limit, blob budget, file count,
+#       then for each file its new task id, upload bytes, record (its number of fields, then
+#       the fields and values) and recorded commands, then the batch's recorded commands.
+#       Recorded commands: their count, then for each command its number of arguments and the
+#       arguments.
 # Returns {'ok', id1, status1, id2, status2, …} (status '' for a new task) or {limit name}.
 _SUBMIT = """
-local files = (#ARGV - 7) / 3
-local bytes = 0
-for i = 0, files - 1 do bytes = bytes + string.len(ARGV[9 + 3 * i]) end
+local function skip(at)
+  local commands = tonumber(ARGV[at])
+  at = at + 1
+  for _ = 1, commands do at = at + 1 + tonumber(ARGV[at]) end
+  return at
+end
+local function replay(at)
+  local commands = tonumber(ARGV[at])
+  at = at + 1
+  for _ = 1, commands do
+    local argc = tonumber(ARGV[at])
+    redis.call(unpack(ARGV, at + 1, at + argc))
+    at = at + 1 + argc
+  end
+end
+local files, at, starts, bytes = tonumber(ARGV[8]), 9, {}, 0
+for i = 1, files do
+  starts[i] = at
+  bytes = bytes + string.len(ARGV[at + 1])
+  at = skip(at + 3 + 2 * tonumber(ARGV[at + 2]))
+end
 if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
 if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
 if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
   return {'blob_budget'}
 end
-local out = {'ok'}
-for i = 0, files - 1 do
-  local idem, task, blob, document = KEYS[5 + 4 * i], KEYS[6 + 4 * i], KEYS[7 + 4 * i],
-                                     KEYS[8 + 4 * i]
-  local id, data, record = ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i]
+local ttl, out, ids = ARGV[2], {'ok'}, {}
+for i = 1, files do
+  local idem, task, blob, document = KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i],
+                                     KEYS[5 + 4 * i]
+  local id, data, fields = ARGV[starts[i]], ARGV[starts[i] + 1], tonumber(ARGV[starts[i] + 2])
   local current = redis.call('GET', idem)
   local status = false
   if current and ARGV[1] ~= '1' then status = redis.call('HGET', ARGV[3] .. current, 'status') end
   if status == 'pending' or status == 'running' or status == 'retrying' or status == 'succeeded' then
-    out[#out + 1] = current
-    out[#out + 1] = status
+    id = current
   else
-    local fields = {}
-    for name, value in pairs(cjson.decode(record)) do
-      fields[#fields + 1] = name
-      fields[#fields + 1] = value
-    end
-    redis.call('SET', idem, id, 'EX', ARGV[2])
-    redis.call('HSET', task, unpack(fields))
-    redis.call('EXPIRE', task, ARGV[2])
-    redis.call('SET', blob, data, 'EX', ARGV[2])
+    redis.call('SET', idem, id, 'EX', ttl)
+    redis.call('HSET', task, unpack(ARGV, starts[i] + 3, starts[i] + 2 + 2 * fields))
+    redis.call('EXPIRE', task, ttl)
+    redis.call('SET', blob, data, 'EX', ttl)
     redis.call('ZADD', KEYS[1], ARGV[4], id)
     redis.call('ZADD', KEYS[2], ARGV[4], id)
     redis.call('INCRBY', KEYS[3], string.len(data))
     redis.call('HSET', KEYS[4], id, string.len(data))
     redis.call('SADD', document, id)
-    redis.call('EXPIRE', document, ARGV[2])
-    out[#out + 1] = id
-    out[#out + 1] = ''
+    redis.call('EXPIRE', document, ttl)
+    replay(starts[i] + 3 + 2 * fields)
+    status = ''
   end
+  ids[i] = id
+  out[#out + 1] = id
+  out[#out + 1] = status
 end
+for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[5], unpack(ids, i, math.min(i + 999, #ids))) end
+redis.call('EXPIRE', KEYS[5], ttl)
+replay(at)
 return out
 """
+_SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
 
 
 class LimitReached(Exception):
@@ -118,7 +147,8 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
                      tenant: str, uploads: list[Upload], *, pipeline_version: str,
                      priority: str | None = None, force: bool = False,
                      trace_id: str | None = None) -> dict[str, Any]:
-    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
+    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task, in one
+    round trip: a task never exists without its job, nor a job without its task and batch.
 
     `trace_id` (the upload request's) is kept in each new task, for the logs of its worker.
     """
@@ -133,45 +163,64 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
     record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
               "queue": queue.name, "settings": settings, "pipeline_version": pipeline_version,
               "trace_id": trace_id or batch_id}
-    keys_, args = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
-                   keys.blob_sizes()], []
+    keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(), keys.blob_sizes(),
+             keys.batch_tasks(batch_id)]
+    args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
+                       settings.queue_limit, settings.tenant_queue_limit,
+                       settings.blob_budget_bytes, len(firsts)]
+    recorder = connection.pipeline(transaction=False)
     for digest, upload in firsts.items():
         task_id = new_id()
         keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
                   keys.document_tasks(tenant, upload.document_id)]
-        args += [task_id, upload.data, _task_fields(task_id, upload, digest, **record)]
-    reply = connection.eval(_SUBMIT, len(keys_), *keys_, "1" if force else "0", ttl,
-                            keys.TASK_PREFIX, time.time(), settings.queue_limit,
-                            settings.tenant_queue_limit, settings.blob_budget_bytes, *args)
+        fields = _task_fields(task_id, upload, digest, **record)
+        args += [task_id, upload.data, len(fields), *chain.from_iterable(fields.items())]
+        metrics.count(recorder, "tasks_submitted_total", queue=queue.name)
+        queue.enqueue_many([job_data(task_id, settings)], pipeline=recorder)
+        args += _recorded(recorder)
+    recorder.hset(keys.batch(batch_id), mapping={"id": batch_id, "tenant": tenant,
+                                                "created_at": created_at, "size": len(firsts)})
+    recorder.expire(keys.batch(batch_id), ttl)
+    recorder.zadd(keys.tenant_batches(tenant), {batch_id: time.time()})
+    args += _recorded(recorder)
+    reply = _run_script(connection, keys_, args)
     if reply[0] != b"ok":
         raise LimitReached(reply[0].decode())
-    entries, job_datas = [], []
+    entries = []
     for upload, task_id, existing in zip(firsts.values(), reply[1::2], reply[2::2]):
         task_id, existing = task_id.decode(), existing.decode()
         entries.append({"id": task_id, "document_id": upload.document_id,
                         "filename": upload.filename, "status": existing or "pending",
                         "duplicate": bool(existing)})
-        if not existing:
-            job_datas.append(job_data(task_id, settings))
-
-    # No MULTI: nothing here needs to be atomic (every task is complete already, and a job
-    # without its batch is still a job), and MULTI costs a reply per queued command.
-    pipe = connection.pipeline(transaction=False)
-    pipe.hset(keys.batch(batch_id), mapping={"id": batch_id, "tenant": tenant,
-                                            "created_at": created_at, "size": len(entries)})
-    pipe.expire(keys.batch(batch_id), ttl)
-    pipe.rpush(keys.batch_tasks(batch_id), *[e["id"] for e in entries])
-    pipe.expire(keys.batch_tasks(batch_id), ttl)
-    pipe.zadd(keys.tenant_batches(tenant), {batch_id: time.time()})
-    if job_datas:
-        metrics.count(pipe, "tasks_submitted_total", len(job_datas), queue=queue.name)
-        queue.enqueue_many(job_datas, pipeline=pipe)
-    pipe.execute()
-    for entry in entries:
-        logs.event("task_submitted" if not entry["duplicate"] else "duplicate_submitted",
-                   {"id": entry["id"], "batch_id": batch_id, "tenant": tenant,
-                    "trace_id": record["trace_id"]}, document_id=entry["document_id"])
+        logs.event("task_submitted" if not existing else "duplicate_submitted",
+                   {"id": task_id, "batch_id": batch_id, "tenant": tenant,
+                    "trace_id": record["trace_id"]}, document_id=upload.document_id)
     return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
+
+
+def _recorded(recorder: Pipeline) -> list[Any]:
+    """The commands queued on `recorder` since the last call (it is never sent), flattened for
+    the submit script to replay: their count, then each one's number of arguments and its
+    arguments.
+
+    Recording lets RQ build its own enqueue, whatever its version writes, while the script
+    decides whether it happens; nothing is sent until the script runs.
+    """
+    flat: list[Any] = [len(recorder.command_stack)]
+    for command, _options in recorder.command_stack:
+        flat.append(len(command))
+        flat.extend(command)
+    recorder.command_stack.clear()
+    return flat
+
+
+def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[bytes]:
+    """EVALSHA: the script's text is sent only the first time a server lacks it."""
+    try:
+        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+    except NoScriptError:
+        connection.script_load(_SUBMIT)
+        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
 
 
 def job_data(task_id: str, settings: Settings) -> EnqueueData:
@@ -189,12 +238,12 @@ def job_data(task_id: str, settings: Settings) -> EnqueueData:
 
 
 def _task_fields(task_id: str, upload: Upload, digest: str, *, settings: Settings,
-                 **record: str) -> str:
-    """The new task's record for the claim script; what tasks.view defaults is left out."""
+                 **record: str) -> dict[str, Any]:
+    """The new task's record for the submit script; what tasks.view defaults is left out."""
     fields = {
         "id": task_id, **record, "document_id": upload.document_id,
         "filename": upload.filename, "kind": upload.kind, "size": len(upload.data),
         "status": "pending", "max_attempts": settings.max_attempts, "idempotency": digest,
         "version": time.time_ns() // 1000,
     }
-    return json.dumps({name: str(value) for name, value in fields.items()})
+    return fields

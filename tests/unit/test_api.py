@@ -70,6 +70,28 @@ def test_duplicates_are_reused_unless_forced(client):
     assert forced["tasks"][0]["id"] != first["tasks"][0]["id"]
 
 
+def test_only_new_files_get_a_job_and_every_new_task_is_queued(client, redis):
+    first = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]
+    mixed = upload(client, ("a.txt", TEXT), ("b.txt", b"Another document.")).get_json()
+    reused, new = mixed["tasks"]
+    assert reused["id"] == first["id"] and reused["duplicate"] is True
+    assert new["duplicate"] is False
+    queued = [i.decode() for i in redis.lrange("rq:queue:intake-high", 0, -1)]
+    assert queued == [first["id"], new["id"]]
+    assert redis.hget(f"rq:job:{new['id']}", "status") == b"queued"
+    assert redis.lrange(f"intake:batch:{mixed['batch_id']}:tasks", 0, -1) == [
+        first["id"].encode(), new["id"].encode()]
+
+
+def test_a_server_that_lost_its_scripts_still_takes_uploads(client, redis):
+    """After a Redis restart the script cache is empty: the submit loads its script again."""
+    assert upload(client, ("a.txt", TEXT)).status_code == 202
+    redis.script_flush()
+    response = upload(client, ("b.txt", b"Another document."))
+    assert response.status_code == 202
+    assert redis.llen("rq:queue:intake-high") == 2
+
+
 def test_unknown_ids_are_404_json(client):
     for path in ("/api/tasks/" + "0" * 32, "/api/batches/nope"):
         response = client.get(path)
