@@ -83,11 +83,13 @@ def backoff_delays(max_attempts: int, base_seconds: int, *, cap_seconds: int = 3
     job at enqueue time; its length equals the number of retries (RQ repeats the first value of a
     shorter list).
     """
-    rng = rng or random.Random()
+    # The module's generator: reseeded in every forked child, and no new one (seeded from
+    # os.urandom) per job.
+    uniform = rng.uniform if rng else random.uniform
     delays = []
     for n in range(max(max_attempts - 1, 0)):
         nominal = min(base_seconds * (2 ** n), cap_seconds)
-        jittered = nominal * (1 + rng.uniform(-jitter, jitter))
+        jittered = nominal * (1 + uniform(-jitter, jitter))
         delays.append(max(1, min(cap_seconds, round(jittered))))
     return delays
 
