@@ -48,23 +48,21 @@ def accept(files: list[FileStorage], document_ids: list[str], settings: Settings
         given = document_ids[position] if position < len(document_ids) else ""
         document_id = clean_path(given) or path
         data = storage.stream.read(settings.max_file_bytes + 1)
-        problem = _problem(filename, data, settings)
-        if problem:
-            result.rejected.append({"filename": filename, "code": problem[0], "message": problem[1]})
+        kind = _kind_or_problem(filename, data, settings)
+        if isinstance(kind, tuple):
+            result.rejected.append({"filename": filename, "code": kind[0], "message": kind[1]})
             continue
-        kind = detect_kind(filename, data[:SNIFF_BYTES])
-        assert kind is not None
         result.uploads.append(Upload(filename=filename, document_id=document_id, data=data,
                                      kind=kind))
     return result
 
 
-def _problem(filename: str, data: bytes, settings: Settings) -> tuple[str, str] | None:
+def _kind_or_problem(filename: str, data: bytes, settings: Settings) -> str | tuple[str, str]:
+    """The document kind of an acceptable file, or (code, message) of why it is refused."""
     if len(data) > settings.max_file_bytes:
         limit = settings.max_file_bytes / (1024 * 1024)
         return "file_too_large", f"“{filename}” is larger than the {limit:g} MiB limit per file."
     if not data:
         return "empty_file", f"“{filename}” is empty."
-    if detect_kind(filename, data[:SNIFF_BYTES]) is None:
-        return rejection_reason(filename, data[:SNIFF_BYTES])
-    return None
+    head = data[:SNIFF_BYTES]
+    return detect_kind(filename, head) or rejection_reason(filename, head)
