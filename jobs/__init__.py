@@ -5,6 +5,8 @@ The web layer uses only what is exported here.
 from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
 from jobs.logs import configure as configure_logging
+from jobs.logs import held as held_logs
+from jobs.logs import write as write_logs
 from jobs.metrics import STEP_BUCKETS
 from jobs.metrics import read as read_metrics
 from jobs.service import MAX_SEARCH_K, Intake
@@ -16,6 +18,6 @@ from jobs.workers import worker_command
 __all__ = [
     "Intake", "IntakeError", "LimitReached", "MAX_SEARCH_K", "PermanentError", "QUEUE_NAMES",
     "STATUSES", "STEP_BUCKETS", "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError",
-    "Upload", "configure_logging", "detect_kind", "read_metrics", "rejection_reason",
-    "worker_command",
+    "Upload", "configure_logging", "detect_kind", "held_logs", "read_metrics", "rejection_reason",
+    "worker_command", "write_logs",
 ]

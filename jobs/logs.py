@@ -9,11 +9,16 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 LOGGER = "intake"
 _CONTEXT_FIELDS = ("task_id", "batch_id", "tenant", "trace_id")
+HeldEvent = tuple[str, dict[str, Any], float]   # name, fields, when (time.time())
+_held: ContextVar[list[HeldEvent] | None] = ContextVar("intake_held_logs", default=None)
 
 
 class JsonFormatter(logging.Formatter):
@@ -47,7 +52,38 @@ def event(name: str, record: Mapping[str, str] | None = None, **fields: Any) -> 
     context = {k: record[k] for k in _CONTEXT_FIELDS if record and record.get(k)}
     if record and "id" in record:
         context["task_id"] = record["id"]
+    held = _held.get()
+    if held is None:
+        _handle(logger, name, {**context, **fields}, None)
+    else:
+        held.append((name, {**context, **fields}, time.time()))
+
+
+@contextmanager
+def held() -> Iterator[list[HeldEvent]]:
+    """Keep the events logged inside the block, stamped when they happen, for `write`: an
+    upload writes its lines (one per document) after its answer is sent, not before it."""
+    lines: list[HeldEvent] = []
+    token = _held.set(lines)
+    try:
+        yield lines
+    finally:
+        _held.reset(token)
+
+
+def write(lines: list[HeldEvent]) -> None:
+    """Write the events `held` kept, in order, with the time each happened."""
+    logger = logging.getLogger(LOGGER)
+    for name, fields, created in lines:
+        _handle(logger, name, fields, created)
+
+
+def _handle(logger: logging.Logger, name: str, fields: dict[str, Any],
+            created: float | None) -> None:
     # makeRecord + handle is what Logger.info does, less the stack walk for a source line
-    # that these lines never show: a submit logs one line per document on the request's path.
-    logger.handle(logger.makeRecord(LOGGER, logging.INFO, __file__, 0, name, (), None,
-                                    extra={"intake": {**context, **fields}}))
+    # that these lines never show.
+    line = logger.makeRecord(LOGGER, logging.INFO, __file__, 0, name, (), None,
+                             extra={"intake": fields})
+    if created is not None:
+        line.created, line.msecs = created, (created - int(created)) * 1000
+    logger.handle(line)

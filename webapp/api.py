@@ -4,11 +4,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, request
 
-from jobs import LimitReached
+from jobs import LimitReached, held_logs, write_logs
 from webapp import tenancy
 from webapp.dashboard import operator_denial
 from webapp.errors import ApiError
@@ -50,13 +51,16 @@ def upload_documents() -> Response:
         raise ApiError(checked.refusal_status(), first["code"], first["message"],
                        extra={"rejected": checked.rejected})
     force = request.form.get("force") in ("1", "true", "yes")
-    try:
-        batch = intake().submit(tenancy.current_tenant(), checked.uploads, priority=priority,
-                                force=force, trace_id=_trace_id())
-    except LimitReached as exc:
-        raise limit_error(exc) from None
-    return json_response(upload_payload(batch, checked.rejected), 202,
-                         headers={"Location": f"/api/batches/{batch['batch_id']}"})
+    with held_logs() as lines:
+        try:
+            batch = intake().submit(tenancy.current_tenant(), checked.uploads,
+                                    priority=priority, force=force, trace_id=_trace_id())
+        except LimitReached as exc:
+            raise limit_error(exc) from None
+    response = json_response(upload_payload(batch, checked.rejected), 202,
+                             headers={"Location": f"/api/batches/{batch['batch_id']}"})
+    response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
+    return response
 
 
 def _trace_id() -> str | None:

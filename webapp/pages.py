@@ -3,10 +3,13 @@ keeps it fresh, and without JavaScript the page refreshes itself. Forms POST, th
 """
 from __future__ import annotations
 
+from functools import partial
+
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached
+from jobs import (MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached, held_logs,
+                  write_logs)
 from webapp import display, tenancy
 from webapp.api import limit_error
 from webapp.extensions import intake, settings
@@ -39,13 +42,16 @@ def upload() -> Response | tuple[str, int]:
         flash(rejection["message"], "error")
     if not checked.uploads:
         return redirect(url_for("pages.index"), 303)
-    try:
-        batch = intake().submit(tenancy.current_tenant(), checked.uploads,
-                                priority=request.form.get("priority") or None)
-    except LimitReached as exc:
-        flash(limit_error(exc).message, "error")
-        return redirect(url_for("pages.index"), 303)
-    return redirect(url_for("pages.batch", batch_id=batch["batch_id"]), 303)
+    with held_logs() as lines:
+        try:
+            batch = intake().submit(tenancy.current_tenant(), checked.uploads,
+                                    priority=request.form.get("priority") or None)
+        except LimitReached as exc:
+            flash(limit_error(exc).message, "error")
+            return redirect(url_for("pages.index"), 303)
+    response = redirect(url_for("pages.batch", batch_id=batch["batch_id"]), 303)
+    response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
+    return response
 
 
 @bp.get("/batches/<batch_id>")
