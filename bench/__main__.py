@@ -22,8 +22,8 @@ from bench import batchpoll, measure, pipeline, scaling, search
 from bench.servers import Services, cpu_seconds, services
 
 SUBMIT_WARMUP = 30          # per side, not measured
-SUBMIT_ROUNDS = 30          # pairs of rounds, order alternating (AB, BA, …)
-SUBMIT_PER_ROUND = 10       # sequential requests per side per round: 300 each in all
+SUBMIT_ROUNDS = 60          # pairs of rounds, order alternating (AB, BA, …)
+SUBMIT_PER_ROUND = 10       # sequential requests per side per round: 600 each in all
 BATCH_FILES = 200
 BATCH_REPEATS = 3
 POLL_THREADS = 8
