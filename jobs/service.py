@@ -9,6 +9,7 @@ import itertools
 import json
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from redis import Redis
@@ -83,8 +84,9 @@ class Intake:
         self.task_json = TaskJsonCache()
         self._embedder: Embedder | None = None
 
-    @property
+    @cached_property
     def pipeline_version(self) -> str:
+        """Settings never change in a process: worked out once, not hashed on every submit."""
         return pipeline_version(self.settings)
 
     def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
