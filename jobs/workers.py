@@ -20,9 +20,11 @@ class IntakeWorker(Worker):
     """RQ's forking worker, with the pipeline preloaded and Intake's reconciler in its rounds.
 
     Each job runs in a fresh fork; without the preload every fork imported numpy, pypdf and
-    python-docx anew (~0.8 s per document) before doing any work. The reconciler (and RQ's own
-    registry cleanup, which finds jobs abandoned by a lost machine) runs from the idle loop's
-    maintenance and from the busy loop's heartbeats, so a fleet of busy workers still does it.
+    python-docx anew (~0.8 s per document) before doing any work, and before its first job the
+    worker runs the pipeline once in memory (jobs.warmup), so that forks start warm. The
+    reconciler (and RQ's own registry cleanup, which finds jobs abandoned by a lost machine)
+    runs from the idle loop's maintenance and from the busy loop's heartbeats, so a fleet of
+    busy workers still does it.
     """
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
@@ -30,6 +32,11 @@ class IntakeWorker(Worker):
         from jobs.logs import configure
         configure()
         super().__init__(*args, **kwargs)
+
+    def work(self, *args, **kwargs) -> bool:  # type: ignore[no-untyped-def]
+        from jobs.warmup import warm_up_or_warn
+        warm_up_or_warn(self.log)
+        return super().work(*args, **kwargs)
 
     def run_maintenance_tasks(self) -> None:
         super().run_maintenance_tasks()
