@@ -5,7 +5,7 @@ RQ forks a work-horse per job from the worker process. What a first run of the p
 once (lazy imports, compiled regular expressions, first-call set-up in numpy, json and the
 other libraries the job uses), a fork of a parent that never ran it does again for every job;
 done once in the parent, every fork inherits it. Measured with the pipeline benchmark:
-pipeline_overhead_ratio 1.45 → 1.35 (docs/benchmarks.md).
+pipeline_overhead_ratio 1.43 → 1.34, means of six runs each (docs/benchmarks.md).
 
 The documents go through `submit_documents` and `ingest_document` on an in-memory fakeredis
 with the local embedder, so a worker's start never calls a configured embedding service, and
