@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import time
 
+from rq.job import Job, JobStatus
+
 from tests.browser.conftest import SCREENSHOTS
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.test_end_to_end import unique_word
@@ -20,6 +22,8 @@ from webapp.display import ADVICE
 
 CANCEL_BOUND = 2.0     # DESIGN §8: a running task is canceled within 2 s
 POLL_INTERVAL = 0.05   # how often the test looks at the row; the bound allows one on top
+# RQ statuses after which an attempt writes nothing more.
+ATTEMPT_OVER = {JobStatus.STOPPED, JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED}
 FAILED_WITHIN = 60.0   # three attempts against a 503 (2 s, then 3–5 s of backoff) on a busy machine
 
 
@@ -129,7 +133,10 @@ def test_cancel_from_the_page_while_running(fault, open_page):
     assert elapsed <= CANCEL_BOUND + POLL_INTERVAL, f"Canceled after {elapsed:.2f} s"
     assert row.locator("form[data-action=retry] button").is_visible()
     assert not row.locator("form[data-action=cancel]").is_visible()
-    with ApiClient(fault.url) as client:  # the stopping attempt never overwrites the cancel
-        time.sleep(1.0)
+    # The stopping attempt never overwrites the cancel: read the task once the attempt is over.
+    job = Job.fetch(task_id, connection=fault.redis())
+    poll(lambda: job.get_status(refresh=True), lambda status: status in ATTEMPT_OVER,
+         timeout=10, message="the canceled attempt ended")
+    with ApiClient(fault.url) as client:
         task = client.get(f"/api/tasks/{task_id}").json()
     assert task["status"] == "canceled" and task["progress"] < 100
