@@ -10,14 +10,17 @@ from jobs.logs import write as write_logs
 from jobs.metrics import STEP_BUCKETS
 from jobs.metrics import read as read_metrics
 from jobs.service import MAX_SEARCH_K, Intake
+from jobs.sessions import end_session, session_tenant, start_session
 from jobs.settings import QUEUE_NAMES, Settings
 from jobs.submit import LimitReached, Upload
+from jobs.submit import measure as measure_upload
 from jobs.tasks import STATUSES, TERMINAL
 from jobs.workers import worker_command
 
 __all__ = [
     "Intake", "IntakeError", "LimitReached", "MAX_SEARCH_K", "PermanentError", "QUEUE_NAMES",
     "STATUSES", "STEP_BUCKETS", "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError",
-    "Upload", "configure_logging", "detect_kind", "held_logs", "read_metrics", "rejection_reason",
+    "Upload", "configure_logging", "detect_kind", "end_session", "held_logs", "measure_upload",
+    "read_metrics", "rejection_reason", "session_tenant", "start_session",
     "worker_command", "write_logs",
 ]

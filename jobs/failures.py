@@ -98,6 +98,11 @@ class CancelRequested(Exception):
     """A person canceled the task: the job stops at this checkpoint and indexes nothing."""
 
 
+class AttemptFailed(Exception):
+    """What a failed attempt leaves RQ (its exc_info): the error's code and words, escaped,
+    because rq-dashboard shows exc_info as raw HTML; the task record keeps the readable error."""
+
+
 def worker_lost() -> PermanentError:
     """A job whose worker died under it (killed, out of memory, machine lost), retries spent."""
     return PermanentError("The worker processing this document stopped unexpectedly (killed, "

@@ -23,24 +23,42 @@ from redis.client import Pipeline
 
 from jobs import keys
 from jobs.embedding import Embedding, SparseRows
+from jobs.failures import PermanentError
 from jobs.sparse import InvertedIndex, top_k
 
-# KEYS: document hash, tenant's document set, tenant's generation
-# ARGV: version, task_id, document_id, filename, texts json, dim, format ('dense' | 'sparse'),
-#       then vectors (dense) or indptr, indices, values (sparse)
+# KEYS: document hash, tenant's document set, tenant's generation, tenant's chunk count
+# ARGV: version, task_id, document_id, filename, texts json, chunk count, dim, format
+#       ('dense' | 'sparse'), then vectors (dense) or indptr, indices, values (sparse)
 _UPSERT = """
-local current = redis.call('HGET', KEYS[1], 'version')
-if current and tonumber(current) > tonumber(ARGV[1]) then return 0 end
+local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts')
+if current[1] and tonumber(current[1]) > tonumber(ARGV[1]) then return 0 end
+local before = tonumber(current[2] or '0')
+if current[1] and not current[2] and current[3] then before = #cjson.decode(current[3]) end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
-           'filename', ARGV[4], 'texts', ARGV[5], 'dim', ARGV[6], 'format', ARGV[7])
-if ARGV[7] == 'sparse' then
-  redis.call('HSET', KEYS[1], 'indptr', ARGV[8], 'indices', ARGV[9], 'values', ARGV[10])
+           'filename', ARGV[4], 'texts', ARGV[5], 'chunks', ARGV[6], 'dim', ARGV[7],
+           'format', ARGV[8])
+if ARGV[8] == 'sparse' then
+  redis.call('HSET', KEYS[1], 'indptr', ARGV[9], 'indices', ARGV[10], 'values', ARGV[11])
 else
-  redis.call('HSET', KEYS[1], 'vectors', ARGV[8])
+  redis.call('HSET', KEYS[1], 'vectors', ARGV[9])
 end
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
+redis.call('INCRBY', KEYS[4], tonumber(ARGV[6]) - before)
+return 1
+"""
+
+# KEYS: document hash, tenant's document set, tenant's generation, tenant's chunk count.
+_REMOVE = """
+local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts')
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local chunks = tonumber(current[1] or '0')
+if not current[1] and current[2] then chunks = #cjson.decode(current[2]) end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], KEYS[1])
+redis.call('INCR', KEYS[3])
+redis.call('DECRBY', KEYS[4], chunks)
 return 1
 """
 _DATA_FIELDS = {"dense": ("vectors",), "sparse": ("indptr", "indices", "values")}
@@ -59,12 +77,16 @@ class IndexedDocument:
     vectors: Embedding
 
 
-def queue_upsert(pipe: Pipeline, doc: IndexedDocument) -> None:
-    """Queue the replacement of a document on a MULTI pipeline.
+@dataclass(frozen=True)
+class PreparedUpsert:
+    """A document's upsert, encoded once (texts as JSON, vectors as bytes) ahead of its MULTI."""
 
-    The caller adds its task's `succeeded` write to the same pipeline, so both land together.
-    The script's reply is 0 when a newer version was already indexed (that one stays).
-    """
+    keys: tuple[str, ...]
+    args: tuple[Any, ...]
+
+
+def prepare_upsert(doc: IndexedDocument) -> PreparedUpsert:
+    """Encode a document for `queue_upsert`; raises ValueError for vectors that do not fit."""
     if isinstance(doc.vectors, SparseRows):
         form, dim, data = "sparse", doc.vectors.dimension, list(doc.vectors.to_bytes())
     else:
@@ -74,10 +96,47 @@ def queue_upsert(pipe: Pipeline, doc: IndexedDocument) -> None:
         form, dim, data = "dense", vectors.shape[1], [vectors.tobytes()]
     if len(doc.vectors) != len(doc.texts):
         raise ValueError(f"{len(doc.texts)} chunks but {len(doc.vectors)} vectors")
-    pipe.eval(_UPSERT, 3, keys.kb_document(doc.tenant, doc.document_id),
-              keys.kb_documents(doc.tenant), keys.kb_generation(doc.tenant),
-              doc.version, doc.task_id, doc.document_id, doc.filename, json.dumps(doc.texts),
-              dim, form, *data)
+    return PreparedUpsert(
+        (keys.kb_document(doc.tenant, doc.document_id), keys.kb_documents(doc.tenant),
+         keys.kb_generation(doc.tenant), keys.tenant_chunks(doc.tenant)),
+        (doc.version, doc.task_id, doc.document_id, doc.filename, json.dumps(doc.texts),
+         len(doc.texts), dim, form, *data))
+
+
+def queue_upsert(pipe: Pipeline, doc: IndexedDocument | PreparedUpsert) -> None:
+    """Queue the replacement of a document on a MULTI pipeline.
+
+    The caller adds its task's `succeeded` write to the same pipeline, so both land together.
+    The script's reply is 0 when a newer version was already indexed (that one stays).
+    """
+    prepared = doc if isinstance(doc, PreparedUpsert) else prepare_upsert(doc)
+    pipe.eval(_UPSERT, len(prepared.keys), *prepared.keys, *prepared.args)
+
+
+def quota_keys(tenant: str, document_id: str) -> list[str]:
+    """What `check_chunk_limit` reads: WATCH them so the check holds until the write."""
+    return [keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id)]
+
+
+def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, chunks: int,
+                      limit: int) -> None:
+    """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT.
+
+    Its own earlier version is replaced, so only the difference counts. Deleting documents
+    makes room; a Retry then indexes this one without parsing or embedding it again.
+    """
+    held = int(reader.get(keys.tenant_chunks(tenant)) or 0)
+    stored = reader.hmget(keys.kb_document(tenant, document_id), "chunks", "texts")
+    previous = int(stored[0]) if stored[0] else (len(json.loads(stored[1])) if stored[1] else 0)
+    if held - previous + chunks > limit:
+        raise PermanentError(
+            f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
+            f"document needs {chunks:,}. Delete documents you no longer need, then Retry.",
+            code="knowledge_base_full", step="indexing", retryable=True)
+
+
+def chunks_held(connection: Redis, tenant: str) -> int:
+    return int(connection.get(keys.tenant_chunks(tenant)) or 0)
 
 
 def _kind(query: Embedding) -> tuple[str, int]:
@@ -173,9 +232,23 @@ def _load(connection: Redis, tenant: str, generation: int, kind: tuple[str, int]
 
 def remove_document(connection: Redis, tenant: str, document_id: str) -> bool:
     """Delete a document's chunks; True when there was one."""
-    key = keys.kb_document(tenant, document_id)
-    pipe = connection.pipeline()
-    pipe.delete(key)
-    pipe.srem(keys.kb_documents(tenant), key)
-    pipe.incr(keys.kb_generation(tenant))
-    return bool(pipe.execute()[0])
+    return bool(connection.eval(
+        _REMOVE, 4, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
+        keys.kb_generation(tenant), keys.tenant_chunks(tenant)))
+
+
+def ensure_chunk_counts(connection: Redis) -> None:
+    """Count the chunks of every tenant whose count does not exist yet (indexes written before
+    the count was kept), so the chunk limit holds for them too."""
+    head, tail = keys.kb_documents("\0").split("\0")
+    for key in connection.scan_iter(match=keys.kb_documents("*"), count=500):
+        tenant = key.decode()[len(head):-len(tail)]
+        if connection.exists(keys.tenant_chunks(tenant)):
+            continue
+        pipe = connection.pipeline(transaction=False)
+        members = connection.smembers(key)
+        for member in members:
+            pipe.hmget(member, "chunks", "texts")
+        total = sum(int(c) if c else (len(json.loads(t)) if t else 0)
+                    for c, t in pipe.execute())
+        connection.set(keys.tenant_chunks(tenant), total, nx=True)

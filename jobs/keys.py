@@ -19,12 +19,13 @@ def blob(task_id: str) -> str:
     return f"{PREFIX}blob:{task_id}"
 
 
-def cancel_flag(task_id: str) -> str:
-    return f"{PREFIX}cancel:{task_id}"
-
-
 def batch(batch_id: str) -> str:
     return f"{PREFIX}batch:{batch_id}"
+
+
+def batch_claim(batch_id: str) -> str:
+    """A submit's reply, kept a minute so that a re-sent submit script answers the same."""
+    return f"{PREFIX}batch:{batch_id}:claim"
 
 
 def batch_tasks(batch_id: str) -> str:
@@ -70,7 +71,8 @@ def active() -> str:
 
 
 def canceling() -> str:
-    """Running tasks sent RQ's stop command, whose stopped job must leave the failed registry."""
+    """Ids of running jobs sent RQ's stop command by a cancel: their stopped job must leave the
+    failed registry (a cancel is not a dead letter)."""
     return f"{PREFIX}canceling"
 
 
@@ -91,13 +93,29 @@ def tenant_active(tenant: str) -> str:
 
 
 def blob_bytes() -> str:
-    """Uploaded bytes waiting in Redis, all tenants: checked against the blob budget."""
+    """Uploaded bytes held in Redis, all tenants: checked against the shared blob budget."""
     return f"{PREFIX}blob-bytes"
 
 
-def blob_sizes() -> str:
-    """task id → size of its stored upload, to recount blob_bytes when uploads expire."""
+def legacy_blob_sizes() -> str:
+    """The all-tenant task id → size hash of releases before per-tenant budgets (migrated)."""
     return f"{PREFIX}blob-sizes"
+
+
+def tenant_blob_bytes(tenant: str) -> str:
+    """Uploaded bytes one tenant holds in Redis: checked against its own share."""
+    return f"{PREFIX}tenant:{tenant}:blob-bytes"
+
+
+def tenant_blob_sizes(tenant: str) -> str:
+    """task id → size of each upload a tenant holds, so a release is counted once and a recount
+    finds the uploads that expired."""
+    return f"{PREFIX}tenant:{tenant}:blob-sizes"
+
+
+def tenant_chunks(tenant: str) -> str:
+    """How many chunks a tenant's knowledge base holds: checked against its chunk limit."""
+    return f"{PREFIX}kb:{tenant}:chunks"
 
 
 def metrics() -> str:
@@ -108,6 +126,16 @@ def step_metrics() -> str:
     return f"{PREFIX}metrics:steps"
 
 
+def document_latest(tenant: str, document_id: str) -> str:
+    """The task of a document's latest submitted content: what the document is to become."""
+    return f"{PREFIX}tenant:{tenant}:document:{document_digest(document_id)}:latest"
+
+
 def document_tasks(tenant: str, document_id: str) -> str:
     """Every task ever created for one document of a tenant, so it can be removed whole."""
     return f"{PREFIX}tenant:{tenant}:document:{document_digest(document_id)}:tasks"
+
+
+def web_session(session_id: str) -> str:
+    """A signed-in page session: it lives while this key does, and signing out deletes it."""
+    return f"{PREFIX}session:{session_id}"

@@ -1,13 +1,15 @@
 """ingest_document(task_id): the RQ job that takes one document through
 parse → chunk → embed → index.
 
-The job is the only writer of its task's progress while it runs. It checks the cooperative
-cancel flag when it starts, between steps and between embedding batches, and every write that
-changes the task's status loses to a cancel (ProgressReporter.commit). Completed steps and
-embedding batches are checkpointed, so a retry resumes where the last attempt stopped. Every
-failure is classified (jobs.failures): a permanent one sets `retries_left = 0` before the
-exception leaves the job, so RQ records it as a dead letter at once; a transient one is left
-to RQ's Retry, and the task shows `retrying` until the next attempt starts.
+An attempt first takes its task (jobs.attempts): only the job of the task's current run may, and
+only while the task may run; a job canceled just as it was dequeued, or one of a run a Retry
+replaced, ends at once having changed nothing. After that every write of the attempt is fenced
+by its own id, and it checks that it still owns the task between steps and embedding batches,
+so a cancel, a Retry or a delete stops it at its next checkpoint. Completed steps and embedding
+batches are checkpointed, so a retry resumes where the last attempt stopped. Every failure is
+classified (jobs.failures): a permanent one sets `retries_left = 0` before the exception leaves
+the job, so RQ records it as a dead letter at once; a transient one is left to RQ's Retry, and
+the task shows `retrying` until the next attempt starts.
 """
 from __future__ import annotations
 
@@ -15,14 +17,16 @@ from typing import Any
 
 import numpy as np
 from redis import Redis
+from redis.client import Pipeline
 from rq import get_current_job
 
-from jobs import blobs, checkpoints, index, keys, lifecycle, logs, metrics, tasks
+from jobs import blobs, checkpoints, index, lifecycle, logs, metrics, tasks
+from jobs.attempts import AttemptFence, Refused, Superseded
 from jobs.chunking import chunk_text
 from jobs.embedding import Embedder, Embedding, SparseRows, make_embedder
-from jobs.failures import CancelRequested, IntakeError, PermanentError, classify
+from jobs.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError, classify
 from jobs.parsers import ParsedDocument, parse_document
-from jobs.progress import ProgressReporter
+from jobs.progress import ProgressReporter, dashboard_text
 from jobs.sandbox import parse_bounded
 from jobs.settings import Settings
 from jobs.versions import pipeline_version
@@ -38,32 +42,23 @@ def _embedder(settings: Settings) -> Embedder:
 
 
 class Attempt:
-    """One attempt at one task: its record, settings, progress reporter and checkpoints."""
+    """One attempt at one task: its record, settings, fence, progress reporter and checkpoints."""
 
-    def __init__(self, job: Any, record: dict[str, str], settings: Settings) -> None:
+    def __init__(self, job: Any, record: dict[str, str], settings: Settings,
+                 fence: AttemptFence) -> None:
         self.job = job
         self.connection: Redis = job.connection
         self.record = record
         self.task_id = record["id"]
+        self.tenant = record["tenant"]
         self.settings = settings
+        self.fence = fence
         self.version = pipeline_version(settings)
         self.reporter = ProgressReporter(
-            self.connection, self.task_id, job=job, ttl_seconds=settings.retention_seconds,
-            steps=tasks.view(record)["steps"], attempt=int(record.get("attempts") or 0) + 1)
+            fence, job=job, ttl_seconds=settings.retention_seconds,
+            steps=tasks.view(record)["steps"], attempt=fence.attempt)
         self.checkpoints = checkpoints.Checkpoints(self.connection, self.task_id, self.version,
                                                    settings.retention_seconds)
-
-    def check_cancel(self, pipe: Any = None) -> None:
-        """Raise CancelRequested if a person canceled the task. With `pipe` (writes queued on
-        it, e.g. a checkpoint), the check is sent in the same round trip as those writes."""
-        flag = keys.cancel_flag(self.task_id)
-        if pipe is None:
-            canceled = self.connection.exists(flag)
-        else:
-            pipe.exists(flag)
-            canceled = pipe.execute()[-1]
-        if canceled:
-            raise CancelRequested()
 
 
 def ingest_document(task_id: str) -> dict[str, Any]:
@@ -72,54 +67,61 @@ def ingest_document(task_id: str) -> dict[str, Any]:
     if job is None:
         raise RuntimeError("ingest_document must run inside an RQ job")
     record = tasks.load(job.connection, task_id)
-    if record is None:
+    if record is None:  # deleted or expired: nothing is left to do, nor to tell
         job.retries_left = 0
-        raise PermanentError("The task record is gone (expired or deleted).", code="task_lost")
-    attempt = Attempt(job, record, Settings.from_env())
+        return {"skipped": "task gone"}
+    fence = AttemptFence(job.connection, task_id, job.key)
     try:
-        # The commit checks the cancel flag itself (WATCHed): a task canceled before its job
-        # started raises CancelRequested here, and nothing is written.
-        attempt.reporter.commit({"status": "running", "attempts": attempt.reporter.attempt,
-                                 "started_at": tasks.now_iso(), "ended_at": "", "error": "",
-                                 "next_attempt_at": "", "current_step": "parsing",
-                                 "step_detail": "Starting"})
-        logs.event("attempt_started", record, attempt=attempt.reporter.attempt)
+        fence.start(job.id, tasks.STARTABLE)
+    except (Refused, Superseded) as exc:
+        job.retries_left = 0
+        logs.event("attempt_skipped", record, reason=str(exc))
+        return {"skipped": str(exc)}
+    attempt = Attempt(job, record, Settings.from_env(), fence)
+    try:
+        logs.event("attempt_started", record, attempt=fence.attempt)
         return _run(attempt)
     except CancelRequested:
-        _finish_canceled(attempt)
-        logs.event("task_canceled", record, attempt=attempt.reporter.attempt)
-        return {"canceled": True}
+        return _finish_canceled(attempt)
+    except Superseded as exc:
+        return _superseded(attempt, exc)
     except Exception as exc:
         error = classify(exc, attempt.reporter.current_step)
-        logs.event("attempt_failed", record, attempt=attempt.reporter.attempt, step=error.step,
+        logs.event("attempt_failed", record, attempt=fence.attempt, step=error.step,
                    error=error.code, transient=error.transient, retries_left=job.retries_left)
         try:
             _record_failure(attempt, error)
         except CancelRequested:
-            job.retries_left = 0
-            _finish_canceled(attempt)
-            return {"canceled": True}
-        raise
+            return _finish_canceled(attempt)
+        except Superseded as lost:
+            return _superseded(attempt, lost)
+        # What RQ keeps (exc_info) is rendered as raw HTML by rq-dashboard: escaped words only.
+        raise AttemptFailed(dashboard_text(f"{error.code}: {error.message}")) from None
 
 
 def _run(attempt: Attempt) -> dict[str, Any]:
     parsed, chunks = _parse_and_chunk(attempt)
     vectors = _embed(attempt, chunks)
-    reporter, record = attempt.reporter, attempt.record
+    reporter, record, tenant = attempt.reporter, attempt.record, attempt.tenant
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
-    reporter.end_step("indexing")   # the commit below checks the cancel flag (WATCHed)
     characters = len(parsed.text) or attempt.checkpoints.characters()
     result = {"pages": parsed.pages, "characters": characters, "chunks": len(chunks)}
     document = index.IndexedDocument(
-        tenant=record["tenant"], document_id=record["document_id"], filename=record["filename"],
+        tenant=tenant, document_id=record["document_id"], filename=record["filename"],
         task_id=attempt.task_id, version=int(record.get("version") or 0), texts=chunks,
         vectors=vectors)
+    prepared = index.prepare_upsert(document)
 
-    def index_and_clean_up(pipe: Any) -> None:
-        index.queue_upsert(pipe, document)
-        blobs.delete(pipe, attempt.task_id, int(record.get("size") or 0))
+    def within_quota(pipe: Pipeline) -> None:
+        index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
+                                attempt.settings.tenant_chunk_limit)
+
+    def index_and_clean_up(pipe: Pipeline) -> None:
+        reporter.end_step("indexing")  # timed to the write itself, sent in this MULTI
+        index.queue_upsert(pipe, prepared)
+        blobs.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
-        lifecycle.mark_finished(pipe, record["tenant"], attempt.task_id)
+        lifecycle.mark_finished(pipe, tenant, attempt.task_id)
         metrics.count(pipe, "tasks_finished_total", status="succeeded")
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
@@ -127,8 +129,10 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
     reporter.commit({"status": "succeeded", "ended_at": tasks.now_iso(), "result": result,
-                     "error": "", "next_attempt_at": "", "pipeline_version": attempt.version},
-                    queue_more=index_and_clean_up)
+                     "error": "", "next_attempt_at": "", "pipeline_version": attempt.version,
+                     "attempt_id": ""},
+                    queue_more=index_and_clean_up, check=within_quota,
+                    watch=index.quota_keys(tenant, record["document_id"]))
     logs.event("task_succeeded", record, attempt=reporter.attempt, **result,
                steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]]
                       for s in reporter.steps})
@@ -140,12 +144,12 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[ParsedDocument, list[str]]:
     saved = attempt.checkpoints.chunks()
     if saved is not None:
         return saved
-    reporter, settings = attempt.reporter, attempt.settings
-    reporter.begin_step("parsing", 2, f"Reading {attempt.record['filename']}")
-    parsed = _parse(blobs.load(attempt.connection, attempt.task_id), attempt.record["kind"],
-                    settings)
+    reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
+    reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
+    data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0))
+    parsed = _parse(data, record["kind"], settings)
     reporter.end_step("parsing")
-    attempt.check_cancel()
+    attempt.fence.check()
     reporter.begin_step("chunking", 20, f"Splitting {len(parsed.text)} characters")
     chunks = chunk_text(parsed.text, settings.chunk_size, settings.chunk_overlap)
     if not chunks:
@@ -153,7 +157,7 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[ParsedDocument, list[str]]:
     reporter.end_step("chunking")
     pipe = attempt.connection.pipeline()
     attempt.checkpoints.save_chunks(parsed, chunks, pipe=pipe)
-    attempt.check_cancel(pipe)          # one round trip for the checkpoint and the check
+    attempt.fence.check(pipe)          # one round trip for the checkpoint and the check
     return parsed, chunks
 
 
@@ -163,11 +167,12 @@ def _parse(data: bytes, kind: str, settings: Settings) -> ParsedDocument:
     if kind in ("txt", "md"):
         return parse_document(data, kind)
     return parse_bounded(data, kind, seconds=settings.parse_timeout,
-                         memory_bytes=settings.parse_memory_mb * 1024 * 1024)
+                         memory_bytes=settings.parse_memory_mb * 1024 * 1024,
+                         max_chars=settings.parse_max_chars)
 
 
 def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
-    """Embed in batches; each batch is checkpointed and followed by a cancel check."""
+    """Embed in batches; each batch is checkpointed and followed by an ownership check."""
     embedder = _embedder(attempt.settings)
     reporter, total = attempt.reporter, len(chunks)
     reporter.begin_step("embedding", 30, f"Embedding chunks 0 of {total}")
@@ -181,27 +186,42 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
         blocks.append(block)
         done = min(start + embedder.batch_size, total)
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
-        attempt.check_cancel(pipe)      # one round trip for the checkpoint and the check
+        attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
     reporter.end_step("embedding")
     if isinstance(blocks[0], SparseRows):
         return SparseRows.concatenate(blocks)
     return np.vstack(blocks)
 
 
-def _finish_canceled(attempt: Attempt) -> None:
-    """The cancel already set the status; leave the record's step and the job meta saying so."""
+def _finish_canceled(attempt: Attempt) -> dict[str, Any]:
+    """The cancel already set the status; leave the record's step and the job meta saying so.
+
+    No automatic retry: RQ must not run a canceled task again.
+    """
+    attempt.job.retries_left = 0
     reporter = attempt.reporter
     reporter.close()
     reporter.current_step = "canceled"
-    pipe = attempt.connection.pipeline()
-    lifecycle.mark_finished(pipe, attempt.record["tenant"], attempt.task_id)
-    reporter.write({"status": "canceled", "step_detail": "Canceled", "error": "",
-                    "next_attempt_at": ""}, pipe=pipe)
-    pipe.execute()
+    reporter.write_canceled()
+    logs.event("task_canceled", attempt.record, attempt=reporter.attempt)
+    return {"canceled": True}
+
+
+def _superseded(attempt: Attempt, reason: Superseded) -> dict[str, Any]:
+    """Another attempt or run owns the task now (or it was deleted): stop, writing nothing."""
+    attempt.job.retries_left = 0
+    attempt.reporter.close()
+    logs.event("attempt_superseded", attempt.record, attempt=attempt.reporter.attempt,
+               reason=str(reason))
+    return {"superseded": True}
 
 
 def _record_failure(attempt: Attempt, error: IntakeError) -> None:
-    """Write `retrying` with the next attempt's time, or `failed` (a dead letter)."""
+    """Write `retrying` with the next attempt's time, or `failed` (a dead letter).
+
+    A failure for good frees the upload at once when no Retry can use it (a bad file); a
+    retryable one keeps the upload and checkpoints for INTAKE_UPLOAD_RETENTION_HOURS.
+    """
     job, reporter = attempt.job, attempt.reporter
     reporter.close()
     if not error.transient:
@@ -216,9 +236,16 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
         return
     reporter.current_step = "failed"
     fields.update(status="failed", next_attempt_at="", ended_at=tasks.now_iso(),
-                  step_detail=error.message)
-    def dead_letter(pipe: Any) -> None:
-        lifecycle.mark_dead_letter(pipe, attempt.record["tenant"], attempt.task_id)
+                  step_detail=error.message, attempt_id="")
+    tenant, task_id = attempt.tenant, attempt.task_id
+
+    def dead_letter(pipe: Pipeline) -> None:
+        lifecycle.mark_dead_letter(pipe, tenant, task_id)
+        if error.retryable:
+            lifecycle.keep_for_retry(pipe, task_id, attempt.settings.upload_retention_seconds)
+        else:
+            blobs.release(pipe, tenant, task_id)
+            checkpoints.delete(pipe, task_id)
         metrics.count(pipe, "tasks_finished_total", status="failed")
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 

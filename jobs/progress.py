@@ -1,36 +1,40 @@
-"""ProgressReporter: the one writer of a running task's progress.
+"""ProgressReporter: the one writer of a running attempt's progress.
 
 Each write updates the RQ job's meta (what rq-dashboard shows) and Intake's plain task hash (what
-the API reads) in one round trip. Writes are throttled so that no job makes more than four in
-any second: intermediate updates need 0.35 s since the previous write, which leaves room for the
-write of the final state. Progress is only written while the task is `running`, so a cancel is
-never undone by a late progress write.
+the API reads) in one round trip, through the attempt's fence (jobs.attempts): nothing is
+written once the attempt no longer owns the running task, so a cancel, a Retry or a delete is
+never undone by a late write. Writes are throttled so that no job makes more than four in any
+second: intermediate updates need 0.35 s since the previous write, which leaves room for the
+write of the final state.
+
+rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts there is escaped
+(`dashboard_text`): a document's name or an error's words show as text and never run.
 """
 from __future__ import annotations
 
+import html
 import json
 import threading
 import time
 from typing import Any, Callable
 
-from redis import Redis
-from redis.exceptions import WatchError
+from redis.client import Pipeline
 
-from jobs import keys
-from jobs.failures import CancelRequested
+from jobs.attempts import AttemptFence
 from jobs.tasks import now_iso
 
 MIN_INTERVAL_SECONDS = 0.35
 
-# Progress is written only while the task runs: a cancel (or the reconciler) that changed the
-# status meanwhile must not be overwritten by a late progress write.
-# KEYS: task. ARGV: ttl, then field/value pairs.
-_WRITE_IF_RUNNING = """
-if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-return 1
-"""
+
+def dashboard_text(value: Any) -> Any:
+    """`value` fit for rq-dashboard's raw HTML: strings escaped, containers walked, rest as is."""
+    if isinstance(value, str):
+        return html.escape(value, quote=True)
+    if isinstance(value, dict):
+        return {key: dashboard_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [dashboard_text(item) for item in value]
+    return value
 
 
 class ProgressReporter:
@@ -40,11 +44,9 @@ class ProgressReporter:
     a step that begins just before a long call (an embedding request) is shown during it.
     """
 
-    def __init__(self, connection: Redis, task_id: str, *, job: Any = None,
-                 ttl_seconds: int, steps: list[dict[str, Any]] | None = None,
-                 attempt: int = 1) -> None:
-        self.connection = connection
-        self.task_id = task_id
+    def __init__(self, fence: AttemptFence, *, job: Any = None, ttl_seconds: int,
+                 steps: list[dict[str, Any]] | None = None, attempt: int = 1) -> None:
+        self.fence = fence
         self.job = job
         self.ttl_seconds = ttl_seconds
         self.steps = steps or []
@@ -52,7 +54,6 @@ class ProgressReporter:
         self.progress = 0
         self.current_step = "queued"
         self.step_detail = ""
-        self.writes: list[float] = []
         self._last_write = 0.0
         self._dirty = False
         self._closed = False
@@ -90,7 +91,8 @@ class ProgressReporter:
                 return
             wait = self._last_write + MIN_INTERVAL_SECONDS - time.monotonic()
             if wait <= 0:
-                self._write({}, pipe=None, only_if_running=True)
+                self.fence.write(self._fields({}), self.ttl_seconds, self._meta())
+                self._wrote()
             elif self._timer is None or not self._timer.is_alive():
                 self._timer = threading.Timer(wait, self._flush)
                 self._timer.daemon = True
@@ -103,59 +105,51 @@ class ProgressReporter:
             if self._timer is not None:
                 self._timer.cancel()
 
-    def commit(self, extra: dict[str, Any], queue_more: Callable[[Any], None] | None = None) -> None:
-        """A write that changes the task's status; it loses to a cancel.
+    def commit(self, extra: dict[str, Any], queue_more: Callable[[Pipeline], None] | None = None,
+               **options: Any) -> None:
+        """A write that changes the task's status, with `queue_more`'s writes in the same MULTI;
+        it applies only while this attempt owns the running task (`AttemptFence.commit`, which
+        takes `options`), else raises CancelRequested or Superseded."""
+        def build(pipe: Pipeline) -> None:
+            if queue_more is not None:
+                queue_more(pipe)
+            fields = {k: _field(v) for k, v in self._fields(extra).items()}
+            pipe.hset(self.fence.key, mapping=fields)
+            pipe.expire(self.fence.key, self.ttl_seconds)
+            meta = self._meta(fields)
+            if meta:
+                pipe.hset(self.fence.job_key, "meta", meta)
 
-        The cancel flag is WATCHed: if a person cancels between the check and EXEC, nothing is
-        written (no index update either) and CancelRequested is raised instead.
-        """
-        flag = keys.cancel_flag(self.task_id)
-        with self._lock, self.connection.pipeline() as pipe:
-            try:
-                pipe.watch(flag)
-                if pipe.exists(flag):
-                    raise CancelRequested()
-                pipe.multi()
-                if queue_more is not None:
-                    queue_more(pipe)
-                self._write(extra, pipe=pipe, only_if_running=False)
-                pipe.execute()
-            except WatchError:
-                raise CancelRequested() from None
-
-    def write(self, extra: dict[str, Any], *, pipe: Any = None) -> None:
-        """Write a final state (and `extra` record fields) whatever the current status."""
         with self._lock:
-            self._write(extra, pipe=pipe, only_if_running=False)
+            self.fence.commit(build, **options)
+            self._wrote()
 
-    def _write(self, extra: dict[str, Any], *, pipe: Any, only_if_running: bool) -> None:
-        fields: dict[str, Any] = {
-            "progress": self.progress, "current_step": self.current_step,
-            "step_detail": self.step_detail, "steps": json.dumps(self.steps),
-            "updated_at": now_iso(), **extra,
-        }
-        record = {k: _field(v) for k, v in fields.items()}
-        own_pipe = pipe is None
-        pipe = self.connection.pipeline() if own_pipe else pipe
-        task_key = keys.task(self.task_id)
-        if only_if_running:
-            pipe.eval(_WRITE_IF_RUNNING, 1, task_key, self.ttl_seconds,
-                      *[item for pair in record.items() for item in pair])
-        else:
-            pipe.hset(task_key, mapping=record)
-            pipe.expire(task_key, self.ttl_seconds)
-        if self.job is not None:
-            self.job.meta.update({
-                "progress": int(record["progress"]), "current_step": record["current_step"],
-                "step_detail": record["step_detail"], "attempt": self.attempt,
-                "error": json.loads(record["error"]) if record.get("error") else None,
-            })
-            # Same HSET as Job.save_meta(), queued on this pipeline to share the round trip.
-            pipe.hset(self.job.key, "meta", self.job.serializer.dumps(self.job.meta))
-        if own_pipe:
-            pipe.execute()
+    def write_canceled(self) -> None:
+        """The last word of an attempt that was canceled (the cancel already set the status)."""
+        with self._lock:
+            fields = self._fields({"status": "canceled", "step_detail": "Canceled", "error": "",
+                                   "next_attempt_at": ""})
+            self.fence.write_canceled(fields, self._meta(fields))
+
+    def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
+        fields = {"progress": self.progress, "current_step": self.current_step,
+                  "step_detail": self.step_detail, "steps": json.dumps(self.steps),
+                  "updated_at": now_iso(), **extra}
+        return {k: _field(v) for k, v in fields.items()}
+
+    def _meta(self, fields: dict[str, Any] | None = None) -> bytes:
+        """The job meta rq-dashboard shows, pickled as Job.save_meta() would (b"" without a job)."""
+        if self.job is None:
+            return b""
+        fields = fields or self._fields({})
+        error = json.loads(fields["error"]) if fields.get("error") else None
+        self.job.meta.update(dashboard_text({
+            "progress": int(fields["progress"]), "current_step": fields["current_step"],
+            "step_detail": fields["step_detail"], "attempt": self.attempt, "error": error}))
+        return self.job.serializer.dumps(self.job.meta)
+
+    def _wrote(self) -> None:
         self._last_write = time.monotonic()
-        self.writes.append(time.time())
         self._dirty = False
 
 

@@ -26,10 +26,11 @@ from datetime import datetime
 from typing import Any
 
 from redis import Redis
-from rq.job import Job
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import blobs, keys, lifecycle, metrics
+from jobs import blobs, index, keys, lifecycle, metrics
 from jobs.failures import IntakeError, job_lost, worker_lost
 from jobs.settings import Settings
 from jobs.tasks import iso_in, now_iso
@@ -40,13 +41,19 @@ GRACE_SECONDS = 10
 INTERVAL_SECONDS = 4
 HOUSEKEEPING_SECONDS = 60
 
-# KEYS: task. ARGV: expected status, expected attempts, then field/value pairs.
+# KEYS: task. ARGV: expected status, attempts, attempt id and job id, then field/value pairs:
+# a task that moved on since it was read (another attempt, another run) is left alone.
 _COMPARE_AND_SET = """
-local current = redis.call('HMGET', KEYS[1], 'status', 'attempts')
-if current[1] ~= ARGV[1] or (current[2] or '0') ~= ARGV[2] then return 0 end
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local current = redis.call('HMGET', KEYS[1], 'status', 'attempts', 'attempt_id', 'job_id')
+if current[1] ~= ARGV[1] or (current[2] or '0') ~= ARGV[2] or (current[3] or '') ~= ARGV[3]
+   or (current[4] or '') ~= ARGV[4] then
+  return 0
+end
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
 """
+_FIELDS = ("status", "attempts", "updated_at", "tenant", "queue", "created_at", "attempt_id",
+           "job_id")
 
 
 def run_if_due(connection: Redis) -> bool:
@@ -63,6 +70,11 @@ def run_if_due(connection: Redis) -> bool:
     return True
 
 
+def job_of(task_id: str, task: dict[str, Any]) -> str:
+    """The RQ job of the task's current run (the first run's job has the task's id)."""
+    return task.get("job_id") or task_id
+
+
 def housekeeping(connection: Redis, ttl_seconds: int) -> None:
     """Keep waiting uploads alive, recount upload bytes, and trim the lists of batches and dead
     letters of entries older than the retention (their records have expired by then)."""
@@ -76,6 +88,7 @@ def housekeeping(connection: Redis, ttl_seconds: int) -> None:
             pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
     blobs.recount(connection)
+    index.ensure_chunk_counts(connection)
 
 
 def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dict[str, int]:
@@ -84,14 +97,14 @@ def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dic
     task_ids = [t.decode() for t in connection.zrange(keys.active(), 0, -1)]
     pipe = connection.pipeline(transaction=False)
     for task_id in task_ids:
-        pipe.hmget(keys.task(task_id), "status", "attempts", "updated_at", "tenant", "queue",
-                   "created_at")
-        pipe.hget(f"rq:job:{task_id}", "status")
-    replies = pipe.execute()
+        pipe.hmget(keys.task(task_id), *_FIELDS)
+    records = [dict(zip(_FIELDS, (v.decode() if v is not None else None for v in fields)))
+               for fields in pipe.execute()]
+    pipe = connection.pipeline(transaction=False)
+    for task_id, task in zip(task_ids, records):
+        pipe.hget(Job.key_for(job_of(task_id, task)), "status")
     cutoff = time.time() - grace_seconds
-    for task_id, fields, job_status in zip(task_ids, replies[::2], replies[1::2]):
-        task = dict(zip(("status", "attempts", "updated_at", "tenant", "queue", "created_at"),
-                        (v.decode() if v is not None else None for v in fields)))
+    for task_id, task, job_status in zip(task_ids, records, pipe.execute()):
         outcome = _judge(connection, task_id, task, job_status and job_status.decode(), cutoff)
         if outcome:
             changed[outcome] += 1
@@ -107,14 +120,14 @@ def horse_lost(connection: Redis, job: Any) -> str | None:
     Called by IntakeWorker before RQ retries or fails the job, so RQ's own decision is known:
     retries left → `retrying` at the time RQ will use; none → `failed` ("worker lost").
     """
-    raw = connection.hmget(keys.task(job.id), "status", "attempts", "tenant", "queue")
-    task = dict(zip(("status", "attempts", "tenant", "queue"),
-                    (v.decode() if v is not None else None for v in raw)))
-    if task["status"] != "running":
-        return None
+    task_id = job.args[0] if job.args else job.id
+    raw = connection.hmget(keys.task(task_id), *_FIELDS)
+    task = dict(zip(_FIELDS, (v.decode() if v is not None else None for v in raw)))
+    if task["status"] != "running" or job_of(task_id, task) != job.id:
+        return None  # not this job's run any more: a Retry replaced it
     if job.retries_left:
-        return _retrying(connection, job.id, task, "scheduled", delay=job.get_retry_interval())
-    return _fail(connection, job.id, task, worker_lost())
+        return _retrying(connection, task_id, task, "scheduled", delay=job.get_retry_interval())
+    return _fail(connection, task_id, task, worker_lost())
 
 
 def _judge(connection: Redis, task_id: str, task: dict[str, Any], job_status: str | None,
@@ -166,6 +179,8 @@ def _fail(connection: Redis, task_id: str, task: dict[str, Any], error: IntakeEr
     if outcome:
         pipe = connection.pipeline()
         lifecycle.mark_dead_letter(pipe, task["tenant"] or "default", task_id)
+        lifecycle.keep_for_retry(pipe, task_id,
+                                 Settings.from_env().upload_retention_seconds)
         metrics.count(pipe, "tasks_finished_total", status="failed")
         metrics.count(pipe, "tasks_lost_total", reason=error.code)
         pipe.execute()
@@ -175,7 +190,8 @@ def _fail(connection: Redis, task_id: str, task: dict[str, Any], error: IntakeEr
 def _set(connection: Redis, task_id: str, task: dict[str, Any], outcome: str,
          **fields: str) -> str | None:
     fields["updated_at"] = now_iso()
-    args = [task["status"], task["attempts"] or "0"]
+    args = [task["status"], task["attempts"] or "0", task["attempt_id"] or "",
+            task["job_id"] or ""]
     for name, value in fields.items():
         args += [name, value]
     applied = connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), *args)
@@ -190,16 +206,19 @@ def _clear_canceled_jobs(connection: Redis) -> int:
     """A job stopped by a cancel lands in RQ's failed registry; take it out once it is there."""
     cleared = 0
     for raw in connection.smembers(keys.canceling()):
-        task_id = raw.decode()
-        job_status = connection.hget(f"rq:job:{task_id}", "status")
-        if job_status in (b"started", b"queued", b"scheduled"):
+        job_id = raw.decode()
+        try:
+            job = Job.fetch(job_id, connection=connection)
+        except NoSuchJobError:
+            connection.srem(keys.canceling(), job_id)
             continue
-        if job_status in (b"failed", b"stopped"):
-            origin = (connection.hget(f"rq:job:{task_id}", "origin") or b"intake").decode()
-            FailedJobRegistry(origin, connection=connection).remove(
-                Job(task_id, connection=connection), delete_job=True)
+        status = job.get_status(refresh=False)
+        if status in (JobStatus.STARTED, JobStatus.QUEUED, JobStatus.SCHEDULED):
+            continue
+        if status in (JobStatus.FAILED, JobStatus.STOPPED):
+            FailedJobRegistry(job.origin, connection=connection).remove(job, delete_job=True)
             cleared += 1
-        connection.srem(keys.canceling(), task_id)
+        connection.srem(keys.canceling(), job_id)
     return cleared
 
 

@@ -97,6 +97,8 @@ class Intake:
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
         """One HGETALL. Another tenant's task reads as missing."""
+        if not tasks.is_id(task_id):
+            return None
         record = tasks.load(self.connection, task_id)
         if record is None or record.get("tenant") != tenant:
             return None
@@ -124,6 +126,8 @@ class Intake:
                           ) -> tuple[dict[str, Any], list[TaskJson]] | None:
         """The batch's view without "tasks", and every task's JSON: two round trips (the batch,
         then one pipelined HMGET of the view's fields per task)."""
+        if not tasks.is_id(batch_id):
+            return None
         pipe = self.connection.pipeline(transaction=False)
         pipe.hgetall(keys.batch(batch_id))
         pipe.lrange(keys.batch_tasks(batch_id), 0, -1)
@@ -136,7 +140,7 @@ class Intake:
                                        in zip(ids, tasks.load_view_fields(self.connection, ids)))
                    if entry is not None]
         light = [{"status": entry.status, "progress": entry.progress} for entry in entries]
-        return self._batch_view(batch, light, include_tasks=False), entries
+        return self._batch_view(batch, light), entries
 
     def list_batches(self, tenant: str, *, offset: int = 0, limit: int = 20) -> dict[str, Any]:
         """Recent batches, newest first, each with its status, progress and counts."""
@@ -158,32 +162,36 @@ class Intake:
         items = []
         for batch, task_ids in batches:
             rows = [next(states) for _ in task_ids]
-            light = [{"status": (s or b"pending").decode(), "progress": int(p or 0)}
-                     for s, p in rows]
-            items.append(self._batch_view(batch, light, include_tasks=False))
+            # A task deleted with its document is gone from the batch, never a phantom pending.
+            light = [{"status": s.decode(), "progress": int(p or 0)} for s, p in rows
+                     if s is not None]
+            items.append(self._batch_view(batch, light))
         total = self.connection.zcard(keys.tenant_batches(tenant))
         return {"batches": items, "offset": offset, "limit": limit, "total": total}
 
-    def _batch_view(self, batch: dict[str, str], task_views: list[dict[str, Any]],
-                    include_tasks: bool = True) -> dict[str, Any]:
+    def _batch_view(self, batch: dict[str, str], task_views: list[dict[str, Any]]
+                    ) -> dict[str, Any]:
         summary = tasks.summarize(task_views)
         view = {"id": batch["id"], "created_at": batch.get("created_at", ""), **summary,
                 "size": len(task_views), "poll_after_ms": tasks.poll_after_ms(summary["status"]),
                 "url": f"/api/batches/{batch['id']}", "page_url": f"/batches/{batch['id']}"}
-        if include_tasks:
-            view["tasks"] = task_views
         return view
 
     def cancel(self, tenant: str, task_id: str) -> tuple[str, str]:
         """('ok' | 'missing' | 'conflict', previous status)."""
-        return lifecycle.cancel_task(self.connection, tenant, task_id,
-                                     self.settings.retention_seconds)
+        if not tasks.is_id(task_id):
+            return "missing", ""
+        return lifecycle.cancel_task(self.connection, self.settings, tenant, task_id)
 
     def retry(self, tenant: str, task_id: str) -> tuple[str, str]:
-        """('ok' | 'missing' | 'conflict' | 'not_retryable', previous status)."""
+        """('ok' | 'missing' | 'conflict' | 'not_retryable' | 'upload_expired', previous)."""
+        if not tasks.is_id(task_id):
+            return "missing", ""
         return lifecycle.retry_task(self.connection, self.queues, self.settings, tenant, task_id)
 
     def batch_task_ids(self, tenant: str, batch_id: str) -> list[str] | None:
+        if not tasks.is_id(batch_id):
+            return None
         pipe = self.connection.pipeline(transaction=False)
         pipe.hget(keys.batch(batch_id), "tenant")
         pipe.lrange(keys.batch_tasks(batch_id), 0, -1)
@@ -218,8 +226,7 @@ class Intake:
                 "total": self.connection.zcard(key)}
 
     def delete_document(self, tenant: str, document_id: str) -> bool:
-        return lifecycle.delete_document(self.connection, tenant, document_id,
-                                         self.settings.retention_seconds)
+        return lifecycle.delete_document(self.connection, self.settings, tenant, document_id)
 
     def dead_letter_count(self) -> int:
         return self.connection.zcard(keys.failed_all())

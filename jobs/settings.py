@@ -33,15 +33,24 @@ class Settings:
     queue_limit: int = 10000
     tenant_queue_limit: int = 5000
     blob_budget_bytes: int = 2048 * MIB
+    tenant_blob_budget_bytes: int = 512 * MIB
+    tenant_chunk_limit: int = 2_000_000
     retention_days: int = 30
+    upload_retention_hours: int = 24
     chunk_size: int = 1000
     chunk_overlap: int = 150
     parse_timeout: float = 120.0
     parse_memory_mb: int = 1024
+    parse_max_chars: int = 32 * MIB
 
     @property
     def retention_seconds(self) -> int:
         return self.retention_days * 86400
+
+    @property
+    def upload_retention_seconds(self) -> int:
+        """How long the upload of a failed (retryable) or canceled task is kept for a Retry."""
+        return self.upload_retention_hours * 3600
 
     @classmethod
     def from_mapping(cls, env: Mapping[str, Any]) -> "Settings":

@@ -1,9 +1,16 @@
 """Registering uploaded documents as tasks: idempotency claims, records, bytes and RQ jobs.
 
-A submit never parses: it stores the bytes, writes a record per new task and enqueues one job
-per document, in one round trip whatever the number of files (one script that checks the
-limits, claims every file and registers what is new, jobs included), so 200 files are accepted
-in milliseconds and a task never exists without its job.
+A submit never parses. One script checks every limit, claims every file and registers what is
+new — records, the reservation of its bytes in both upload budgets, the batch — before any
+large byte travels, so a refused batch costs Redis nothing and a huge one is never buffered
+whole. Small batches (INLINE_BYTES in all) carry their bytes and their jobs' enqueue in that
+same script: one round trip, and a task never exists without its job. Larger ones send their
+bytes afterwards in pieces (jobs.blobs.PieceWriter), each task's job enqueued right after
+them; if the web dies in between, the reconciler fails the task as "job lost" (retryable),
+and an upload cut short fails readably if retried.
+
+The script remembers its reply for a minute under the batch's id, so a re-send by the client
+(redis-py re-sends after a timeout or a reset) answers the same and registers nothing twice.
 """
 from __future__ import annotations
 
@@ -11,8 +18,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any
+from typing import Any, BinaryIO, Callable, Iterator
 
 from redis import Redis
 from redis.client import Pipeline
@@ -20,39 +26,21 @@ from redis.exceptions import NoScriptError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs import keys, logs, metrics
+from jobs import blobs, keys, logs, metrics
 from jobs.failures import backoff_delays
 from jobs.settings import PRIORITY_QUEUES, Settings
-from jobs.tasks import new_id, now_iso
+from jobs.tasks import ACTIVE, new_id, now_iso
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
 SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
 BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
+INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
+CLAIM_REPLY_SECONDS = 60   # how long a claim's reply answers a re-send of it
+LIVE = tuple(sorted(ACTIVE))
 
-# Registers a whole batch at once, or nothing, in one round trip: first the limits (tasks
-# waiting, all tenants and this tenant; upload bytes waiting), then each file's idempotency
-# claim. A file whose key has an active or succeeded task reuses it; otherwise (failed,
-# canceled, force) the script writes the new task (record, bytes, accounting) and replays its
-# RQ job's enqueue, recorded from RQ itself (see `_recorded`). Last, the batch: its task list
-# (reused ids included) and its recorded records.
-# Replayed commands name their keys in ARGV, which standalone Redis allows (RQ has no Cluster
-# support either).
-# KEYS: active set, tenant's active set, blob byte counter, blob sizes, the batch's task list,
-#       then for each file its idempotency key, task key, blob key and the document's task set.
-# ARGV: force, ttl, task key prefix, score, queue limit, tenant limit, blob budget, file count,
-#       then for each file its new task id, upload bytes, record (its number of fields, then
-#       the fields and values) and recorded commands, then the batch's recorded commands.
-#       Recorded commands: their count, then for each command its number of arguments and the
-#       arguments.
-# Returns {'ok', id1, status1, id2, status2, …} (status '' for a new task) or {limit name}.
-_SUBMIT = """
-local function skip(at)
-  local commands = tonumber(ARGV[at])
-  at = at + 1
-  for _ = 1, commands do at = at + 1 + tonumber(ARGV[at]) end
-  return at
-end
+# replay(at): run the commands recorded by `recorded_enqueue` that start at ARGV[at].
+REPLAY_LUA = """
 local function replay(at)
   local commands = tonumber(ARGV[at])
   at = at + 1
@@ -62,48 +50,97 @@ local function replay(at)
     at = at + 1 + argc
   end
 end
-local files, at, starts, bytes = tonumber(ARGV[8]), 9, {}, 0
+"""
+
+# KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
+#       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
+#       9 tenant's chunk count, 10 the claim's remembered reply; then per file: idempotency
+#       key, task, upload, the document's tasks, the document's latest task, its indexed entry.
+# ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
+#       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 file count, 11 batch id,
+#       12 tenant, 13 created_at, 14 reply ttl, 15 how many live statuses, then those statuses;
+#       then per file: new task id, size, bytes ('' when they travel later), record (its
+#       number of fields, then fields and values), recorded commands (their count, then each
+#       one's number of arguments and its arguments).
+# Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
+_SUBMIT = REPLAY_LUA + """
+local remembered = redis.call('GET', KEYS[10])
+if remembered then return cjson.decode(remembered) end
+local live = {}
+local at = 16
+for i = 1, tonumber(ARGV[15]) do live[ARGV[at]] = true; at = at + 1 end
+local files, starts, bytes = tonumber(ARGV[10]), {}, 0
 for i = 1, files do
   starts[i] = at
-  bytes = bytes + string.len(ARGV[at + 1])
-  at = skip(at + 3 + 2 * tonumber(ARGV[at + 2]))
+  bytes = bytes + tonumber(ARGV[at + 1])
+  at = at + 4 + 2 * tonumber(ARGV[at + 3])
+  local commands = tonumber(ARGV[at])
+  at = at + 1
+  for _ = 1, commands do at = at + 1 + tonumber(ARGV[at]) end
 end
 if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
 if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
 if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
   return {'blob_budget'}
 end
-local ttl, out, ids = ARGV[2], {'ok'}, {}
+if tonumber(redis.call('GET', KEYS[4]) or '0') + bytes > tonumber(ARGV[8]) then
+  return {'tenant_blob_budget'}
+end
+if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
+  return {'knowledge_base_full'}
+end
+local prefix, ttl, out, ids = ARGV[3], ARGV[2], {'ok'}, {}
+local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local idem, task, blob, document = KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i],
-                                     KEYS[5 + 4 * i]
-  local id, data, fields = ARGV[starts[i]], ARGV[starts[i] + 1], tonumber(ARGV[starts[i] + 2])
+  local base = 10 + 6 * (i - 1)
+  local idem, task, blob, document, latest_key, indexed =
+    KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
+  local s = starts[i]
+  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 3])
   local current = redis.call('GET', idem)
-  local status = false
-  if current and ARGV[1] ~= '1' then status = redis.call('HGET', ARGV[3] .. current, 'status') end
-  if status == 'pending' or status == 'running' or status == 'retrying' or status == 'succeeded' then
+  local reuse = false
+  local status = ''
+  if current and ARGV[1] ~= '1' then
+    status = status_of(current)
+    if live[status] or status == 'succeeded' then
+      -- The same content again: the same task, unless newer content of the document is on its
+      -- way, or the index no longer holds this content (a later version replaced it).
+      local latest = redis.call('GET', latest_key)
+      local newer = latest and latest ~= current and live[status_of(latest)]
+      if not newer then
+        reuse = live[status] or redis.call('HGET', indexed, 'task_id') == current
+      end
+    end
+  end
+  if reuse then
     id = current
   else
+    status = ''
     redis.call('SET', idem, id, 'EX', ttl)
-    redis.call('HSET', task, unpack(ARGV, starts[i] + 3, starts[i] + 2 + 2 * fields))
+    redis.call('HSET', task, unpack(ARGV, s + 4, s + 3 + 2 * fields))
     redis.call('EXPIRE', task, ttl)
-    redis.call('SET', blob, data, 'EX', ttl)
+    redis.call('SET', blob, ARGV[s + 2], 'EX', ttl)
     redis.call('ZADD', KEYS[1], ARGV[4], id)
     redis.call('ZADD', KEYS[2], ARGV[4], id)
-    redis.call('INCRBY', KEYS[3], string.len(data))
-    redis.call('HSET', KEYS[4], id, string.len(data))
+    redis.call('INCRBY', KEYS[3], size)
+    redis.call('INCRBY', KEYS[4], size)
+    redis.call('HSET', KEYS[5], id, size)
     redis.call('SADD', document, id)
     redis.call('EXPIRE', document, ttl)
-    replay(starts[i] + 3 + 2 * fields)
-    status = ''
+    redis.call('SET', latest_key, id, 'EX', ttl)
+    replay(s + 4 + 2 * fields)
   end
   ids[i] = id
   out[#out + 1] = id
   out[#out + 1] = status
 end
-for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[5], unpack(ids, i, math.min(i + 999, #ids))) end
-redis.call('EXPIRE', KEYS[5], ttl)
-replay(at)
+for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[6], unpack(ids, i, math.min(i + 999, #ids))) end
+redis.call('EXPIRE', KEYS[6], ttl)
+redis.call('HSET', KEYS[7], 'id', ARGV[11], 'tenant', ARGV[12], 'created_at', ARGV[13],
+           'size', files)
+redis.call('EXPIRE', KEYS[7], ttl)
+redis.call('ZADD', KEYS[8], ARGV[4], ARGV[11])
+redis.call('SET', KEYS[10], cjson.encode(out), 'EX', ARGV[14])
 return out
 """
 _SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
@@ -119,12 +156,68 @@ class LimitReached(Exception):
 
 @dataclass(frozen=True)
 class Upload:
-    """One accepted file: checked and named by the web layer, not yet parsed."""
+    """One accepted file: checked and named by the web layer, not yet parsed.
+
+    Its bytes are held (`data`) only when small; a larger file is read again from `source`
+    in pieces when it is stored, so a request never holds its files whole in memory.
+    """
 
     filename: str
     document_id: str
-    data: bytes
     kind: str
+    size: int
+    sha256: str
+    data: bytes | None = None
+    source: BinaryIO | None = None
+
+    @classmethod
+    def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> "Upload":
+        return cls(filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(),
+                   data=data)
+
+    def pieces(self) -> Iterator[bytes]:
+        if self.data is not None:
+            yield self.data
+            return
+        assert self.source is not None
+        self.source.seek(0)
+        while piece := self.source.read(blobs.PIECE_BYTES):
+            yield piece
+
+    def content(self) -> bytes:
+        return self.data if self.data is not None else b"".join(self.pieces())
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What reading a stream once told: its size (up to the limit), digest and first bytes."""
+
+    size: int
+    sha256: str
+    head: bytes
+    data: bytes | None  # all of it, when no larger than INLINE_BYTES
+
+    def too_large(self, limit: int) -> bool:
+        return self.size > limit
+
+
+def measure(stream: BinaryIO, limit: int, head_bytes: int = 4096) -> Measured:
+    """Read a stream through in pieces: its size, sha256 and head, holding only a small file.
+
+    Stops once more than `limit` bytes were read (the file is refused anyway).
+    """
+    digest, size, head, held = hashlib.sha256(), 0, b"", []
+    while piece := stream.read(blobs.PIECE_BYTES):
+        if len(head) < head_bytes:
+            head += piece[:head_bytes - len(head)]
+        size += len(piece)
+        if size > limit:
+            break
+        digest.update(piece)
+        if size <= INLINE_BYTES:
+            held.append(piece)
+    data = b"".join(held) if size <= INLINE_BYTES else None
+    return Measured(size, digest.hexdigest(), head, data)
 
 
 def choose_queue(file_count: int, priority: str | None) -> str:
@@ -147,65 +240,101 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
                      tenant: str, uploads: list[Upload], *, pipeline_version: str,
                      priority: str | None = None, force: bool = False,
                      trace_id: str | None = None) -> dict[str, Any]:
-    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task, in one
-    round trip: a task never exists without its job, nor a job without its task and batch.
+    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
 
-    `trace_id` (the upload request's) is kept in each new task, for the logs of its worker.
+    Raises LimitReached when the batch is refused whole. `trace_id` (the upload request's) is
+    kept in each new task, for the logs of its worker.
     """
     ttl = settings.retention_seconds
     batch_id, created_at = new_id(), now_iso()
     firsts: dict[str, Upload] = {}
     for upload in uploads:  # the same file twice in one request is one task
-        digest = idempotency_digest(tenant, upload.document_id,
-                                    hashlib.sha256(upload.data).hexdigest(), pipeline_version)
+        digest = idempotency_digest(tenant, upload.document_id, upload.sha256, pipeline_version)
         firsts.setdefault(digest, upload)
+    inline = sum(upload.size for upload in firsts.values()) <= INLINE_BYTES
     queue = queues[choose_queue(len(firsts), priority)]
     record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
-              "queue": queue.name, "settings": settings, "pipeline_version": pipeline_version,
+              "queue": queue.name, "pipeline_version": pipeline_version,
               "trace_id": trace_id or batch_id}
-    keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(), keys.blob_sizes(),
-             keys.batch_tasks(batch_id)]
+    keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
+             keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
+             keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
+             keys.tenant_chunks(tenant), keys.batch_claim(batch_id)]
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
-                       settings.blob_budget_bytes, len(firsts)]
-    recorder = connection.pipeline(transaction=False)
+                       settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
+                       settings.tenant_chunk_limit, len(firsts), batch_id, tenant, created_at,
+                       CLAIM_REPLY_SECONDS, len(LIVE), *LIVE]
+    new_ids: dict[str, str] = {}
     for digest, upload in firsts.items():
-        task_id = new_id()
+        task_id = new_ids[digest] = new_id()
         keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
-                  keys.document_tasks(tenant, upload.document_id)]
-        fields = _task_fields(task_id, upload, digest, **record)
-        args += [task_id, upload.data, len(fields), *chain.from_iterable(fields.items())]
-        metrics.count(recorder, "tasks_submitted_total", queue=queue.name)
-        queue.enqueue_many([job_data(task_id, settings)], pipeline=recorder)
-        args += _recorded(recorder)
-    recorder.hset(keys.batch(batch_id), mapping={"id": batch_id, "tenant": tenant,
-                                                "created_at": created_at, "size": len(firsts)})
-    recorder.expire(keys.batch(batch_id), ttl)
-    recorder.zadd(keys.tenant_batches(tenant), {batch_id: time.time()})
-    args += _recorded(recorder)
+                  keys.document_tasks(tenant, upload.document_id),
+                  keys.document_latest(tenant, upload.document_id),
+                  keys.kb_document(tenant, upload.document_id)]
+        fields = _task_fields(task_id, upload, digest, settings, record)
+        args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
+        args += [item for pair in fields.items() for item in pair]
+        if inline:
+            args += recorded_enqueue(connection, queue, job_data(task_id, settings),
+                                     _submitted_metric(queue.name))
+        else:
+            args.append(0)
     reply = _run_script(connection, keys_, args)
     if reply[0] != b"ok":
         raise LimitReached(reply[0].decode())
+    created = [(upload, task_id.decode()) for upload, task_id, existing
+               in zip(firsts.values(), reply[1::2], reply[2::2]) if not existing]
+    if not inline and created:
+        _store_and_enqueue(connection, queue, settings, created)
+    return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
+
+
+def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings,
+                       created: list[tuple[Upload, str]]) -> None:
+    """The bytes of new tasks in pieces, each task's job enqueued (RQ's own enqueue) right
+    after its last piece, on one pipeline sent every few MiB: a job never runs before its bytes
+    are stored, and nothing waits without its job longer than its own bytes take."""
+    writer = blobs.PieceWriter(connection.pipeline(transaction=False))
+    record_metric = _submitted_metric(queue.name)
+    for upload, task_id in created:
+        writer.write(task_id, upload.pieces())
+        record_metric(writer.pipe)
+        queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
+    writer.flush()
+
+
+def _summary(batch_id: str, created_at: str, uploads: Any, reply: list[bytes], tenant: str,
+             trace_id: str) -> dict[str, Any]:
     entries = []
-    for upload, task_id, existing in zip(firsts.values(), reply[1::2], reply[2::2]):
+    for upload, task_id, existing in zip(uploads, reply[1::2], reply[2::2]):
         task_id, existing = task_id.decode(), existing.decode()
         entries.append({"id": task_id, "document_id": upload.document_id,
                         "filename": upload.filename, "status": existing or "pending",
                         "duplicate": bool(existing)})
         logs.event("task_submitted" if not existing else "duplicate_submitted",
                    {"id": task_id, "batch_id": batch_id, "tenant": tenant,
-                    "trace_id": record["trace_id"]}, document_id=upload.document_id)
+                    "trace_id": trace_id}, document_id=upload.document_id)
     return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
 
 
-def _recorded(recorder: Pipeline) -> list[Any]:
-    """The commands queued on `recorder` since the last call (it is never sent), flattened for
-    the submit script to replay: their count, then each one's number of arguments and its
-    arguments.
+def _submitted_metric(queue_name: str) -> Callable[[Pipeline], None]:
+    return lambda pipe: metrics.count(pipe, "tasks_submitted_total", queue=queue_name)
+
+
+def recorded_enqueue(connection: Redis, queue: Queue, data: EnqueueData,
+                     extra: Callable[[Pipeline], None] | None = None) -> list[Any]:
+    """RQ's own enqueue of one job (and `extra`'s writes), recorded on a pipeline that is never
+    sent and flattened for a script to replay: the count of commands, then each one's number
+    of arguments and its arguments.
 
     Recording lets RQ build its own enqueue, whatever its version writes, while the script
-    decides whether it happens; nothing is sent until the script runs.
+    decides whether it happens.
     """
+    recorder = connection.pipeline(transaction=False)
+    if extra is not None:
+        extra(recorder)
+    queue.enqueue_many([data], pipeline=recorder)
     flat: list[Any] = [len(recorder.command_stack)]
     for command, _options in recorder.command_stack:
         flat.append(len(command))
@@ -223,8 +352,9 @@ def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[by
         return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
 
 
-def job_data(task_id: str, settings: Settings) -> EnqueueData:
-    """The RQ job of one run of a task: its id is the task's, its retries are its own.
+def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:
+    """The RQ job of one run of a task: the first run's has the task's id, a Retry's its own
+    (`job_id`); its retries are its own.
 
     Every TTL is explicit (RQ ignores Queue-level ones) and the retry delays are a per-job list
     of jittered exponential whole seconds (RQ has neither jitter nor a backoff factor).
@@ -232,18 +362,17 @@ def job_data(task_id: str, settings: Settings) -> EnqueueData:
     delays = backoff_delays(settings.max_attempts, settings.retry_base_seconds)
     ttl = settings.retention_seconds
     return Queue.prepare_data(
-        JOB_FUNCTION, args=(task_id,), job_id=task_id, timeout=settings.job_timeout,
+        JOB_FUNCTION, args=(task_id,), job_id=job_id or task_id, timeout=settings.job_timeout,
         result_ttl=RESULT_TTL_SECONDS, failure_ttl=ttl, ttl=ttl,
         retry=Retry(max=len(delays), interval=delays) if delays else None)
 
 
-def _task_fields(task_id: str, upload: Upload, digest: str, *, settings: Settings,
-                 **record: str) -> dict[str, Any]:
+def _task_fields(task_id: str, upload: Upload, digest: str, settings: Settings,
+                 record: dict[str, str]) -> dict[str, Any]:
     """The new task's record for the submit script; what tasks.view defaults is left out."""
-    fields = {
+    return {
         "id": task_id, **record, "document_id": upload.document_id,
-        "filename": upload.filename, "kind": upload.kind, "size": len(upload.data),
+        "filename": upload.filename, "kind": upload.kind, "size": upload.size,
         "status": "pending", "max_attempts": settings.max_attempts, "idempotency": digest,
         "version": time.time_ns() // 1000,
     }
-    return fields

@@ -7,6 +7,7 @@ same round trip, so a poll is one HGETALL. The record outlives RQ's job (retenti
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
@@ -23,8 +24,12 @@ from jobs import keys
 STATUSES: tuple[str, ...] = ("pending", "running", "retrying", "succeeded", "failed", "canceled")
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "canceled"})
 ACTIVE: frozenset[str] = frozenset({"pending", "running", "retrying"})
+# An attempt may start from these; from `running` when RQ retries a job whose last attempt was
+# lost before anyone recorded it (the attempt fence keeps the lost one from writing again).
+STARTABLE: tuple[str, ...] = ("pending", "retrying", "running")
 STEPS: tuple[str, ...] = ("parsing", "chunking", "embedding", "indexing")
 
+_HEX = re.compile(r"[0-9a-f]{32}")
 _INT_FIELDS = ("progress", "attempts", "max_attempts")
 _WAITING = {"pending": "Waiting for a worker"}
 _JSON_FIELDS = ("error", "result")
@@ -34,6 +39,11 @@ _OPTIONAL_FIELDS = ("next_attempt_at", "started_at", "ended_at")
 def new_id() -> str:
     """128 random bits, hex: unguessable, so an id alone reveals nothing of other tasks."""
     return secrets.token_hex(16)
+
+
+def is_id(value: str) -> bool:
+    """The shape of every task and batch id: anything else names no task (nor another key)."""
+    return len(value) == 32 and _HEX.fullmatch(value) is not None
 
 
 def now_iso() -> str:

@@ -34,7 +34,7 @@ def warm_up() -> int:
 
     connection = fakeredis.FakeRedis()
     queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
-    uploads = [Upload(f"warm-up-{n}.txt", f"warm-up-{n}.txt", _TEXT * (n + 1), "txt")
+    uploads = [Upload.from_bytes(f"warm-up-{n}.txt", f"warm-up-{n}.txt", _TEXT * (n + 1), "txt")
                for n in range(WARM_UP_DOCUMENTS)]
     with _local_embedder(), _quiet(), logs.held():
         batch = submit_documents(connection, queues, Settings.from_env(), "warm-up", uploads,

@@ -124,7 +124,8 @@
     Promise.all(entries.map(walk)).then(function (lists) { add([].concat.apply([], lists)); });
   }
 
-  function say(lines, link) {
+  // again: the files the server found already ingested unchanged, offered for a forced upload.
+  function say(lines, link, again) {
     var items = lines.map(function (line) {
       var li = document.createElement("li");
       li.textContent = line;
@@ -133,6 +134,14 @@
     var ul = document.createElement("ul");
     ul.replaceChildren.apply(ul, items);
     outcome.replaceChildren(ul);
+    if (again && again.length) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.setAttribute("data-upload-again", "");
+      button.textContent = "Upload again anyway";
+      button.addEventListener("click", function () { upload(again, true); });
+      outcome.appendChild(button);
+    }
     if (link) {
       var a = document.createElement("a");
       a.href = link;
@@ -147,16 +156,28 @@
     return (body.rejected || []).map(function (r) { return "Not accepted: " + r.message; });
   }
 
+  // The chosen items the server answered as duplicates (matched by document id).
+  function duplicatesOf(body, sent) {
+    var ids = {};
+    (body.tasks || []).forEach(function (t) { if (t.duplicate) { ids[t.document_id] = true; } });
+    return sent.filter(function (item) { return ids[item.path]; });
+  }
+
   function send(event) {
     event.preventDefault();
     var good = sendable();
     if (!chosen.length) { say(["Choose one or more files first."]); return; }
     if (!good.length || blocker(good)) { render(); return; }
+    upload(good, form.querySelector("[data-force]").checked);
+  }
+
+  function upload(good, force) {
     var data = new FormData();
     good.forEach(function (item) {
       data.append("files", item.file, item.file.name);
       data.append("document_id", item.path);
     });
+    if (force) { data.append("force", "1"); }
     var bar = progress.querySelector("progress");
     var percent = progress.querySelector("[data-upload-percent]");
     var xhr = new XMLHttpRequest();
@@ -173,9 +194,14 @@
       try { body = JSON.parse(xhr.responseText); } catch (ignore) { body = {}; }
       submit.disabled = false;
       if (xhr.status === 202) {
-        var lines = rejections(body);
-        if (!lines.length) { window.location.assign(body.page_url); return; }
-        say(lines, body.page_url);
+        var lines = rejections(body), again = duplicatesOf(body, good);
+        if (!lines.length && !again.length) { window.location.assign(body.page_url); return; }
+        if (again.length) {
+          lines.push(again.length + " of these files " + (again.length === 1 ? "was" : "were") +
+            " already ingested unchanged and " + (again.length === 1 ? "was" : "were") +
+            " not processed again: " + again.map(function (i) { return i.path; }).join(", "));
+        }
+        say(lines, body.page_url, again);
         return;
       }
       say([(body.error && body.error.message) || "The upload failed (HTTP " + xhr.status + ")."]

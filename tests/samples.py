@@ -79,6 +79,32 @@ def make_pdf_no_text() -> bytes:
     return make_pdf_pages([None])
 
 
+def make_pdf_of_size(size: int, text: str | None = None, seed: str = "") -> bytes:
+    """A PDF of about `size` bytes: one page (with `text` as its text layer, or none, like a
+    scan) and an image-sized stream of filler that no page uses, so reading it stays quick.
+    `seed` makes the filler, and so the file, unique."""
+    filler = (seed.encode() + b"\x00\xff") * max(1, size // (len(seed) + 2))
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>"]
+    if text is None:
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>")
+    else:
+        stream = _content_stream(text)
+        objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792]"
+                    b" /Resources << /Font << /F1 6 0 R >> >> /Contents 5 0 R >>"]
+    objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(filler), filler))
+    if text is not None:
+        objects += [b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+                    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica"
+                    b" /Encoding /WinAnsiEncoding >>"]
+    return _serialise(objects)
+
+
+def make_scan_of_size(size: int, seed: str = "") -> bytes:
+    """A PDF of about `size` bytes with no text layer, like a large scan."""
+    return make_pdf_of_size(size, None, seed)
+
+
 def make_docx(paragraphs: list[str]) -> bytes:
     """A Word document with one paragraph per item, written by python-docx."""
     document = docx.Document()

@@ -26,12 +26,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Tests may pass a ready client as REDIS_CONNECTION (a fakeredis instance, say).
     """
-    from webapp import api, auth, dashboard, errors, events, metrics, openapi, pages, security, tenancy
+    from webapp import (api, auth, dashboard, errors, events, ids, metrics, openapi, pages,
+                        security, tenancy)
     from webapp.cli import register_cli
     from webapp.config import load_config
+    from webapp.uploads import UploadRequest
+    from webapp.sessions import IntakeSessionInterface
 
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
+    app.request_class = UploadRequest
     app.config.from_mapping(load_config(config))
+    app.session_interface = IntakeSessionInterface()
     if not app.config.get("TESTING"):
         configure_logging()
     settings = app.config["INTAKE"]
@@ -42,6 +47,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     csrf.exempt(api.bp)
     security.init_app(app)
     tenancy.init_app(app)
+    ids.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(events.bp)
     app.register_blueprint(pages.bp)

@@ -70,10 +70,19 @@ def _trace_id() -> str | None:
 
 
 def limit_error(exc: LimitReached) -> ApiError:
-    """Backpressure: the whole batch is refused, with when to try again."""
+    """Backpressure: the whole batch is refused, with when to try again. A limit of one tenant
+    is a 429 for that tenant; a limit of the whole service is a 503."""
     if exc.limit == "tenant_full":
         return ApiError(429, "tenant_queue_full", "You have too many documents waiting; try "
                         "again when some have finished.", retry_after=30)
+    if exc.limit == "tenant_blob_budget":
+        return ApiError(429, "tenant_storage_full", "Your uploads waiting to be processed, or "
+                        "kept for a Retry, fill your share of the upload storage; try again "
+                        "when some have finished, or delete failed documents.", retry_after=30)
+    if exc.limit == "knowledge_base_full":
+        return ApiError(429, "knowledge_base_full", "Your knowledge base is full (its chunk "
+                        "limit is reached); delete documents you no longer need first.",
+                        retry_after=3600)
     if exc.limit == "blob_budget":
         return ApiError(503, "storage_full", "Too many uploaded bytes are waiting to be "
                         "processed; try again shortly.", retry_after=30)
@@ -104,7 +113,7 @@ def list_batches() -> Response:
                                                limit=limit))
 
 
-@bp.get("/batches/<batch_id>")
+@bp.get("/batches/<hexid:batch_id>")
 def get_batch(batch_id: str) -> Response:
     text = intake().get_batch_json(tenancy.current_tenant(), batch_id)
     if text is None:
@@ -112,7 +121,7 @@ def get_batch(batch_id: str) -> Response:
     return json_response(None, etag=True, text=text)
 
 
-@bp.get("/tasks/<task_id>")
+@bp.get("/tasks/<hexid:task_id>")
 def get_task(task_id: str) -> Response:
     task = intake().get_task(tenancy.current_tenant(), task_id)
     if task is None:
@@ -120,13 +129,13 @@ def get_task(task_id: str) -> Response:
     return json_response(task, etag=True)
 
 
-@bp.post("/tasks/<task_id>/retry")
+@bp.post("/tasks/<hexid:task_id>/retry")
 def retry_task(task_id: str) -> Response:
     outcome, previous = intake().retry(tenancy.current_tenant(), task_id)
     return _changed(task_id, outcome, previous, "retried")
 
 
-@bp.post("/tasks/<task_id>/cancel")
+@bp.post("/tasks/<hexid:task_id>/cancel")
 def cancel_task(task_id: str) -> Response:
     outcome, previous = intake().cancel(tenancy.current_tenant(), task_id)
     return _changed(task_id, outcome, previous, "canceled")
@@ -139,18 +148,22 @@ def _changed(task_id: str, outcome: str, previous: str, verb: str) -> Response:
     if outcome == "not_retryable":
         raise ApiError(409, "not_retryable", "This task failed because of its file: retrying "
                        "cannot help. Fix the file and upload it again.")
+    if outcome == "upload_expired":
+        raise ApiError(409, "upload_expired", "The upload of this task is no longer kept "
+                       "(failed and canceled uploads are kept for a limited time); upload the "
+                       "file again.")
     if outcome != "ok":
         raise ApiError(409, "conflict", f"A {previous} task cannot be {verb}.")
     return json_response(intake().get_task(tenancy.current_tenant(), task_id), 202)
 
 
-@bp.post("/batches/<batch_id>/retry-failed")
+@bp.post("/batches/<hexid:batch_id>/retry-failed")
 def retry_batch(batch_id: str) -> Response:
     return json_response(intake().retry_failed(tenancy.current_tenant(), _batch_tasks(batch_id)),
                          202)
 
 
-@bp.post("/batches/<batch_id>/cancel")
+@bp.post("/batches/<hexid:batch_id>/cancel")
 def cancel_batch(batch_id: str) -> Response:
     return json_response(intake().cancel_many(tenancy.current_tenant(), _batch_tasks(batch_id)),
                          202)
@@ -165,13 +178,15 @@ def _batch_tasks(batch_id: str) -> list[str]:
 
 @bp.get("/failed")
 def list_failed() -> Response:
-    tenant: str | None = tenancy.current_tenant()
+    """The tenant's dead letters; with ?all=1 every tenant's, for an operator's basic auth."""
+    tenant: str | None = None
     if request.args.get("all") in ("1", "true"):
         denial = operator_denial()
-        if denial is not None:
-            raise ApiError(denial.status_code, "operator_only",
+        if denial is not None:  # a known tenant lacks the right; anyone else lacks credentials
+            raise ApiError(403 if tenancy.identified() else denial.status_code, "operator_only",
                            "Every tenant's dead letters are for operators.")
-        tenant = None
+    else:
+        tenant = tenancy.current_tenant()
     page = intake().list_failed(tenant, offset=_int_arg("offset", 0, 0, 10**6),
                                 limit=_int_arg("limit", 50, 1, 200))
     return json_response(page, etag=True)

@@ -1,10 +1,13 @@
 """Signing pages in and out with an API key (DESIGN §10): the key is checked once, then a signed
-session cookie carries the tenant. Forms carry CSRF tokens like every other form."""
+session cookie carries the tenant and the id of a session record in Redis (webapp.sessions), so
+signing out ends the session for every copy of the cookie. Forms carry CSRF tokens like every
+other form."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, session
+from flask import Blueprint, current_app, flash, redirect, render_template, request
 from werkzeug.wrappers import Response
 
+from webapp import sessions
 from webapp.tenancy import key_digest, tenant_for_key
 
 bp = Blueprint("auth", __name__)
@@ -22,14 +25,13 @@ def signin() -> Response | str | tuple[str, int]:
     if tenant is None:
         flash("That key is not valid.", "error")
         return render_template("signin.html", next=_next()), 401
-    session.clear()
-    session["tenant"], session["key"] = tenant, key_digest(key)
+    sessions.sign_in(tenant, key_digest(key))
     return redirect(_next(), 303)
 
 
 @bp.post("/signout")
 def signout() -> Response:
-    session.clear()
+    sessions.sign_out()
     return redirect("/signin" if current_app.config["INTAKE_KEYS"] else "/", 303)
 
 

@@ -1,7 +1,8 @@
 """One Config over the environment (DESIGN §11), with a mapping to override it in tests.
 
 The pipeline's settings are parsed by jobs.settings so that web and workers agree; this module
-adds what only the web needs: the secret key, request limits in Flask's terms, operator access.
+adds what only the web needs: the secret key, request limits in Flask's terms, operator access,
+and whether session cookies are always Secure (they are over HTTPS in any case: webapp.sessions).
 """
 from __future__ import annotations
 
@@ -35,7 +36,18 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         RQ_DASHBOARD_REDIS_URL=settings.redis_url,
         WTF_CSRF_TIME_LIMIT=None,
         SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=_flag(source, "INTAKE_SECURE_COOKIES"),
         SESSION_COOKIE_HTTPONLY=True,
         JSON_SORT_KEYS=False,
     )
     return config
+
+
+def _flag(source: Mapping[str, Any], name: str) -> bool:
+    """1/true/yes/on or 0/false/no/off (unset is off); anything else is a configuration error."""
+    raw = str(source.get(name) or "").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={source.get(name)!r} must be 1 or 0")

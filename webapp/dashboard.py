@@ -23,6 +23,8 @@ def mount(app: Flask) -> None:
     rq_dashboard.web.setup_rq_connection(app)
     csrf.exempt(rq_dashboard.blueprint)
     app.register_blueprint(rq_dashboard.blueprint, url_prefix=URL_PREFIX)
+    # Its pages link the app's /static/favicon.ico, which Intake lacks (a 404 on every page).
+    app.add_url_rule("/static/favicon.ico", "dashboard_favicon", rq_dashboard.web.favicon)
     app.before_request(_guard)
 
 
@@ -43,10 +45,17 @@ def operator_denial() -> Response | None:
     if password:
         auth = request.authorization
         if (auth and auth.type == "basic" and auth.username == "admin"
-                and hmac.compare_digest(str(auth.password or ""), str(password))):
+                and _same_secret(auth.password or "", str(password))):
             return None
         return Response("Operator credentials required.", 401,
                         {"WWW-Authenticate": 'Basic realm="Intake operators"'})
     if current_app.config.get("INTAKE_LOCAL_MODE") and request.remote_addr in LOOPBACK:
         return None
     return Response("Operator pages are disabled: set INTAKE_ADMIN_PASSWORD.", 403)
+
+
+def _same_secret(given: str, expected: str) -> bool:
+    """Constant-time, on UTF-8 bytes: compare_digest refuses non-ASCII str (a TypeError, a 500).
+    The configured side may hold surrogate escapes of an environment that was not UTF-8."""
+    return hmac.compare_digest(given.encode("utf-8"),
+                               expected.encode("utf-8", "surrogateescape"))

@@ -25,6 +25,7 @@ from jobs import TERMINAL
 from webapp import tenancy
 from webapp.errors import ApiError
 from webapp.extensions import intake
+from webapp.ids import is_id
 
 bp = Blueprint("events", __name__, url_prefix="/api")
 
@@ -54,7 +55,7 @@ class Timing:
                    retry_ms=int(config.get("EVENTS_RETRY_MS", cls.retry_ms)))
 
 
-@bp.get("/batches/<batch_id>/events")
+@bp.get("/batches/<hexid:batch_id>/events")
 def batch_events(batch_id: str) -> Response:
     """Scoped like GET /api/batches/<id>: an unknown or another tenant's batch is a JSON 404."""
     tenant, service = tenancy.current_tenant(), intake()
@@ -62,7 +63,7 @@ def batch_events(batch_id: str) -> Response:
     if batch is None:
         raise ApiError(404, "not_found", "No such batch.")
     only = request.args.get("task") or None
-    if only is not None and not any(t["id"] == only for t in batch["tasks"]):
+    if only is not None and (not is_id(only) or not any(t["id"] == only for t in batch["tasks"])):
         raise ApiError(404, "not_found", "No such task in this batch.")
     stream = BatchStream(lambda: service.get_batch(tenant, batch_id),
                          Timing.from_config(current_app.config), only)

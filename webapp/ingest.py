@@ -47,20 +47,20 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
         raise click.ClickException("no files to ingest")
     service, settings = current_app.extensions["intake"], current_app.config["INTAKE"]
     handles = [path.open("rb") for path, _ in found]
-    try:
+    try:  # the files are read through once to be checked, then again, in pieces, to be stored
         storages = [FileStorage(stream=h, filename=doc_id) for h, (_, doc_id) in zip(handles, found)]
         checked = accept(storages, [doc_id for _, doc_id in found], settings)
+        for rejection in checked.rejected:
+            click.echo(f"rejected {rejection['filename']}: {rejection['message']}", err=True)
+        if not checked.uploads:
+            sys.exit(1)
+        try:
+            batch = service.submit(tenant, checked.uploads, priority=priority, force=force)
+        except LimitReached as exc:
+            raise click.ClickException(f"refused, try again later ({exc.limit})") from None
     finally:
         for handle in handles:
             handle.close()
-    for rejection in checked.rejected:
-        click.echo(f"rejected {rejection['filename']}: {rejection['message']}", err=True)
-    if not checked.uploads:
-        sys.exit(1)
-    try:
-        batch = service.submit(tenant, checked.uploads, priority=priority, force=force)
-    except LimitReached as exc:
-        raise click.ClickException(f"refused, try again later ({exc.limit})") from None
     if no_wait:
         for task in batch["tasks"]:
             click.echo(f"{task['id']}  {task['status']:<9}  {task['document_id']}")

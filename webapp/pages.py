@@ -45,16 +45,22 @@ def upload() -> Response | tuple[str, int]:
     with held_logs() as lines:
         try:
             batch = intake().submit(tenancy.current_tenant(), checked.uploads,
-                                    priority=request.form.get("priority") or None)
+                                    priority=request.form.get("priority") or None,
+                                    force=request.form.get("force") == "1")
         except LimitReached as exc:
             flash(limit_error(exc).message, "error")
             return redirect(url_for("pages.index"), 303)
+    duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])
+    if duplicates:
+        flash(f"{duplicates} of these files were already ingested unchanged and were not "
+              "processed again. To process them again, choose them again with “Upload again "
+              "anyway” ticked.", "info")
     response = redirect(url_for("pages.batch", batch_id=batch["batch_id"]), 303)
     response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
     return response
 
 
-@bp.get("/batches/<batch_id>")
+@bp.get("/batches/<hexid:batch_id>")
 def batch(batch_id: str) -> str:
     found = intake().get_batch(tenancy.current_tenant(), batch_id)
     if found is None:
@@ -66,7 +72,7 @@ def batch(batch_id: str) -> str:
                            refresh=NOSCRIPT_REFRESH_SECONDS if live else None)
 
 
-@bp.post("/batches/<batch_id>/retry-failed")
+@bp.post("/batches/<hexid:batch_id>/retry-failed")
 def retry_batch(batch_id: str) -> Response:
     counts = intake().retry_failed(tenancy.current_tenant(), _batch_tasks(batch_id))
     flash(f"Retrying {counts['retried']} failed documents"
@@ -74,7 +80,7 @@ def retry_batch(batch_id: str) -> Response:
     return redirect(url_for("pages.batch", batch_id=batch_id), 303)
 
 
-@bp.post("/batches/<batch_id>/cancel")
+@bp.post("/batches/<hexid:batch_id>/cancel")
 def cancel_batch(batch_id: str) -> Response:
     counts = intake().cancel_many(tenancy.current_tenant(), _batch_tasks(batch_id))
     flash(f"Canceled {counts['canceled']} documents.", "info")
@@ -88,7 +94,7 @@ def _batch_tasks(batch_id: str) -> list[str]:
     return task_ids
 
 
-@bp.post("/tasks/<task_id>/<any(retry, cancel):action>")
+@bp.post("/tasks/<hexid:task_id>/<any(retry, cancel):action>")
 def change_task(task_id: str, action: str) -> Response:
     """Retry or cancel, then back to where the person was (the form says where)."""
     service = intake()
@@ -98,6 +104,8 @@ def change_task(task_id: str, action: str) -> Response:
         abort(404, "No such task.")
     if outcome == "not_retryable":
         flash("This file cannot be processed as it is: fix it and upload it again.", "error")
+    elif outcome == "upload_expired":
+        flash("This file's upload is no longer kept: upload it again.", "error")
     elif outcome != "ok":
         flash(f"A {previous} task cannot be {'retried' if action == 'retry' else 'canceled'}.",
               "error")
@@ -125,7 +133,7 @@ def _back(default: str) -> str:
     return target if target.startswith("/") and not target.startswith("//") else default
 
 
-@bp.get("/tasks/<task_id>")
+@bp.get("/tasks/<hexid:task_id>")
 def task(task_id: str) -> str:
     found = intake().get_task(tenancy.current_tenant(), task_id)
     if found is None:

@@ -3,8 +3,11 @@
 Without INTAKE_API_KEYS there is one tenant, `default`. With keys (`tenant:key,tenant:key`), an
 API call carries `Authorization: Bearer <key>` (or the session of a signed-in page), and a page
 needs a session signed in with a key. The session keeps a digest of the key it was signed in
-with, so removing a key from the configuration signs its sessions out. Views then scope every
-read and write by `current_tenant()`; another tenant's ids simply do not exist for them.
+with, so removing a key from the configuration signs its sessions out, and the id of its record
+in Redis (webapp.sessions), so signing out refuses every copy of the cookie. Operator endpoints
+also let basic auth through (Bearer and Basic share one header): the view checks the operator.
+Views then scope every read and write by `current_tenant()`; another tenant's ids simply do not
+exist for them.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from urllib.parse import quote
 
 from flask import Flask, Response, current_app, g, redirect, request, session
 
+from webapp import sessions
 from webapp.errors import ApiError
 
 DEFAULT_TENANT = "default"
@@ -24,6 +28,8 @@ TENANT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # what monitoring polls.
 OPEN_ENDPOINTS = frozenset({"auth.signin", "auth.signout", "static", "api.health",
                             "openapi.openapi", "metrics.scrape"})
+# Views that answer operators (webapp.dashboard.operator_denial) as well as tenants.
+OPERATOR_ENDPOINTS = frozenset({"api.list_failed"})
 
 
 def parse_api_keys(raw: str | None) -> dict[str, str]:
@@ -63,7 +69,16 @@ def _signed_in() -> str | None:
 
 
 def current_tenant() -> str:
+    """The request's tenant; a request let through as an operator has none: 401."""
+    if g.tenant is None:
+        raise ApiError(401, "unauthorized", "Send `Authorization: Bearer <your API key>`.")
     return g.tenant
+
+
+def identified() -> bool:
+    """Whether a key or a signed-in session named this request's tenant (so a refusal of
+    operator access is 403, not a request for credentials)."""
+    return bool(current_app.config["INTAKE_KEYS"]) and g.get("tenant") is not None
 
 
 def _identify() -> Response | None:
@@ -71,8 +86,13 @@ def _identify() -> Response | None:
     if not keys:
         g.tenant = DEFAULT_TENANT
         return None
+    if request.endpoint == "static":  # for everyone: no session read, even while Redis is down
+        g.tenant = None
+        return None
     g.tenant = _from_bearer(keys) or _from_session(keys)
     if g.tenant or request.endpoint in OPEN_ENDPOINTS or request.blueprint == "rq_dashboard":
+        return None
+    if request.endpoint in OPERATOR_ENDPOINTS and _basic_auth():
         return None
     if request.path.startswith("/api/"):
         raise ApiError(401, "unauthorized", "Send `Authorization: Bearer <your API key>`.")
@@ -96,7 +116,14 @@ def _from_session(keys: Mapping[str, str]) -> str | None:
     tenant, digest = session.get("tenant"), session.get("key")
     if not tenant or not digest:
         return None
-    if not any(t == tenant and hmac.compare_digest(key_digest(k), digest) for k, t in keys.items()):
+    known = any(t == tenant and hmac.compare_digest(key_digest(k).encode(), str(digest).encode())
+                for k, t in keys.items())
+    if not known or not sessions.live(tenant):
         session.clear()
         return None
     return tenant
+
+
+def _basic_auth() -> bool:
+    auth = request.authorization
+    return auth is not None and auth.type == "basic"

@@ -4,21 +4,49 @@ Each file is bounded, must not be empty, and must be a supported type by its con
 its extension. A document id defaults to the name as uploaded, with the relative folder a
 folder upload or the CLI sends, NFC-normalised; it is cleaned only of what cannot be shown or
 stored safely (control characters, `..`, leading slashes).
+
+Why files are read in pieces: a request may carry 200 MiB. Werkzeug spools each file part to a
+temporary file once it passes a small size (`UploadRequest`, at most SPOOL_BUDGET_BYTES of a
+request in memory), and each file is then read through once for its size, digest and first
+bytes; only small files are held, larger ones are read again in pieces when they are stored.
 """
 from __future__ import annotations
 
 import posixpath
 import re
+import tempfile
 import unicodedata
 from dataclasses import dataclass, field
+from typing import IO
 
+from flask import Request
 from werkzeug.datastructures import FileStorage
 
-from jobs import Settings, Upload, detect_kind, rejection_reason
+from jobs import Settings, Upload, detect_kind, measure_upload, rejection_reason
 
 SNIFF_BYTES = 4096
+SPOOL_FILE_BYTES = 64 * 1024          # a file part larger than this goes to a temporary file
+SPOOL_BUDGET_BYTES = 4 * 1024 * 1024  # what one request's file parts may hold in memory
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _STATUS_OF = {"file_too_large": 413, "empty_file": 400, "unsupported_type": 415}
+
+
+class UploadRequest(Request):
+    """Flask's request, spooling file parts to disk early so a request's memory is bounded.
+
+    Werkzeug's default keeps up to 500 KB of every file part in memory: 500 small files would
+    hold 250 MB. Here the first parts of a request may hold SPOOL_FILE_BYTES each until the
+    request's SPOOL_BUDGET_BYTES are spent; every later part goes straight to a temporary file.
+    """
+
+    def _get_file_stream(self, total_content_length: int | None, content_type: str | None,
+                         filename: str | None = None,
+                         content_length: int | None = None) -> IO[bytes]:
+        spent = getattr(self, "_spool_spent", 0)
+        if spent + SPOOL_FILE_BYTES > SPOOL_BUDGET_BYTES:
+            return tempfile.TemporaryFile("rb+")
+        self._spool_spent = spent + SPOOL_FILE_BYTES
+        return tempfile.SpooledTemporaryFile(max_size=SPOOL_FILE_BYTES, mode="rb+")
 
 
 @dataclass
@@ -40,29 +68,35 @@ def clean_path(raw: str) -> str:
 
 
 def accept(files: list[FileStorage], document_ids: list[str], settings: Settings) -> Accepted:
-    """Check each file; the bytes of accepted ones are read into memory (bounded per file)."""
+    """Check each file, reading it through once; accepted ones keep their stream (the request's
+    temporary file), to be stored from it."""
     result = Accepted()
     for position, storage in enumerate(files):
         path = clean_path(storage.filename or "") or f"upload-{position + 1}"
         filename = posixpath.basename(path)
         given = document_ids[position] if position < len(document_ids) else ""
         document_id = clean_path(given) or path
-        data = storage.stream.read(settings.max_file_bytes + 1)
-        kind = _kind_or_problem(filename, data, settings)
-        if isinstance(kind, tuple):
-            result.rejected.append({"filename": filename, "code": kind[0], "message": kind[1]})
+        measured = measure_upload(storage.stream, settings.max_file_bytes, SNIFF_BYTES)
+        problem = _problem(filename, measured.size, measured.head, settings)
+        if problem is not None:
+            result.rejected.append({"filename": filename, "code": problem[0],
+                                    "message": problem[1]})
             continue
-        result.uploads.append(Upload(filename=filename, document_id=document_id, data=data,
-                                     kind=kind))
+        kind = detect_kind(filename, measured.head)
+        assert kind is not None  # _problem said it is acceptable
+        result.uploads.append(Upload(filename=filename, document_id=document_id, kind=kind,
+                                     size=measured.size, sha256=measured.sha256,
+                                     data=measured.data, source=storage.stream))
     return result
 
 
-def _kind_or_problem(filename: str, data: bytes, settings: Settings) -> str | tuple[str, str]:
-    """The document kind of an acceptable file, or (code, message) of why it is refused."""
-    if len(data) > settings.max_file_bytes:
+def _problem(filename: str, size: int, head: bytes, settings: Settings) -> tuple[str, str] | None:
+    """(code, message) of why a file is refused, or None when it is acceptable."""
+    if size > settings.max_file_bytes:
         limit = settings.max_file_bytes / (1024 * 1024)
         return "file_too_large", f"“{filename}” is larger than the {limit:g} MiB limit per file."
-    if not data:
+    if not size:
         return "empty_file", f"“{filename}” is empty."
-    head = data[:SNIFF_BYTES]
-    return detect_kind(filename, head) or rejection_reason(filename, head)
+    if detect_kind(filename, head) is None:
+        return rejection_reason(filename, head)
+    return None

@@ -246,3 +246,54 @@ def test_a_hidden_tab_polls_four_times_slower_and_errors_back_off(chromium, web,
     assert len(failing_gaps) >= 3, f"failing: {failing_gaps}"
     assert all(b > a for a, b in zip(failing_gaps, failing_gaps[1:])), f"failing: {failing_gaps}"
     assert failing_gaps[-1] >= 2 * failing_gaps[0], f"failing: {failing_gaps}"
+
+
+def _task_of_batch(api, page) -> str:
+    batch = api.get(page.url.replace("/batches/", "/api/batches/")).json()
+    assert len(batch["tasks"]) == 1, batch
+    return batch["tasks"][0]["id"]
+
+
+def _choose_and_upload(page, path, *, force: bool = False, to_batch: bool = True) -> None:
+    page.goto("/")
+    page.set_input_files("#files", str(path))
+    if force:
+        page.check("#force")
+    page.click("form.upload button[type=submit]")
+    if to_batch:
+        page.wait_for_url("**/batches/*")
+
+
+def test_a_duplicate_upload_offers_upload_again_anyway(page, api, workers, tmp_path):
+    word = uuid.uuid4().hex[:10]
+    path = tmp_path / f"again-{word}.txt"
+    path.write_text(f"Words about {word}, uploaded twice.")
+    _choose_and_upload(page, path)
+    first = _task_of_batch(api, page)
+    poll(lambda: _statuses(page), lambda texts: texts == ["Succeeded"], timeout=60,
+         message="the first upload succeeds")
+
+    _choose_and_upload(page, path, to_batch=False)
+    result = page.locator("[data-upload-result]")
+    result.wait_for(state="visible")
+    assert "already ingested unchanged" in result.inner_text(), result.inner_text()
+    result.get_by_role("button", name="Upload again anyway").click()
+    page.wait_for_url("**/batches/*")
+    assert _task_of_batch(api, page) != first, "a new run of the same file"
+    poll(lambda: _statuses(page), lambda texts: texts == ["Succeeded"], timeout=60,
+         message="the forced upload succeeds")
+
+
+def test_without_javascript_upload_again_anyway_is_a_checkbox(page_without_js, api, workers,
+                                                              tmp_path):
+    page = page_without_js
+    word = uuid.uuid4().hex[:10]
+    path = tmp_path / f"plain-{word}.txt"
+    path.write_text(f"Plain words about {word}.")
+    _choose_and_upload(page, path)
+    first = _task_of_batch(api, page)
+    _choose_and_upload(page, path)
+    assert "already ingested unchanged" in page.locator(".flashes").inner_text()
+    assert _task_of_batch(api, page) == first, "a duplicate without the box ticked"
+    _choose_and_upload(page, path, force=True)
+    assert _task_of_batch(api, page) != first, "ticked: a new run"

@@ -21,6 +21,8 @@ Function fixtures:
                   test (they share the queues with `workers`).
 - `fault`         (function scope) the module's `Stack` for fault injection (below), topped up to 2
                   running registered workers, with the embedding server reset to mode "ok".
+Stacks of their own: `start_stack(redis_server, tmp_path_factory, name, database, env, …)` starts
+a web and workers on another logical database (a module fixture's; `stop_stack` stops them).
 Module fixture:
 - `fault_stack`   an isolated `Stack`: its own logical Redis database (DB 1: its own queues,
                   tasks, workers and scheduler), its own Procfile web and 2 workers, all using the
@@ -210,25 +212,45 @@ class Stack:
         return self._client
 
 
-@pytest.fixture(scope="module")
-def fault_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    redis_url = f"{redis_server.url.rsplit('/', 1)[0]}/1"
-    redis.Redis.from_url(redis_url).flushdb()  # nothing runs on DB 1 yet: start from empty
-    env = base_env({
-        "REDIS_URL": redis_url,
-        "SECRET_KEY": SECRET_KEY,
-        "INTAKE_EMBEDDING_URL": _embedding_server.url,
-        **FAULT_ENV,
-    })
-    web = WebServer(_group(tmp_path_factory, "fault-web"), env)
-    pool = WorkerPool(_group(tmp_path_factory, "fault-workers"), redis_url, env, prefix="itest-fault")
+def start_stack(redis_server, tmp_path_factory: pytest.TempPathFactory, name: str, database: int,
+                env: dict[str, str], *, embedding: EmbeddingServer, workers: int = 2,
+                worker_class: str | None = None, web_redis_url: str | None = None) -> Stack:
+    """A web and `workers` workers of their own on logical database `database` of the session's
+    redis-server, emptied first (nothing else uses it). `web_redis_url` points the web elsewhere
+    (a fault-injecting proxy in front of the same database); `worker_class` replaces the
+    Procfile's worker class (RQ's SimpleWorker, which ignores the stop command)."""
+    redis_url = f"{redis_server.url.rsplit('/', 1)[0]}/{database}"
+    redis.Redis.from_url(redis_url).flushdb()
+    full_env = base_env({"REDIS_URL": redis_url, "SECRET_KEY": SECRET_KEY, **env})
+    web = WebServer(_group(tmp_path_factory, f"{name}-web"),
+                    {**full_env, "REDIS_URL": web_redis_url or redis_url})
+    pool = WorkerPool(_group(tmp_path_factory, f"{name}-workers"), redis_url, full_env,
+                      prefix=f"itest-{name}", worker_class=worker_class)
     try:
         web.start()
-        pool.start(2)
-        yield Stack(redis_url, env, web, pool, _embedding_server)
-    finally:
+        if workers:
+            pool.start(workers)
+    except BaseException:
         pool.stop_all()
         web.stop()
+        raise
+    return Stack(redis_url, full_env, web, pool, embedding)
+
+
+def stop_stack(stack: Stack) -> None:
+    stack.workers.stop_all()
+    stack.web.stop()
+
+
+@pytest.fixture(scope="module")
+def fault_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
+    stack = start_stack(redis_server, tmp_path_factory, "fault", 1,
+                        {"INTAKE_EMBEDDING_URL": _embedding_server.url, **FAULT_ENV},
+                        embedding=_embedding_server)
+    try:
+        yield stack
+    finally:
+        stop_stack(stack)
 
 
 @pytest.fixture

@@ -133,8 +133,9 @@ class WorkerPool:
     """Real `rq worker` processes on one Redis, each with a unique name."""
 
     def __init__(self, group: ProcessGroup, redis_url: str, env: Mapping[str, str],
-                 prefix: str = "itest") -> None:
+                 prefix: str = "itest", worker_class: str | None = None) -> None:
         self.group, self.redis_url, self.env = group, redis_url, dict(env)
+        self.worker_class = worker_class  # None: the Procfile's (jobs.workers.IntakeWorker)
         self.prefix = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.processes: dict[str, ManagedProcess] = {}  # the current workers (stopped ones leave)
         self._started = 0
@@ -156,6 +157,8 @@ class WorkerPool:
             self._started += 1
             name = f"{self.prefix}-{self._started}"
             argv = worker_command(self.redis_url, name=name)
+            if self.worker_class is not None:
+                argv[argv.index("--worker-class") + 1] = self.worker_class
             self.processes[name] = self.group.spawn(f"worker-{name}", argv, self.env)
             names.append(name)
         self.wait_registered(names, timeout)

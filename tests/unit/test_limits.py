@@ -56,3 +56,47 @@ def test_a_finished_or_canceled_task_frees_its_place(make_app, redis):
     assert upload(client, *_files(1, size=20)).status_code == 503
     client.post(f"/api/tasks/{task['id']}/cancel")
     assert upload(client, *_files(1, size=20)).status_code == 202
+
+
+def test_each_tenant_has_its_own_share_of_the_upload_storage(make_app, redis):
+    keys_ = "acme:acme-key-123,globex:globex-key-456"
+    client = make_app(INTAKE_API_KEYS=keys_, INTAKE_TENANT_BLOB_BUDGET_BYTES=100,
+                      INTAKE_BLOB_BUDGET_BYTES=1000).test_client()
+
+    def as_tenant(key, *files):
+        client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+        return upload(client, *files)
+    assert as_tenant("acme-key-123", *_files(1, size=80)).status_code == 202
+    refused = as_tenant("acme-key-123", *_files(1, size=30))
+    assert refused.status_code == 429 and refused.headers["Retry-After"]
+    assert refused.get_json()["error"]["code"] == "tenant_storage_full"
+    assert as_tenant("globex-key-456", *_files(1, size=90)).status_code == 202
+    assert int(redis.get(keys.tenant_blob_bytes("acme"))) == 80
+    assert int(redis.get(keys.blob_bytes())) == 170
+
+
+def test_a_release_gives_bytes_back_once_however_often_it_runs(client, redis):
+    task_id = upload(client, *_files(1, size=50)).get_json()["tasks"][0]["id"]
+    for _ in range(3):  # a success, then a delete, then a re-sent command
+        blobs.release(redis, "default", task_id)
+    assert int(redis.get(keys.blob_bytes())) == 0
+    assert int(redis.get(keys.tenant_blob_bytes("default"))) == 0
+
+
+def test_recount_moves_sizes_of_earlier_releases_to_their_tenant(client, redis):
+    task_id = upload(client, *_files(1, size=30)).get_json()["tasks"][0]["id"]
+    redis.hdel(keys.tenant_blob_sizes("default"), task_id)   # as an earlier release wrote it:
+    redis.set(keys.tenant_blob_bytes("default"), 0)          # one all-tenant table
+    redis.hset(keys.legacy_blob_sizes(), task_id, 30)
+    assert blobs.recount(redis) == 30
+    assert int(redis.get(keys.tenant_blob_bytes("default"))) == 30
+    assert not redis.exists(keys.legacy_blob_sizes())
+
+
+def test_a_full_knowledge_base_refuses_uploads(make_app, redis, run_jobs):
+    client = make_app(INTAKE_TENANT_CHUNK_LIMIT=1).test_client()
+    assert upload(client, ("a.txt", b"One short chunk.")).status_code == 202
+    run_jobs()
+    refused = upload(client, ("b.txt", b"Another short chunk."))
+    assert refused.status_code == 429
+    assert refused.get_json()["error"]["code"] == "knowledge_base_full"

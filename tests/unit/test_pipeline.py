@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
-
 import time
+
+import pytest
 
 import numpy as np
 from rq.job import Job
@@ -12,6 +13,7 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 from jobs import keys, pipeline
 from jobs.embedding import LocalEmbedder, SparseRows
 from jobs.failures import TransientError
+from jobs.attempts import AttemptFence, Superseded
 from jobs.progress import ProgressReporter
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
@@ -70,29 +72,50 @@ def test_a_transient_failure_waits_for_a_retry(client, run_jobs, redis, monkeypa
         cleanup=False)
 
 
-def test_a_cancel_flag_stops_the_job_before_it_starts(client, run_jobs, redis):
+def test_a_task_canceled_as_its_job_is_dequeued_never_starts(client, run_jobs, redis):
     task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
-    redis.set(keys.cancel_flag(task_id), 1)
+    # The record says canceled while the job is still queued (rq#2160's window).
+    redis.hset(keys.task(task_id), mapping={"status": "canceled", "current_step": "canceled"})
     run_jobs()
     task = _task(client, task_id)
     assert task["status"] == "canceled" and task["current_step"] == "canceled"
+    assert task["attempts"] == 0 and task["steps"] == []
     assert redis.scard(keys.kb_documents("default")) == 0
+
+
+class _RecordingFence(AttemptFence):
+    """A real fence on fakeredis that also notes when each progress write was sent."""
+
+    def __init__(self, redis, task_id, clock):
+        super().__init__(redis, task_id, None)
+        self.clock, self.sent = clock, []
+
+    def write(self, fields, ttl_seconds, meta=b"", pipe=None):
+        self.sent.append(self.clock[0])
+        super().write(fields, ttl_seconds, meta, pipe)
+
+
+def _running(redis, task_id):
+    fence = AttemptFence(redis, task_id, None)
+    redis.hset(keys.task(task_id), mapping={"status": "running", "tenant": "default",
+                                            "id": task_id, "attempt_id": fence.attempt_id})
+    return fence
 
 
 def test_progress_writes_stay_within_four_a_second(redis, monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr("jobs.progress.time.monotonic", lambda: clock[0])
-    monkeypatch.setattr("jobs.progress.time.time", lambda: clock[0])
-    reporter = ProgressReporter(redis, "t" * 32, ttl_seconds=60)
+    fence = _RecordingFence(redis, "t" * 32, clock)
+    redis.hset(keys.task("t" * 32), mapping={"status": "running", "attempt_id": fence.attempt_id})
+    reporter = ProgressReporter(fence, ttl_seconds=60)
     seen = []
     for step in range(200):
         clock[0] += 0.02
         reporter.update(step // 2, f"step {step}")
         seen.append(int(redis.hget(keys.task("t" * 32), "progress") or 0))
-    reporter.write({"status": "succeeded"})
-    writes = reporter.writes
-    busiest = max(sum(1 for w in writes if start <= w < start + 1) for start in writes)
-    assert busiest <= 4
+    reporter.close()
+    busiest = max(sum(1 for w in fence.sent if start <= w < start + 1) for start in fence.sent)
+    assert len(fence.sent) >= 10 and busiest <= 4, fence.sent
     assert seen == sorted(seen), "progress never decreases"
 
 
@@ -155,8 +178,7 @@ def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
 
 def test_a_held_back_step_is_written_as_soon_as_the_throttle_allows(redis):
     task = keys.task("s" * 32)
-    redis.hset(task, mapping={"status": "running", "tenant": "default", "id": "s" * 32})
-    reporter = ProgressReporter(redis, "s" * 32, ttl_seconds=60)
+    reporter = ProgressReporter(_running(redis, "s" * 32), ttl_seconds=60)
     reporter.begin_step("parsing", 2, "Reading")
     reporter.begin_step("embedding", 30, "Embedding chunks 0 of 64")  # held back
     assert redis.hget(task, "current_step") == b"parsing"
@@ -169,7 +191,18 @@ def test_a_held_back_step_is_written_as_soon_as_the_throttle_allows(redis):
 
 def test_progress_never_overwrites_a_cancel(redis):
     task = keys.task("c" * 32)
+    fence = _running(redis, "c" * 32)
     redis.hset(task, mapping={"status": "canceled", "current_step": "canceled"})
-    reporter = ProgressReporter(redis, "c" * 32, ttl_seconds=60)
+    reporter = ProgressReporter(fence, ttl_seconds=60)
     reporter.begin_step("embedding", 30, "Embedding")
     assert redis.hget(task, "current_step") == b"canceled"
+
+
+def test_an_attempt_that_lost_its_task_writes_nothing(redis):
+    task = keys.task("d" * 32)
+    old = _running(redis, "d" * 32)
+    _running(redis, "d" * 32)  # a newer attempt took the task over
+    ProgressReporter(old, ttl_seconds=60).begin_step("embedding", 30, "Embedding")
+    assert redis.hget(task, "current_step") is None
+    with pytest.raises(Superseded):
+        old.check()

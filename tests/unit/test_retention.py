@@ -8,7 +8,8 @@ from jobs.reconcile import housekeeping
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
-KEPT_FOR_GOOD = ("intake:kb:", "intake:metrics", "intake:blob-bytes", "intake:blob-sizes")
+KEPT_FOR_GOOD = ("intake:kb:", "intake:metrics", "intake:blob-bytes",
+                 "intake:tenant:default:blob-bytes", "intake:tenant:default:blob-sizes")
 LISTS = ("intake:active", "intake:failed", "intake:tenant:default:batches",
          "intake:tenant:default:failed", "intake:tenant:default:active", "intake:canceling")
 

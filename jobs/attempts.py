@@ -1,0 +1,166 @@
+"""An attempt's hold on its task: every write an attempt makes is fenced by its own id.
+
+Why: one task can have an older attempt still running while a newer one owns it — a cancel
+followed at once by a Retry (the old work-horse is still being stopped), a job pushed twice by
+a client that re-sent its enqueue, a worker cut off from Redis that comes back. So an attempt
+starts only when its job is the job of the task's current run and the task may run; it takes a
+fresh attempt id; and every later write of it (progress, the final state, the index) applies
+only while the task is `running` under that id. A cancel, a Retry, a DELETE or the reconciler
+changes the status or the id, and the old attempt's next write is refused: it stops, having
+changed nothing.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Callable, Iterable
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import WatchError
+
+from jobs import keys
+from jobs.failures import CancelRequested, TransientError
+from jobs.tasks import now_iso
+
+COMMIT_TRIES = 5
+
+# KEYS: task. ARGV: task id, job id, attempt id, now, then the statuses an attempt may start
+# from. The first run's job has the task's id; a Retry's run names its own (`job_id`).
+_START = """
+local r = redis.call('HMGET', KEYS[1], 'tenant', 'status', 'job_id')
+if not r[1] then return {'missing', ''} end
+local current = r[3]
+if not current or current == '' then current = ARGV[1] end
+if current ~= ARGV[2] then return {'superseded', r[2] or ''} end
+for i = 5, #ARGV do
+  if ARGV[i] == r[2] then
+    local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+    redis.call('HSET', KEYS[1], 'status', 'running', 'attempt_id', ARGV[3],
+               'started_at', ARGV[4], 'ended_at', '', 'error', '', 'next_attempt_at', '',
+               'current_step', 'parsing', 'step_detail', 'Starting', 'updated_at', ARGV[4])
+    return {'ok', tostring(attempts)}
+  end
+end
+return {'refused', r[2] or ''}
+"""
+
+# KEYS: task, the RQ job's key. ARGV: attempt id, ttl, pickled meta ('' for none), then
+# field/value pairs. The meta goes where Job.save_meta() puts it, in the same round trip.
+_WRITE = """
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt_id')
+if r[1] ~= 'running' or r[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[3]) end
+return 1
+"""
+
+# KEYS: task, job key. ARGV: attempt id, pickled meta, then field/value pairs. A canceled
+# attempt's last word (step, detail, timings), only if the cancel was of this very attempt.
+_WRITE_CANCELED = """
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt_id')
+if r[1] ~= 'canceled' or r[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[2]) end
+return 1
+"""
+
+
+class Superseded(Exception):
+    """This attempt no longer owns its task: another attempt or run took over, or it is gone."""
+
+
+class Refused(Exception):
+    """The task may not start now (it is canceled, finished or failed); `status` says which."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class AttemptFence:
+    """One attempt's id and the fenced writes made with it."""
+
+    def __init__(self, connection: Redis, task_id: str, job_key: str | bytes | None) -> None:
+        self.connection = connection
+        self.task_id = task_id
+        self.key = keys.task(task_id)
+        self.job_key = job_key or ""
+        self.attempt_id = secrets.token_hex(8)
+        self.attempt = 0
+
+    def start(self, job_id: str, startable: Iterable[str]) -> int:
+        """Take the task for this attempt; returns the attempt's number in its run.
+
+        Raises Superseded (another run's job, or no record) or Refused (a status it may not
+        start from, e.g. canceled just as it was dequeued).
+        """
+        outcome, value = (v.decode() for v in self.connection.eval(
+            _START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(), *startable))
+        if outcome == "refused":
+            raise Refused(value)
+        if outcome != "ok":
+            raise Superseded(outcome)
+        self.attempt = int(value)
+        return self.attempt
+
+    def write(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"",
+              pipe: Pipeline | None = None) -> None:
+        """Queue (on `pipe`) or send a progress write; it applies only while this attempt owns
+        the running task."""
+        target = pipe if pipe is not None else self.connection
+        target.eval(_WRITE, 2, self.key, self.job_key, self.attempt_id, ttl_seconds, meta,
+                    *_pairs(fields))
+
+    def write_canceled(self, fields: dict[str, Any], meta: bytes = b"") -> None:
+        self.connection.eval(_WRITE_CANCELED, 2, self.key, self.job_key, self.attempt_id, meta,
+                             *_pairs(fields))
+
+    def check(self, pipe: Pipeline | None = None) -> None:
+        """Raise CancelRequested or Superseded unless this attempt still owns the running task.
+
+        With `pipe` (writes queued on it, e.g. a checkpoint), the check travels in the same
+        round trip as those writes.
+        """
+        if pipe is None:
+            status, owner = self.connection.hmget(self.key, "status", "attempt_id")
+        else:
+            pipe.hmget(self.key, "status", "attempt_id")
+            status, owner = pipe.execute()[-1]
+        self._verify(status, owner)
+
+    def commit(self, build: Callable[[Pipeline], None], *, watch: Iterable[str] = (),
+               check: Callable[[Pipeline], None] | None = None) -> list[Any]:
+        """Send `build`'s writes in one MULTI, only while this attempt owns the running task.
+
+        The task key (and `watch`) are WATCHed: if anyone changes them before EXEC, the writes
+        are not applied and the ownership is checked again. `check(pipe)` may read the watched
+        keys first and raise to refuse the commit (e.g. a full knowledge base).
+        """
+        for _ in range(COMMIT_TRIES):
+            with self.connection.pipeline() as pipe:
+                try:
+                    pipe.watch(self.key, *watch)
+                    status, owner = pipe.hmget(self.key, "status", "attempt_id")
+                    self._verify(status, owner)
+                    if check is not None:
+                        check(pipe)
+                    pipe.multi()
+                    build(pipe)
+                    return pipe.execute()
+                except WatchError:
+                    continue
+        raise TransientError("The task's record kept changing while its result was being "
+                             "saved; it will be tried again.", code="commit_contended")
+
+    def _verify(self, status: bytes | None, owner: bytes | None) -> None:
+        if owner is None or owner.decode() != self.attempt_id:
+            raise Superseded("another attempt owns the task")
+        if status == b"canceled":
+            raise CancelRequested()
+        if status != b"running":
+            raise Superseded(f"the task is {status.decode() if status else 'gone'}")
+
+
+def _pairs(fields: dict[str, Any]) -> list[Any]:
+    return [item for pair in fields.items() for item in pair]
