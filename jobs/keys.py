@@ -23,11 +23,6 @@ def batch(batch_id: str) -> str:
     return f"{PREFIX}batch:{batch_id}"
 
 
-def batch_claim(batch_id: str) -> str:
-    """A submit's reply, kept a minute so that a re-sent submit script answers the same."""
-    return f"{PREFIX}batch:{batch_id}:claim"
-
-
 def batch_tasks(batch_id: str) -> str:
     return f"{PREFIX}batch:{batch_id}:tasks"
 

@@ -9,8 +9,9 @@ bytes afterwards in pieces (jobs.blobs.PieceWriter), each task's job enqueued ri
 them; if the web dies in between, the reconciler fails the task as "job lost" (retryable),
 and an upload cut short fails readably if retried.
 
-The script remembers its reply for a minute under the batch's id, so a re-send by the client
-(redis-py re-sends after a timeout or a reset) answers the same and registers nothing twice.
+The batch keeps what its claim decided (which files were new), so a re-send of the script by
+the client (redis-py re-sends after a timeout or a reset) answers the same and registers
+nothing twice.
 """
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person
 BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
 INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
-CLAIM_REPLY_SECONDS = 60   # how long a claim's reply answers a re-send of it
 LIVE = tuple(sorted(ACTIVE))
 
 # replay(at): run the commands recorded by `recorded_enqueue` that start at ARGV[at].
@@ -54,21 +54,29 @@ end
 
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
-#       9 tenant's chunk count, 10 the claim's remembered reply; then per file: idempotency
-#       key, task, upload, the document's tasks, the document's latest task, its indexed entry.
+#       9 tenant's chunk count; then per file: idempotency key, task, upload, the document's
+#       tasks, the document's latest task, its indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 file count, 11 batch id,
-#       12 tenant, 13 created_at, 14 reply ttl, 15 how many live statuses, then those statuses;
+#       12 tenant, 13 created_at, 14 how many live statuses, then those statuses;
 #       then per file: new task id, size, bytes ('' when they travel later), record (its
 #       number of fields, then fields and values), recorded commands (their count, then each
 #       one's number of arguments and its arguments).
 # Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
 _SUBMIT = REPLAY_LUA + """
-local remembered = redis.call('GET', KEYS[10])
-if remembered then return cjson.decode(remembered) end
+local remembered = redis.call('HGET', KEYS[7], 'claim')
+if remembered then
+  local out, ids, i = {'ok'}, redis.call('LRANGE', KEYS[6], 0, -1), 1
+  for status in string.gmatch(remembered, '[^,]+') do
+    out[#out + 1] = ids[i]
+    out[#out + 1] = status == '-' and '' or status
+    i = i + 1
+  end
+  return out
+end
 local live = {}
-local at = 16
-for i = 1, tonumber(ARGV[15]) do live[ARGV[at]] = true; at = at + 1 end
+local at = 15
+for i = 1, tonumber(ARGV[14]) do live[ARGV[at]] = true; at = at + 1 end
 local files, starts, bytes = tonumber(ARGV[10]), {}, 0
 for i = 1, files do
   starts[i] = at
@@ -89,10 +97,10 @@ end
 if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
   return {'knowledge_base_full'}
 end
-local prefix, ttl, out, ids = ARGV[3], ARGV[2], {'ok'}, {}
+local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
 local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local base = 10 + 6 * (i - 1)
+  local base = 9 + 6 * (i - 1)
   local idem, task, blob, document, latest_key, indexed =
     KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
   local s = starts[i]
@@ -131,16 +139,16 @@ for i = 1, files do
     replay(s + 4 + 2 * fields)
   end
   ids[i] = id
+  claimed[i] = status == '' and '-' or status
   out[#out + 1] = id
   out[#out + 1] = status
 end
 for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[6], unpack(ids, i, math.min(i + 999, #ids))) end
 redis.call('EXPIRE', KEYS[6], ttl)
 redis.call('HSET', KEYS[7], 'id', ARGV[11], 'tenant', ARGV[12], 'created_at', ARGV[13],
-           'size', files)
+           'size', files, 'claim', table.concat(claimed, ','))
 redis.call('EXPIRE', KEYS[7], ttl)
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[11])
-redis.call('SET', KEYS[10], cjson.encode(out), 'EX', ARGV[14])
 return out
 """
 _SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
@@ -259,12 +267,12 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
     keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
-             keys.tenant_chunks(tenant), keys.batch_claim(batch_id)]
+             keys.tenant_chunks(tenant)]
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
                        settings.tenant_chunk_limit, len(firsts), batch_id, tenant, created_at,
-                       CLAIM_REPLY_SECONDS, len(LIVE), *LIVE]
+                       len(LIVE), *LIVE]
     new_ids: dict[str, str] = {}
     for digest, upload in firsts.items():
         task_id = new_ids[digest] = new_id()
