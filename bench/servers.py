@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ import requests
 from rq import Worker
 
 from jobs import worker_command
+from runner.processes import free_port
+from runner.redis_service import server_argv
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GUNICORN_THREADS = 16
@@ -54,12 +55,6 @@ def cpu_seconds(pid: int, with_children: bool = False) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / ticks    # utime, stime
     return total
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str,
@@ -96,8 +91,7 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, int]]:
         raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
     port = free_port()
     log = workdir / "redis.log"
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(workdir), "--daemonize", "no"]
+    argv = server_argv(port, workdir, durable=False, executable=binary)
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:

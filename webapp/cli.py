@@ -1,10 +1,12 @@
 """Flask CLI commands of Intake: `flask --app webapp dev` runs everything on one machine;
 `ingest`, `failed` and `retry` (webapp/ingest.py) work with documents from a terminal.
 
-create_app() calls register_cli(app); the commands import the app factory only when they run,
-so that importing this module never imports webapp/__init__ (which imports this module).
+create_app() calls register_cli(app), so this module must not import create_app at its top: the
+commands import what they run (the app factory, the dev runner) only when they run.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 from flask import Flask
@@ -15,17 +17,19 @@ from flask import Flask
 @click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535), help="Web port.")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=0),
               help="Number of `rq worker` processes (each runs the scheduler).")
-def dev_command(host: str, port: int, workers: int) -> None:
+@click.option("--instance-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Where the local redis-server keeps its data  [instance/]")
+def dev_command(host: str, port: int, workers: int, instance_dir: Path | None) -> None:
     """Run Redis, the workers and the web app together, for development.
 
     Redis: REDIS_URL if set; else a local redis-server (data under instance/redis/, AOF on);
     else an embedded fakeredis that is NOT durable. SECRET_KEY: from the environment, else one
     made for this run and shared with the workers. Ctrl-C stops everything it started.
     """
+    from runner.dev import PROJECT_ROOT, run
     from webapp import create_app
-    from webapp.devrunner import run
 
-    run(create_app, host, port, workers)
+    run(create_app, host, port, workers, instance_dir or PROJECT_ROOT / "instance")
 
 
 def register_cli(app: Flask) -> None:

@@ -1,18 +1,21 @@
-"""Small tools every integration test uses: polling with a deadline, free ports, an HTTP client.
+"""Small tools every integration test uses: polling with a deadline, an HTTP client (free ports:
+runner.processes).
 
 Integration tests talk to real processes, so every wait is a poll with a timeout that fails with
 the last thing it saw, never a bare sleep.
 """
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any, Callable, TypeVar
 from urllib.parse import urljoin
 
 import requests
 
+from runner.processes import free_port
+
 T = TypeVar("T")
+__all__ = ["ApiClient", "assert_stays", "free_port", "poll", "wait_until"]
 
 
 def poll(fetch: Callable[[], T], condition: Callable[[T], Any] = bool, *, timeout: float,
@@ -59,13 +62,6 @@ def assert_stays(fetch: Callable[[], T], condition: Callable[[T], Any], *, durat
         if time.monotonic() >= deadline:
             return value
         time.sleep(interval)
-
-
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ApiClient(requests.Session):

@@ -25,6 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from jobs.workers import worker_command
+from runner.redis_service import server_argv
 from tests.integration.helpers import free_port, poll
 from tests.integration.processes import REPO_ROOT, ManagedProcess, ProcessGroup, base_env
 
@@ -35,7 +36,7 @@ def _fetch_unless_exited(proc: ManagedProcess, fetch):
     """Wrap a poll's fetch so that a process that died fails at once, with its log."""
     def checked():
         if not proc.running:
-            raise AssertionError(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.tail()}")
+            raise AssertionError(f"{proc.name} exited with {proc.returncode}:\n{proc.tail()}")
         return fetch()
     return checked
 
@@ -50,8 +51,7 @@ class RedisServer:
     def __init__(self, group: ProcessGroup, data_dir: Path, name: str = "redis-server") -> None:
         self.port = free_port()
         data_dir.mkdir(parents=True, exist_ok=True)
-        argv = [REDIS_SERVER or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(data_dir), "--daemonize", "no"]
+        argv = server_argv(self.port, data_dir, durable=False, executable=REDIS_SERVER or "redis-server")
         self.process = group.spawn(name, argv, base_env(), start=False)
 
     @property
@@ -169,7 +169,7 @@ class WorkerPool:
             for name in names:
                 proc = self.processes[name]
                 if not proc.running:
-                    raise AssertionError(f"worker {name} exited with {proc.popen.returncode}:\n{proc.tail()}")
+                    raise AssertionError(f"worker {name} exited with {proc.returncode}:\n{proc.tail()}")
             return self.registered()
         poll(fetch, lambda seen: set(names) <= seen, timeout=timeout,
              message=f"workers {names} registered in RQ", ignore=(redis.ConnectionError,))

@@ -1,5 +1,6 @@
-"""The rooms of the layout hold (LAYOUT.md): jobs never imports webapp or Flask, and webapp
-uses only the top of jobs (its public API), never a module inside it."""
+"""The rooms of the layout hold (LAYOUT.md, README's Layout): jobs never imports webapp, Flask
+or the runner; webapp and the runner use only the top of jobs (its public API); webapp starts
+no processes (runner/ does)."""
 from __future__ import annotations
 
 import ast
@@ -27,3 +28,13 @@ def test_jobs_never_imports_webapp_or_flask():
 def test_webapp_uses_only_the_top_of_jobs():
     bad = [(f, m) for f, m in _imports("webapp") if m.startswith("jobs.")]
     assert bad == []
+
+
+def test_jobs_never_imports_the_runner_and_the_runner_only_the_top_of_jobs():
+    assert [(f, m) for f, m in _imports("jobs") if m.split(".")[0] == "runner"] == []
+    assert [(f, m) for f, m in _imports("runner") if m.startswith(("jobs.", "webapp"))] == []
+
+
+def test_webapp_starts_no_processes_itself():
+    """Process supervision lives in runner/; webapp is HTTP only (its CLI hands over to it)."""
+    assert [(f, m) for f, m in _imports("webapp") if m == "subprocess"] == []

@@ -1,26 +1,25 @@
-"""The Redis of `flask --app webapp dev` (DESIGN §12), and how the dev runner stops a child.
+"""The Redis of `flask --app webapp dev` (DESIGN §12), and the redis-server command line the
+tests and benchmarks start theirs with.
 
 In order: the Redis named by REDIS_URL (someone else's: never started or stopped here); else a
 private `redis-server` child on a free loopback port with AOF under instance/redis/, so tasks
 survive a restart of the runner; else, with nothing installed, an embedded fakeredis server that
-is NOT durable. Children run in their own process group: a terminal's Ctrl-C then reaches only
-the runner, which stops Redis last, after the workers that still need it.
+is NOT durable. The child runs in its own session (runner.processes): a terminal's Ctrl-C then
+reaches only the runner, which stops Redis last, after the workers that still need it.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 import redis
+
+from runner.processes import ManagedProcess, free_port
 
 if TYPE_CHECKING:
     from fakeredis import TcpFakeServer
@@ -38,13 +37,6 @@ class RedisBackend(Protocol):
     description: str
 
     def stop(self) -> None: ...
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (the child binds it right after; a race we accept)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_ping(url: str, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
@@ -67,29 +59,6 @@ def wait_for_ping(url: str, timeout: float, alive: Callable[[], bool] = lambda: 
         client.close()
 
 
-def stop_process(proc: subprocess.Popen[bytes], name: str, timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM, wait up to `timeout`, then SIGKILL the process and its whole process group."""
-    stop_processes([(proc, name)], timeout)
-
-
-def stop_processes(procs: list[tuple[subprocess.Popen[bytes], str]], timeout: float) -> None:
-    """Stop several children in parallel: one shared deadline, not `timeout` each."""
-    for proc, _ in procs:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for proc, name in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        if proc.returncode is None:
-            log.warning("%s (pid %d) still running after %.0f s: SIGKILL", name, proc.pid, timeout)
-            # The group also holds a worker's work-horse and scheduler, which would outlive it.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 class ExternalRedis:
     """The Redis named by REDIS_URL: someone else's, so it is neither started nor stopped."""
 
@@ -101,6 +70,15 @@ class ExternalRedis:
         pass
 
 
+def server_argv(port: int, data_dir: Path, *, durable: bool, executable: str = "redis-server",
+                loglevel: str = "notice") -> list[str]:
+    """A redis-server on loopback `port`, in the foreground, with its files in `data_dir`:
+    AOF on when `durable` (the dev runner), no persistence at all otherwise (tests, benches)."""
+    return [executable, "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "no",
+            "--appendonly", "yes" if durable else "no", "--dir", str(data_dir), "--save", "",
+            "--loglevel", loglevel]
+
+
 class RedisProcess:
     """A private `redis-server` child on a free loopback port, durable: AOF under `data_dir`."""
 
@@ -109,21 +87,19 @@ class RedisProcess:
         self.executable = executable
         self.url = ""
         self.description = ""
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._process: ManagedProcess | None = None
 
     def start(self, timeout: float = 30.0) -> "RedisProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        argv = [
-            self.executable, "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "no",
-            "--appendonly", "yes", "--dir", str(self.data_dir), "--save", "",
-            "--loglevel", "warning",
-        ]
-        self._proc = subprocess.Popen(argv, process_group=0)
+        self._process = ManagedProcess("redis-server", server_argv(
+            port, self.data_dir, durable=True, executable=self.executable, loglevel="warning"))
+        self._process.start()
         self.url = f"redis://127.0.0.1:{port}/0"
         self.description = f"local redis-server at {self.url} (AOF in {self.data_dir})"
         try:
-            wait_for_ping(self.url, timeout, alive=lambda: self._proc is not None and self._proc.poll() is None)
+            wait_for_ping(self.url, timeout, alive=lambda: self._process is not None
+                          and self._process.running)
         except BaseException:
             self.stop()
             raise
@@ -131,9 +107,9 @@ class RedisProcess:
 
     def stop(self) -> None:
         """SIGTERM first: redis-server then fsyncs its AOF before exiting."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_process(proc, "redis-server")
+        process, self._process = self._process, None
+        if process is not None:
+            process.stop(STOP_TIMEOUT)
 
 
 class EmbeddedRedis:

@@ -1,8 +1,8 @@
 """`flask --app webapp dev`: Intake on one machine with one command (DESIGN §12).
 
-Redis (see devredis), N `rq worker` processes kept alive by a supervisor thread, and the web app
-in the main thread. Everything it starts, it stops: on Ctrl-C or SIGTERM the workers get a warm
-shutdown (SIGKILL after 10 s), then Redis gets SIGTERM so that it flushes its AOF.
+Redis (runner.redis_service), N `rq worker` processes kept alive by a supervisor thread, and the
+web app in the main thread. Everything it starts, it stops: on Ctrl-C or SIGTERM the workers get
+a warm shutdown (SIGKILL after 10 s), then Redis gets SIGTERM so that it flushes its AOF.
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import logging
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,8 +24,9 @@ from rq import Worker
 from werkzeug.serving import run_simple
 
 from jobs import worker_command
-from webapp.devredis import (NOT_DURABLE_NOTICE, STOP_TIMEOUT, EmbeddedRedis, RedisBackend, start_redis,
-                             stop_processes)
+from runner.processes import ManagedProcess, kill_sessions, stop_all
+from runner.redis_service import (NOT_DURABLE_NOTICE, STOP_TIMEOUT, EmbeddedRedis, RedisBackend,
+                                  start_redis)
 
 log = logging.getLogger("intake.dev")
 
@@ -51,9 +51,7 @@ class WorkerSupervisor:
         self.cwd = cwd
         self.poll_interval = poll_interval
         self.restarts = 0
-        self._procs: list[subprocess.Popen[bytes] | None] = [None] * count
-        self._names: list[str] = [""] * count
-        self._started_at = [0.0] * count
+        self._workers: list[ManagedProcess | None] = [None] * count
         self._backoff = [1.0] * count
         self._restart_at = [0.0] * count
         self._sessions: set[int] = set()
@@ -62,48 +60,46 @@ class WorkerSupervisor:
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self._procs if p is not None and p.poll() is None]
+        return [w.pid for w in self._workers if w is not None and w.running and w.pid]
 
     def start(self) -> "WorkerSupervisor":
-        for slot in range(len(self._procs)):
+        for slot in range(len(self._workers)):
             self._spawn(slot)
         self._thread.start()
         return self
 
-    def _spawn(self, slot: int) -> subprocess.Popen[bytes]:
+    def _spawn(self, slot: int) -> ManagedProcess:
         suffix = f"-r{self.restarts}" if self.restarts else ""
-        self._names[slot] = f"intake-dev-{slot}-{os.getpid()}{suffix}"
-        argv = worker_command(self.redis_url, name=self._names[slot])
-        # Its own session: the work-horse leaves the worker's process group (RQ calls setpgrp)
-        # but never its session, so kill_sessions() finds it even once orphaned.
-        proc = subprocess.Popen(argv, cwd=self.cwd, env=self.env, start_new_session=True)
-        self._sessions.add(proc.pid)
-        self._procs[slot] = proc
-        self._started_at[slot] = time.monotonic()
-        return proc
+        name = f"intake-dev-{slot}-{os.getpid()}{suffix}"
+        worker = ManagedProcess(name, worker_command(self.redis_url, name=name), self.env,
+                                cwd=self.cwd).start()
+        assert worker.pid is not None
+        self._sessions.add(worker.pid)  # its own session: kill_sessions finds its horse too
+        self._workers[slot] = worker
+        return worker
 
     def _watch(self) -> None:
         while not self._stopping.wait(self.poll_interval):
-            for slot, proc in enumerate(self._procs):
-                if proc is not None and proc.poll() is not None:
-                    self._on_exit(slot, proc)
-                elif proc is None and time.monotonic() >= self._restart_at[slot]:
+            for slot, worker in enumerate(self._workers):
+                if worker is not None and not worker.running:
+                    self._on_exit(slot, worker)
+                elif worker is None and time.monotonic() >= self._restart_at[slot]:
                     self._restart(slot)
 
-    def _on_exit(self, slot: int, proc: subprocess.Popen[bytes]) -> None:
+    def _on_exit(self, slot: int, worker: ManagedProcess) -> None:
         # Its scheduler (same process group) would run forever, orphaned: stop it. An orphaned
         # work-horse (own group) finishes its job; stop() sweeps it up if it is still there.
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(worker.pid or 0, signal.SIGTERM)
         now = time.monotonic()
-        young = now - self._started_at[slot] < self.HEALTHY_UPTIME
+        young = now - worker.started_at < self.HEALTHY_UPTIME
         delay = self._backoff[slot] if young else 1.0
         self._backoff[slot] = min(delay * 2, self.MAX_BACKOFF)
         self._restart_at[slot] = now + delay
-        self._procs[slot] = None
+        self._workers[slot] = None
         log.warning("worker %s (pid %d) exited with code %s; restarting in %.0f s",
-                    self._names[slot], proc.pid, proc.returncode, delay)
-        self._deregister(self._names[slot])
+                    worker.name, worker.pid, worker.returncode, delay)
+        self._deregister(worker.name)
 
     def _deregister(self, name: str) -> None:
         """RQ lists a killed worker until its key expires (worker TTL + 60 s); this one is
@@ -119,47 +115,24 @@ class WorkerSupervisor:
     def _restart(self, slot: int) -> None:
         self.restarts += 1
         try:
-            proc = self._spawn(slot)
+            worker = self._spawn(slot)
         except OSError as exc:
             self._restart_at[slot] = time.monotonic() + self.MAX_BACKOFF
-            log.error("could not start worker %s: %s", self._names[slot], exc)
+            log.error("could not start a worker: %s", exc)
             return
-        log.info("started worker %s (pid %d)", self._names[slot], proc.pid)
+        log.info("started worker %s (pid %d)", worker.name, worker.pid)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Warm shutdown (SIGTERM: finish the current job), SIGKILL after `timeout` seconds."""
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join()
-        live = [(p, self._names[i]) for i, p in enumerate(self._procs) if p is not None]
-        self._procs = [None] * len(self._procs)
-        stop_processes(live, timeout)
+        live = [w for w in self._workers if w is not None]
+        self._workers = [None] * len(self._workers)
+        stop_all(live, timeout)
         leftovers = kill_sessions(self._sessions)
         if leftovers:
             log.warning("killed leftover worker processes (work-horses): %s", leftovers)
-
-
-def kill_sessions(sids: set[int], sig: int = signal.SIGKILL) -> list[int]:
-    """Signal every live process whose session is in `sids`, and return their pids.
-
-    Reads /proc (Linux); where there is none it finds nothing and the process groups killed by
-    stop_processes() are all that is stopped.
-    """
-    found: list[int] = []
-    if not sids or not os.path.isdir("/proc"):
-        return found
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as stat:
-                state, _ppid, _pgrp, session = stat.read().rpartition(")")[2].split()[:4]
-            if int(session) in sids and state not in ("Z", "X"):
-                os.kill(int(entry.name), sig)
-                found.append(int(entry.name))
-        except (OSError, ValueError):
-            continue  # gone meanwhile, or not ours to signal
-    return found
 
 
 def _interrupt(signum: int, frame: object) -> None:
