@@ -16,7 +16,7 @@ from rq.job import Job, JobStatus
 
 from tests.browser.conftest import SCREENSHOTS
 from tests.integration.helpers import ApiClient, poll
-from tests.integration.test_end_to_end import unique_word
+from tests.integration.intake_api import unique_word
 from tests.samples import make_pdf_no_text
 from webapp.display import ADVICE
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import requests
 
 from tests.integration.helpers import ApiClient, poll
-from tests.integration.test_end_to_end import unique_word
+from tests.integration.intake_api import unique_word
 
 STREAM_BOUND = 25.0
 MARGIN = 3.0

@@ -23,7 +23,7 @@ Function fixtures:
                   running registered workers, with the embedding server reset to mode "ok".
 Stacks of their own: `start_stack(redis_server, tmp_path_factory, name, database, env, …)` starts
 a web and workers on another logical database (a module fixture's; `stop_stack` stops them).
-Module fixture:
+Session fixture, shared by the failure tests of every module:
 - `fault_stack`   an isolated `Stack`: its own logical Redis database (DB 1: its own queues,
                   tasks, workers and scheduler), its own Procfile web and 2 workers, all using the
                   real HTTP `embedding_server` (FAULT_ENV: a short timeout, 3 attempts, a 2 s retry
@@ -242,7 +242,7 @@ def stop_stack(stack: Stack) -> None:
     stack.web.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fault_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
     stack = start_stack(redis_server, tmp_path_factory, "fault", 1,
                         {"INTAKE_EMBEDDING_URL": _embedding_server.url, **FAULT_ENV},

@@ -21,7 +21,7 @@ from jobs import keys
 from jobs.chunking import chunk_text
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
-from tests.integration.test_end_to_end import get_json, unique_word, wait_terminal
+from tests.integration.intake_api import get_json, unique_word, wait_terminal
 from tests.samples import make_pdf_of_size, make_scan_of_size
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import pypdf
 import pytest
 
 from tests.integration.helpers import ApiClient
-from tests.integration.test_end_to_end import unique_word, upload, wait_terminal
+from tests.integration.intake_api import unique_word, upload, wait_terminal
 from tests.samples import make_docx, make_pdf
 
 BOUND = 60.0  # seconds for a hostile file to end `failed` on a loaded machine

@@ -12,7 +12,7 @@ from rq.job import Job
 
 from jobs.settings import QUEUE_NAMES
 from tests.integration.helpers import poll
-from tests.integration.test_end_to_end import txt, unique_word, upload, wait_terminal
+from tests.integration.intake_api import txt, unique_word, upload, wait_terminal
 from tests.samples import make_pdf_no_text
 
 

@@ -18,7 +18,7 @@ from jobs import submit
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.redis_proxy import ResettingProxy
-from tests.integration.test_end_to_end import get_json, txt, unique_word, upload, wait_terminal
+from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
 
 pytestmark = pytest.mark.integration
 

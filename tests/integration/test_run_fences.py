@@ -22,8 +22,8 @@ from rq.job import Job
 
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
-from tests.integration.test_end_to_end import TERMINAL, get_json, unique_word
-from tests.integration.test_failures import (
+from tests.integration.intake_api import TERMINAL, get_json, unique_word
+from tests.integration.faults import (
     chunk_count, document, failed_ids, in_failed_registry, running_worker, submit_one, task,
     wait_running_in_embedding)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import ApiClient
-from tests.integration.test_end_to_end import get_json, txt, unique_word, upload, wait_terminal
+from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
 
 pytestmark = pytest.mark.integration
 
