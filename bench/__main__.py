@@ -20,6 +20,7 @@ import redis
 
 from bench import batchpoll, measure, pipeline, scaling, search
 from bench.servers import Services, cpu_seconds, services
+from jobs import keys
 
 SUBMIT_WARMUP = 30          # per side, not measured
 SUBMIT_ROUNDS = 60          # pairs of rounds, order alternating (AB, BA, …)
@@ -115,7 +116,7 @@ def one_task(base: str, nonce: str) -> str:
 
 def bench_poll(svc: Services, task_id: str) -> dict[str, Any]:
     base = svc.base
-    api, bare = f"{base}/api/tasks/{task_id}", f"{base}/bare/hgetall/intake:task:{task_id}"
+    api, bare = f"{base}/api/tasks/{task_id}", f"{base}/bare/hgetall/{keys.task(task_id)}"
     measure.throughput(api, POLL_THREADS, 1.0)       # warm-up: both gunicorn workers, all threads
     measure.throughput(bare, POLL_THREADS, 1.0)
     pairs = measure.interleaved(

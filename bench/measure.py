@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterator
 
 import redis
 import requests
+from rq.job import Job, JobStatus
+from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 from jobs import QUEUE_NAMES
 
@@ -152,8 +154,8 @@ def _registry_counts(connection: redis.Redis) -> tuple[int, int]:
     """Jobs in RQ's finished and failed registries of Intake's queues: one round trip."""
     pipe = connection.pipeline(transaction=False)
     for queue in QUEUE_NAMES:
-        pipe.zcard(f"rq:finished:{queue}")
-        pipe.zcard(f"rq:failed:{queue}")
+        pipe.zcard(FinishedJobRegistry(queue, connection=connection).key)
+        pipe.zcard(FailedJobRegistry(queue, connection=connection).key)
     counts = pipe.execute()
     return sum(counts[::2]), sum(counts[1::2])
 
@@ -180,10 +182,9 @@ class Completion:
             if failed > self.failed:
                 raise RuntimeError(f"{failed - self.failed} job(s) failed")
             if finished - self.finished >= len(job_ids):
-                pipe = self.connection.pipeline(transaction=False)
-                for job_id in job_ids:
-                    pipe.hget(f"rq:job:{job_id}", "status")
-                open_jobs = [j for j, s in zip(job_ids, pipe.execute()) if s != b"finished"]
+                jobs = Job.fetch_many(job_ids, connection=self.connection)
+                open_jobs = [j for j, job in zip(job_ids, jobs)
+                             if job is None or job.get_status(refresh=False) != JobStatus.FINISHED]
                 if open_jobs:
                     raise RuntimeError(f"{len(open_jobs)} job(s) not finished, yet the "
                                        "finished registries grew: other jobs ran")

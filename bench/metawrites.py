@@ -25,6 +25,7 @@ import requests
 
 from bench import measure
 from bench.servers import Services
+from jobs import keys
 
 CHUNKS = 2500            # at INTAKE_CHUNK_SIZE 1000 / overlap 150: ~850 new characters each
 WORDS = ("intake", "document", "worker", "progress", "embedding", "search", "queue", "redis",
@@ -92,7 +93,7 @@ class KeyspaceListener:
 
 def run(svc: Services, connection: redis.Redis, nonce: str) -> dict[str, Any]:
     data = big_text(CHUNKS, seed=7) + f"\n{nonce}\n".encode()
-    listener = KeyspaceListener(svc.redis_url, "__keyspace@0__:intake:task:*")
+    listener = KeyspaceListener(svc.redis_url, f"__keyspace@0__:{keys.task('*')}")
     try:
         s = measure.session()
         prepared = s.prepare_request(requests.Request(
@@ -108,10 +109,10 @@ def run(svc: Services, connection: redis.Redis, nonce: str) -> dict[str, Any]:
     finally:
         listener.close()
     record = {k.decode(): v.decode() for k, v in
-              connection.hgetall(f"intake:task:{task_id}").items()}
+              connection.hgetall(keys.task(task_id)).items()}
     if record.get("status") != "succeeded":
         raise RuntimeError(f"the big document ended {record.get('status')}")
-    channel = f"__keyspace@0__:intake:task:{task_id}"
+    channel = f"__keyspace@0__:{keys.task(task_id)}"
     hsets = [t for t, ch, event in listener.events if ch == channel and event == "hset"]
     writes = hsets[1:]              # the first is the upload's claim, not a progress write
     result = {"max_per_s": sliding_max(writes), "max_per_fixed_s": fixed_bins_max(writes),

@@ -25,6 +25,7 @@ from rq import Queue
 
 from bench import measure
 from bench.servers import Services, workers
+from jobs import keys
 
 DOCUMENTS = 60
 WORKERS = 2
@@ -52,7 +53,7 @@ def run(svc: Services, nonce: str) -> dict[str, Any]:
         end = completion.wait(ids)
         pipe = connection.pipeline(transaction=False)
         for task_id in ids:
-            pipe.hget(f"intake:task:{task_id}", "status")
+            pipe.hget(keys.task(task_id), "status")
         if set(pipe.execute()) != {b"succeeded"}:
             raise RuntimeError("a tiny document did not succeed")
         return end - start

@@ -28,6 +28,7 @@ from werkzeug.test import EnvironBuilder
 
 from bench.measure import text_file
 from bench.servers import redis_server
+from jobs import keys
 
 PATHS = ("submit", "bare-enqueue", "poll", "bare-hgetall", "poll-done", "batch", "search")
 BATCH_FILES = 200
@@ -43,7 +44,7 @@ def environ_factory(path: str, ids: dict[str, str]) -> Callable[[int], dict]:
                                      data={"files": (io.BytesIO(data), name, ctype)})
         else:
             url = {"poll": f"/api/tasks/{ids['task']}",
-                   "bare-hgetall": f"/bare/hgetall/intake:task:{ids['task']}",
+                   "bare-hgetall": f"/bare/hgetall/{keys.task(ids['task'])}",
                    "poll-done": f"/api/tasks/{ids.get('done_task')}",
                    "batch": f"/api/batches/{ids.get('batch')}",
                    "search": f"/api/search?{urlencode({'q': ids.get('query', '')})}"}[path]

@@ -25,6 +25,7 @@ import redis
 from bench import measure, metawrites
 from bench.servers import Services, workers
 from tests.integration.embedding_server import EmbeddingServer
+from jobs import keys
 
 DOCUMENTS = 200
 EMBED_SECONDS = 0.1
@@ -57,7 +58,7 @@ def drain(svc: Services, connection: redis.Redis, nonce: str, count: int = DOCUM
     end = completion.wait([t["id"] for t in body["tasks"]], timeout=200)
     pipe = connection.pipeline(transaction=False)
     for task in body["tasks"]:
-        pipe.hget(f"intake:task:{task['id']}", "status")
+        pipe.hget(keys.task(task["id"]), "status")
     if set(pipe.execute()) != {b"succeeded"}:
         raise RuntimeError("a document of the scaling run did not succeed")
     return end - start, body

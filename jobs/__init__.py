@@ -2,25 +2,34 @@
 
 The web layer uses only what is exported here.
 """
+from jobs.clock import parse_iso
+from jobs.dead_letters import count as dead_letter_count
+from jobs.exceptions import (IntakeRefusal, LimitReached, NoSuchBatch, NoSuchDocument,
+                             NoSuchTask, NotFound, NotNow, NotRetryable, UploadExpired)
 from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
+from jobs.intake import Intake
+from jobs.jsontext import compact as compact_json
 from jobs.logs import configure as configure_logging
 from jobs.logs import held as held_logs
 from jobs.logs import write as write_logs
 from jobs.metrics import STEP_BUCKETS
 from jobs.metrics import read as read_metrics
-from jobs.service import MAX_SEARCH_K, Intake
+from jobs.search import MAX_SEARCH_K
 from jobs.sessions import end_session, session_tenant, start_session
-from jobs.settings import QUEUE_NAMES, Settings
-from jobs.submit import LimitReached, Upload
+from jobs.settings import MIB, QUEUE_NAMES, Settings
+from jobs.states import BATCH_LIVE, BATCH_STATUSES, STATUSES, TERMINAL
+from jobs.submit import Upload
 from jobs.submit import measure as measure_upload
-from jobs.tasks import STATUSES, TERMINAL
+from jobs.tasks import ATTEMPT_WORDS, attempt_words, is_id
 from jobs.workers import worker_command
 
 __all__ = [
-    "Intake", "IntakeError", "LimitReached", "MAX_SEARCH_K", "PermanentError", "QUEUE_NAMES",
-    "STATUSES", "STEP_BUCKETS", "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError",
-    "Upload", "configure_logging", "detect_kind", "end_session", "held_logs", "measure_upload",
-    "read_metrics", "rejection_reason", "session_tenant", "start_session",
-    "worker_command", "write_logs",
+    "ATTEMPT_WORDS", "BATCH_LIVE", "BATCH_STATUSES", "attempt_words", "parse_iso", "Intake", "IntakeError", "IntakeRefusal", "LimitReached",
+    "MAX_SEARCH_K", "MIB", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
+    "NotRetryable", "PermanentError", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
+    "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",
+    "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "end_session",
+    "held_logs", "is_id", "measure_upload", "read_metrics", "rejection_reason",
+    "session_tenant", "start_session", "worker_command", "write_logs",
 ]

@@ -18,24 +18,25 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import WatchError
 
-from jobs import keys
+from jobs import keys, states
+from jobs.clock import now_iso
 from jobs.failures import CancelRequested, TransientError
-from jobs.tasks import now_iso
 
 COMMIT_TRIES = 5
 
-# KEYS: task. ARGV: task id, job id, attempt id, now, then the statuses an attempt may start
-# from. The first run's job has the task's id; a Retry's run names its own (`job_id`).
+# KEYS: task. ARGV: task id, job id, attempt id, now, the status it moves to, then the
+# statuses it may start from (states.START). The first run's job has the task's id; a Retry's
+# run names its own (`job_id`).
 _START = """
 local r = redis.call('HMGET', KEYS[1], 'tenant', 'status', 'job_id')
 if not r[1] then return {'missing', ''} end
 local current = r[3]
 if not current or current == '' then current = ARGV[1] end
 if current ~= ARGV[2] then return {'superseded', r[2] or ''} end
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   if ARGV[i] == r[2] then
     local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-    redis.call('HSET', KEYS[1], 'status', 'running', 'attempt_id', ARGV[3],
+    redis.call('HSET', KEYS[1], 'status', ARGV[5], 'attempt_id', ARGV[3],
                'started_at', ARGV[4], 'ended_at', '', 'error', '', 'next_attempt_at', '',
                'current_step', 'parsing', 'step_detail', 'Starting', 'updated_at', ARGV[4])
     return {'ok', tostring(attempts)}
@@ -44,24 +45,16 @@ end
 return {'refused', r[2] or ''}
 """
 
-# KEYS: task, the RQ job's key. ARGV: attempt id, ttl, pickled meta ('' for none), then
-# field/value pairs. The meta goes where Job.save_meta() puts it, in the same round trip.
+# KEYS: task, the RQ job's key. ARGV: attempt id, the status the attempt owns the task in,
+# ttl, pickled meta ('' for none), then field/value pairs. The meta goes where
+# Job.save_meta() puts it, in the same round trip. The last word of a canceled attempt (its
+# step and timings) is written the same way, with the canceled status.
 _WRITE = """
 local r = redis.call('HMGET', KEYS[1], 'status', 'attempt_id')
-if r[1] ~= 'running' or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[3]) end
-return 1
-"""
-
-# KEYS: task, job key. ARGV: attempt id, pickled meta, then field/value pairs. A canceled
-# attempt's last word (step, detail, timings), only if the cancel was of this very attempt.
-_WRITE_CANCELED = """
-local r = redis.call('HMGET', KEYS[1], 'status', 'attempt_id')
-if r[1] ~= 'canceled' or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 3))
-if ARGV[2] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[2]) end
+if r[1] ~= ARGV[2] or r[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[4]) end
 return 1
 """
 
@@ -89,14 +82,15 @@ class AttemptFence:
         self.attempt_id = secrets.token_hex(8)
         self.attempt = 0
 
-    def start(self, job_id: str, startable: Iterable[str]) -> int:
+    def start(self, job_id: str) -> int:
         """Take the task for this attempt; returns the attempt's number in its run.
 
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
         """
         outcome, value = (v.decode() for v in self.connection.eval(
-            _START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(), *startable))
+            _START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(),
+            states.START.target, *states.START.sources))
         if outcome == "refused":
             raise Refused(value)
         if outcome != "ok":
@@ -108,13 +102,22 @@ class AttemptFence:
               pipe: Pipeline | None = None) -> None:
         """Queue (on `pipe`) or send a progress write; it applies only while this attempt owns
         the running task."""
-        target = pipe if pipe is not None else self.connection
-        target.eval(_WRITE, 2, self.key, self.job_key, self.attempt_id, ttl_seconds, meta,
-                    *_pairs(fields))
+        self._write(states.RUNNING, fields, ttl_seconds, meta, pipe)
 
-    def write_canceled(self, fields: dict[str, Any], meta: bytes = b"") -> None:
-        self.connection.eval(_WRITE_CANCELED, 2, self.key, self.job_key, self.attempt_id, meta,
-                             *_pairs(fields))
+    def write_succeeded(self, fields: dict[str, Any], ttl_seconds: int,
+                        pipe: Pipeline | None = None) -> None:
+        """What an attempt writes after its task succeeded, only while it still holds it."""
+        self._write(states.SUCCEEDED, fields, ttl_seconds, b"", pipe)
+
+    def write_canceled(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"") -> None:
+        """The last word of this attempt, only if the cancel that stopped it was of this one."""
+        self._write(states.CANCELED, fields, ttl_seconds, meta, None)
+
+    def _write(self, owned_as: str, fields: dict[str, Any], ttl_seconds: int, meta: bytes,
+               pipe: Pipeline | None) -> None:
+        target = pipe if pipe is not None else self.connection
+        target.eval(_WRITE, 2, self.key, self.job_key, self.attempt_id, owned_as, ttl_seconds,
+                    meta, *_pairs(fields))
 
     def check(self, pipe: Pipeline | None = None) -> None:
         """Raise CancelRequested or Superseded unless this attempt still owns the running task.
@@ -156,10 +159,11 @@ class AttemptFence:
     def _verify(self, status: bytes | None, owner: bytes | None) -> None:
         if owner is None or owner.decode() != self.attempt_id:
             raise Superseded("another attempt owns the task")
-        if status == b"canceled":
+        current = status.decode() if status else None
+        if current == states.CANCELED:
             raise CancelRequested()
-        if status != b"running":
-            raise Superseded(f"the task is {status.decode() if status else 'gone'}")
+        if current != states.RUNNING:
+            raise Superseded(f"the task is {current or 'gone'}")
 
 
 def _pairs(fields: dict[str, Any]) -> list[Any]:

@@ -21,8 +21,9 @@ from redis.client import Pipeline
 
 from jobs import keys
 from jobs.failures import PermanentError
+from jobs.settings import MIB
 
-PIECE_BYTES = 1024 * 1024
+PIECE_BYTES = MIB
 FLUSH_BYTES = 4 * PIECE_BYTES   # what one request holds in flight to Redis, at most
 
 # KEYS: blob, tenant sizes, tenant bytes, all bytes. ARGV: task id. Counted once however often
@@ -101,9 +102,11 @@ def release(pipe: Pipeline | Redis, tenant: str, task_id: str) -> None:
               keys.tenant_blob_bytes(tenant), keys.blob_bytes(), task_id)
 
 
-def keep(pipe: Pipeline | Redis, task_id: str, seconds: int) -> None:
-    """Keep a task's upload for `seconds` more (a Retry may want it), then let it expire."""
+def keep_for_retry(pipe: Pipeline | Redis, task_id: str, seconds: int) -> None:
+    """A task failed (retryably) or was canceled: keep its upload, and the checkpoint made of
+    it, for `seconds` (INTAKE_UPLOAD_RETENTION_HOURS, far less than its record), for a Retry."""
     pipe.expire(keys.blob(task_id), seconds)
+    pipe.expire(keys.checkpoint(task_id), seconds)
 
 
 def recount(connection: Redis) -> int:

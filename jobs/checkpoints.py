@@ -84,11 +84,6 @@ def delete(pipe: Pipeline, task_id: str) -> None:
     pipe.delete(keys.checkpoint(task_id))
 
 
-def keep(pipe: Pipeline, task_id: str, seconds: int) -> None:
-    """Keep a failed or canceled task's checkpoint only as long as its upload (a Retry's)."""
-    pipe.expire(keys.checkpoint(task_id), seconds)
-
-
 def encode_embedding(block: Embedding) -> bytes:
     """Arrays only (no pickle): a dense matrix, or the three arrays of sparse rows."""
     buffer = io.BytesIO()

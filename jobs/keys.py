@@ -1,4 +1,6 @@
-"""Every Redis key Intake owns, named in one place so that nothing else spells a key by hand.
+"""Every Redis key Intake owns, named in one place: code asks for a key here, never spells one.
+
+Lua scripts get their keys (or, for keys they derive from ids, a prefix from here) as arguments.
 
 Tenant names are validated where tenants are configured; ids are hex. A document's id is
 free text, so its keys use a digest of it instead.

@@ -1,74 +1,68 @@
-"""Transitions of a task that happen outside a running attempt: the indexes that follow a task's
-status, and what a person does to a task (cancel, retry, delete).
+"""What a person does to a task: cancel it, retry it, delete its document.
 
-Each transition that depends on the current status is one Lua script, so two people (or a person
-and a worker) never both win: a task is canceled at most once, retried at most once per failure.
-Each script carries the id of the request that sent it, so when the client re-sends it (redis-py
-does after a timeout or a reset) the second run answers what the first did and changes nothing.
-A Retry starts a new run with an RQ job of its own (`run_job_id`): the job of the run it
-replaces may still be stopping, and RQ's handling of that stop must never land on the new one.
+Each status change is one Lua script that checks the status it starts from (the statuses come
+from jobs.states as arguments), so two people (or a person and a worker) never both win: a
+task is canceled at most once, retried at most once per failure. Each script carries the id
+of the request that sent it, so when the client re-sends it (redis-py does after a timeout or
+a reset) the second run answers what the first did and changes nothing. What follows a change
+(states.changed, the RQ job) is sent right after it. A Retry starts a new run with an RQ job of
+its own (`run_job_id`): the job of the run it replaces may still be stopping, and RQ's handling
+of that stop must never land on the new one.
 """
 from __future__ import annotations
 
 import secrets
-import time
+from typing import Any
 
 from redis import Redis
-from redis.client import Pipeline
 from rq import Queue
 from rq.command import send_stop_job_command
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from jobs import keys, metrics
+from jobs import blobs, keys, metrics, states
+from jobs.clock import now_iso
+from jobs.exceptions import NoSuchDocument, NoSuchTask, NotNow, NotRetryable, UploadExpired
 from jobs.settings import Settings
-from jobs.submit import REPLAY_LUA, job_data, recorded_enqueue
-from jobs.tasks import ACTIVE, now_iso
+from jobs.submit import job_data
 
-# KEYS: task, active set, tenant's active set, upload, checkpoint.
-# ARGV: tenant, now, kept-upload ttl, task id, request id, then the statuses that can be canceled.
-# Returns {outcome, previous status, the current run's job id}.
+# KEYS: task. ARGV: tenant, now, task id, request id, the status it moves to and its step,
+# then the statuses that may be canceled. Returns {outcome, previous status, the run's job id}.
 _CANCEL = """
 if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', '', ''} end
 local r = redis.call('HMGET', KEYS[1], 'status', 'job_id', 'cancel_request', 'canceled_from')
 local job = r[2]
-if not job or job == '' then job = ARGV[4] end
-if r[3] == ARGV[5] then return {'ok', r[4] or '', job} end
+if not job or job == '' then job = ARGV[3] end
+if r[3] == ARGV[4] then return {'ok', r[4] or '', job} end
 local cancelable = false
-for i = 6, #ARGV do if ARGV[i] == r[1] then cancelable = true end end
+for i = 7, #ARGV do if ARGV[i] == r[1] then cancelable = true end end
 if not cancelable then return {'conflict', r[1] or '', job} end
-redis.call('HSET', KEYS[1], 'status', 'canceled', 'current_step', 'canceled',
+redis.call('HSET', KEYS[1], 'status', ARGV[5], 'current_step', ARGV[6],
            'step_detail', 'Canceled', 'ended_at', ARGV[2], 'updated_at', ARGV[2],
-           'next_attempt_at', '', 'error', '', 'cancel_request', ARGV[5], 'canceled_from', r[1])
-redis.call('ZREM', KEYS[2], ARGV[4])
-redis.call('ZREM', KEYS[3], ARGV[4])
-redis.call('EXPIRE', KEYS[4], ARGV[3])
-redis.call('EXPIRE', KEYS[5], ARGV[3])
+           'next_attempt_at', '', 'error', '', 'cancel_request', ARGV[4], 'canceled_from', r[1])
 return {'ok', r[1], job}
 """
 
-# KEYS: task, active set, tenant failed index, all failed index, tenant active, upload, checkpoint.
-# ARGV: tenant, now, ttl, task id, max attempts, score, request id, new job id, the run it
-#       replaces, then the new job's recorded enqueue (jobs.submit.recorded_enqueue).
+# KEYS: task, upload, checkpoint. ARGV: tenant, now, ttl, task id, max attempts, request id,
+# the new run's job id, the run it replaces, the status it moves to and its step, the status
+# whose error must say a Retry can help, then the statuses that may be retried.
 # Returns {outcome, previous status, the replaced run's job id}.
-_RETRY = REPLAY_LUA + """
+_RETRY = """
 if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', '', ''} end
 local r = redis.call('HMGET', KEYS[1], 'status', 'error', 'run', 'retry_request',
                      'retried_from', 'job_id')
 local old_job = r[6]
 if not old_job or old_job == '' then old_job = ARGV[4] end
-if r[4] == ARGV[7] then return {'ok', r[5] or '', redis.call('HGET', KEYS[1], 'replaced_job')} end
-local status = r[1]
-if status == 'failed' then
-  if not r[2] or r[2] == '' or not cjson.decode(r[2])['retryable'] then
-    return {'not_retryable', status, old_job}
-  end
-elseif status ~= 'canceled' then
-  return {'conflict', status or '', old_job}
+if r[4] == ARGV[6] then return {'ok', r[5] or '', redis.call('HGET', KEYS[1], 'replaced_job')} end
+local status, retryable = r[1], false
+for i = 12, #ARGV do if ARGV[i] == status then retryable = true end end
+if not retryable then return {'conflict', status or '', old_job} end
+if status == ARGV[11] and (not r[2] or r[2] == '' or not cjson.decode(r[2])['retryable']) then
+  return {'not_retryable', status, old_job}
 end
-if tonumber(r[3] or '0') ~= tonumber(ARGV[9]) then return {'conflict', status, old_job} end
-if redis.call('EXISTS', KEYS[6]) == 0 and redis.call('HEXISTS', KEYS[7], 'chunks') == 0 then
-  if status == 'failed' then
+if tonumber(r[3] or '0') ~= tonumber(ARGV[8]) then return {'conflict', status, old_job} end
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('HEXISTS', KEYS[3], 'chunks') == 0 then
+  if status == ARGV[11] then
     local error = cjson.decode(r[2])
     error['retryable'] = false
     error['message'] = error['message'] .. ' Its upload is no longer kept: upload the file again.'
@@ -76,20 +70,15 @@ if redis.call('EXISTS', KEYS[6]) == 0 and redis.call('HEXISTS', KEYS[7], 'chunks
   end
   return {'upload_expired', status, old_job}
 end
-redis.call('HSET', KEYS[1], 'status', 'pending', 'current_step', 'queued',
+redis.call('HSET', KEYS[1], 'status', ARGV[9], 'current_step', ARGV[10],
            'step_detail', 'Waiting for a worker', 'progress', 0, 'attempts', 0,
            'max_attempts', ARGV[5], 'error', '', 'next_attempt_at', '', 'started_at', '',
            'ended_at', '', 'result', '', 'updated_at', ARGV[2], 'attempt_id', '',
-           'run', tonumber(ARGV[9]) + 1, 'job_id', ARGV[8], 'replaced_job', old_job,
-           'retry_request', ARGV[7], 'retried_from', status)
+           'run', tonumber(ARGV[8]) + 1, 'job_id', ARGV[7], 'replaced_job', old_job,
+           'retry_request', ARGV[6], 'retried_from', status)
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[6], ARGV[3])
-redis.call('EXPIRE', KEYS[7], ARGV[3])
-redis.call('ZADD', KEYS[2], ARGV[6], ARGV[4])
-redis.call('ZADD', KEYS[5], ARGV[6], ARGV[4])
-redis.call('ZREM', KEYS[3], ARGV[4])
-redis.call('ZREM', KEYS[4], ARGV[4])
-replay(10)
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[3])
 return {'ok', status, old_job}
 """
 
@@ -99,79 +88,68 @@ def run_job_id(task_id: str, run: int) -> str:
     return task_id if run == 0 else f"{task_id}-run{run}"
 
 
-def mark_dead_letter(pipe: Pipeline, tenant: str, task_id: str) -> None:
-    """A task became `failed`: list it as a dead letter and stop watching it."""
-    now = time.time()
-    pipe.zadd(keys.tenant_failed(tenant), {task_id: now})
-    pipe.zadd(keys.failed_all(), {task_id: now})
-    mark_inactive(pipe, tenant, task_id)
-
-
-def mark_inactive(pipe: Pipeline, tenant: str, task_id: str) -> None:
-    """The task no longer waits nor runs: it leaves the sets the limits and reconciler use."""
-    pipe.zrem(keys.active(), task_id)
-    pipe.zrem(keys.tenant_active(tenant), task_id)
-
-
-def mark_finished(pipe: Pipeline, tenant: str, task_id: str) -> None:
-    """A task succeeded or was canceled: it is neither watched nor a dead letter."""
-    mark_inactive(pipe, tenant, task_id)
-    pipe.zrem(keys.tenant_failed(tenant), task_id)
-    pipe.zrem(keys.failed_all(), task_id)
-
-
-def keep_for_retry(pipe: Pipeline, task_id: str, seconds: int) -> None:
-    """A task failed (retryably) or was canceled: keep its upload and checkpoint for a Retry,
-    for INTAKE_UPLOAD_RETENTION_HOURS, far less than its record."""
-    pipe.expire(keys.blob(task_id), seconds)
-    pipe.expire(keys.checkpoint(task_id), seconds)
-
-
-def cancel_task(connection: Redis, settings: Settings, tenant: str,
-                task_id: str) -> tuple[str, str]:
-    """Cancel a pending, retrying or running task: ('ok' | 'missing' | 'conflict', old status).
+def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str) -> str:
+    """Cancel a pending, retrying or running task; returns the status it had.
 
     A waiting job is removed from its queue or the scheduler; a running one is told to stop (RQ's
     stop command kills its work-horse at once; the attempt's own checks stop it on any worker
-    class, since it no longer owns a running task).
+    class, since it no longer owns a running task). Raises NoSuchTask or NotNow.
     """
-    outcome, previous, job_id = (v.decode() for v in connection.eval(
-        _CANCEL, 5, keys.task(task_id), keys.active(), keys.tenant_active(tenant),
-        keys.blob(task_id), keys.checkpoint(task_id), tenant, now_iso(),
-        settings.upload_retention_seconds, task_id, secrets.token_hex(8), *sorted(ACTIVE)))
+    move = states.CANCEL
+    outcome, previous, job_id = _decoded(connection.eval(
+        _CANCEL, 1, keys.task(task_id), tenant, now_iso(), task_id, secrets.token_hex(8),
+        move.target, states.STEP_OF[move.target], *move.sources))
+    if outcome == "missing":
+        raise NoSuchTask()
     if outcome != "ok":
-        return outcome, previous
-    metrics.count(connection, "tasks_finished_total", status="canceled")
-    if previous == "running":
-        connection.sadd(keys.canceling(), job_id)
+        raise NotNow(previous, "cancel")
+    pipe = connection.pipeline()
+    states.changed(pipe, tenant, task_id, move.target)
+    blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
+    if previous == states.RUNNING:
+        pipe.sadd(keys.canceling(), job_id)
+    pipe.execute()
+    if previous == states.RUNNING:
         send_stop_job_command(connection, job_id)
     else:
         delete_job(connection, job_id)
-    return outcome, previous
+    return previous
 
 
 def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, tenant: str,
-               task_id: str) -> tuple[str, str]:
-    """Start a new run of a failed (retryable) or canceled task under the same id.
+               task_id: str) -> str:
+    """Start a new run of a failed (retryable) or canceled task under the same id; returns
+    the status it had.
 
-    Returns ('ok' | 'missing' | 'conflict' | 'not_retryable' | 'upload_expired', old status).
-    The new run gets a fresh attempt budget and a job of its own, enqueued by the same script
-    that changes the status; the replaced run's job is deleted unless it is still stopping.
+    The new run gets a fresh attempt budget and a job of its own (RQ's enqueue, right after
+    the script); the replaced run's job is deleted unless it is still stopping. Raises
+    NoSuchTask, NotNow, NotRetryable or UploadExpired.
     """
+    move = states.RETRY
     run_raw, queue_raw = connection.hmget(keys.task(task_id), "run", "queue")
     run = int(run_raw or 0)
     job_id = run_job_id(task_id, run + 1)
+    outcome, previous, old_job = _decoded(connection.eval(
+        _RETRY, 3, keys.task(task_id), keys.blob(task_id), keys.checkpoint(task_id), tenant,
+        now_iso(), settings.retention_seconds, task_id, settings.max_attempts,
+        secrets.token_hex(8), job_id, run, move.target, states.STEP_OF[move.target],
+        states.FAILED, *move.sources))
+    if outcome == "missing":
+        raise NoSuchTask()
+    refusal = {"not_retryable": NotRetryable, "upload_expired": UploadExpired}.get(outcome)
+    if refusal is not None:
+        raise refusal(previous)
+    if outcome != "ok":
+        raise NotNow(previous, "retry")
     queue = queues.get((queue_raw or b"intake").decode()) or queues["intake"]
-    enqueue = recorded_enqueue(connection, queue, job_data(task_id, settings, job_id=job_id),
-                               lambda pipe: metrics.count(pipe, "manual_retries_total"))
-    outcome, previous, old_job = (v.decode() if v is not None else "" for v in connection.eval(
-        _RETRY, 7, keys.task(task_id), keys.active(), keys.tenant_failed(tenant),
-        keys.failed_all(), keys.tenant_active(tenant), keys.blob(task_id),
-        keys.checkpoint(task_id), tenant, now_iso(), settings.retention_seconds, task_id,
-        settings.max_attempts, time.time(), secrets.token_hex(8), job_id, run, *enqueue))
-    if outcome == "ok" and old_job:
+    pipe = connection.pipeline()
+    states.changed(pipe, tenant, task_id, move.target)
+    metrics.count(pipe, "manual_retries_total")
+    queue.enqueue_many([job_data(task_id, settings, job_id=job_id)], pipeline=pipe)
+    pipe.execute()
+    if old_job:
         delete_job(connection, old_job, unless_started=True)
-    return outcome, previous
+    return previous
 
 
 def delete_job(connection: Redis, job_id: str, *, unless_started: bool = False) -> None:
@@ -189,18 +167,21 @@ def delete_job(connection: Redis, job_id: str, *, unless_started: bool = False) 
     job.delete()
 
 
-def delete_document(connection: Redis, settings: Settings, tenant: str, document_id: str) -> bool:
+def delete_document(connection: Redis, settings: Settings, tenant: str, document_id: str) -> None:
     """Remove a document: its chunks, and every task of it (stopped first if still running).
 
     Its idempotency keys go too, so the same file uploaded again is ingested again. A running
-    attempt finds its task canceled, then gone, so it can never put the document back. True
-    when there was anything to remove.
+    attempt finds its task canceled, then gone, so it can never put the document back. Raises
+    NoSuchDocument when there was nothing to remove.
     """
-    from jobs import blobs, index, tasks  # the index and records are what is being removed
+    from jobs import index, tasks  # the index and records are what is being removed
 
     task_ids = [t.decode() for t in connection.smembers(keys.document_tasks(tenant, document_id))]
     for task_id in task_ids:
-        cancel_task(connection, settings, tenant, task_id)  # a finished one answers conflict
+        try:
+            cancel_task(connection, settings, tenant, task_id)
+        except (NoSuchTask, NotNow):  # finished, or not this tenant's
+            pass
     records = [r for r in tasks.load_many(connection, task_ids)
                if r is not None and r.get("tenant") == tenant]
     had_chunks = index.remove_document(connection, tenant, document_id)
@@ -210,7 +191,12 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
         blobs.release(pipe, tenant, task_id)
         pipe.delete(keys.task(task_id), keys.checkpoint(task_id),
                     keys.idempotency(record.get("idempotency", "")))
-        mark_finished(pipe, tenant, task_id)
+        states.forget(pipe, tenant, task_id)
     pipe.delete(keys.document_tasks(tenant, document_id), keys.document_latest(tenant, document_id))
     pipe.execute()
-    return had_chunks or bool(records)
+    if not (had_chunks or records):
+        raise NoSuchDocument()
+
+
+def _decoded(reply: list[Any]) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else (v or "") for v in reply]

@@ -7,13 +7,13 @@ collector (webapp/metrics.py) reads the hashes at scrape time.
 """
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Iterable
 
 from redis import Redis
 from redis.client import Pipeline
 
 from jobs import keys
+from jobs.clock import timestamp
 
 STEP_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -41,7 +41,7 @@ def observe_steps(pipe: Pipeline, steps: Iterable[dict[str, Any]], attempt: int)
     for step in steps:
         if step.get("attempt") != attempt or not step.get("ended_at"):
             continue
-        seconds = (_moment(step["ended_at"]) - _moment(step["started_at"])).total_seconds()
+        seconds = timestamp(step["ended_at"]) - timestamp(step["started_at"])
         name = step["name"]
         buckets += [f"{name}|{bound}" for bound in STEP_BUCKETS if seconds <= bound]
         buckets.append(f"{name}|+Inf")
@@ -58,7 +58,3 @@ def read(connection: Redis) -> tuple[dict[str, int], dict[str, float]]:
     counters, steps = pipe.execute()
     return ({k.decode(): int(v) for k, v in counters.items()},
             {k.decode(): float(v) for k, v in steps.items()})
-
-
-def _moment(iso: str) -> datetime:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00"))

@@ -29,8 +29,8 @@ from pypdf.errors import DependencyError, PyPdfError
 
 from jobs.failures import PermanentError
 from jobs.filetypes import SUPPORTED_KINDS
+from jobs.settings import MIB
 
-MIB = 1024 * 1024
 
 #: A DOCX whose parts expand to more than this is refused before python-docx opens it.
 DOCX_MAX_UNCOMPRESSED_BYTES = 256 * MIB

@@ -1,15 +1,17 @@
 """ingest_document(task_id): the RQ job that takes one document through
 parse → chunk → embed → index.
 
-An attempt first takes its task (jobs.attempts): only the job of the task's current run may, and
-only while the task may run; a job canceled just as it was dequeued, or one of a run a Retry
-replaced, ends at once having changed nothing. After that every write of the attempt is fenced
-by its own id, and it checks that it still owns the task between steps and embedding batches,
-so a cancel, a Retry or a delete stops it at its next checkpoint. Completed steps and embedding
-batches are checkpointed, so a retry resumes where the last attempt stopped. Every failure is
-classified (jobs.failures): a permanent one sets `retries_left = 0` before the exception leaves
-the job, so RQ records it as a dead letter at once; a transient one is left to RQ's Retry, and
-the task shows `retrying` until the next attempt starts.
+`ingest_document` is RQ's entry point only: it hands the job, the task id and this process's
+parts (jobs.parts: settings, embedder, progress reporter) to `run_attempt`, which uses nothing
+else. An attempt first takes its task (jobs.attempts): only the job of the task's current run
+may, and only while the task may start; a job canceled just as it was dequeued, or one of a
+run a Retry replaced, ends at once having changed nothing. After that every write of the
+attempt is fenced by its own id, and it checks that it still owns the task between steps and
+embedding batches, so a cancel, a Retry or a delete stops it at its next checkpoint. Completed
+steps and embedding batches are checkpointed, so a retry resumes where the last attempt
+stopped. Every failure is classified (jobs.failures): a permanent one sets `retries_left = 0`
+before the exception leaves the job, so RQ records it as a dead letter at once; a transient
+one is left to RQ's Retry, and the task shows `retrying` until the next attempt starts.
 """
 from __future__ import annotations
 
@@ -20,64 +22,63 @@ from redis import Redis
 from redis.client import Pipeline
 from rq import get_current_job
 
-from jobs import blobs, checkpoints, index, lifecycle, logs, metrics, tasks
+from jobs import blobs, checkpoints, index, logs, metrics, parts, states, tasks
 from jobs.attempts import AttemptFence, Refused, Superseded
 from jobs.chunking import chunk_text
-from jobs.embedding import Embedder, Embedding, SparseRows, make_embedder
+from jobs.clock import iso_in, now_iso
+from jobs.embedding import Embedding, SparseRows
 from jobs.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError, classify
 from jobs.parsers import ParsedDocument, parse_document
-from jobs.progress import ProgressReporter, dashboard_text
+from jobs.parts import Parts
+from jobs.progress import dashboard_text
 from jobs.sandbox import parse_bounded
-from jobs.settings import Settings
-from jobs.versions import pipeline_version
-
-_embedders: dict[Settings, Embedder] = {}
-
-
-def _embedder(settings: Settings) -> Embedder:
-    """One embedder per worker process and settings, so its HTTP connections are reused."""
-    if settings not in _embedders:
-        _embedders[settings] = make_embedder(settings)
-    return _embedders[settings]
+from jobs.settings import MIB, Settings
 
 
 class Attempt:
-    """One attempt at one task: its record, settings, fence, progress reporter and checkpoints."""
+    """One attempt at one task: its record, parts, fence, progress reporter and checkpoints."""
 
-    def __init__(self, job: Any, record: dict[str, str], settings: Settings,
+    def __init__(self, job: Any, record: dict[str, str], parts_: Parts,
                  fence: AttemptFence) -> None:
         self.job = job
         self.connection: Redis = job.connection
         self.record = record
         self.task_id = record["id"]
         self.tenant = record["tenant"]
-        self.settings = settings
+        self.settings = parts_.settings
+        self.embedder = parts_.embedder
         self.fence = fence
-        self.version = pipeline_version(settings)
-        self.reporter = ProgressReporter(
-            fence, job=job, ttl_seconds=settings.retention_seconds,
+        self.version = parts_.version
+        self.reporter = parts_.reporter(
+            fence, job=job, ttl_seconds=self.settings.retention_seconds,
             steps=tasks.view(record)["steps"], attempt=fence.attempt)
         self.checkpoints = checkpoints.Checkpoints(self.connection, self.task_id, self.version,
-                                                   settings.retention_seconds)
+                                                   self.settings.retention_seconds)
 
 
 def ingest_document(task_id: str) -> dict[str, Any]:
-    """RQ entry point. Returns the result summary; raises so that RQ sees every failure."""
+    """RQ entry point: this job, its task and this process's parts (jobs.parts.current)."""
     job = get_current_job()
     if job is None:
         raise RuntimeError("ingest_document must run inside an RQ job")
+    return run_attempt(job, task_id, parts.current())
+
+
+def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
+    """One attempt of the task, with everything it uses handed in. Returns the result
+    summary; raises so that RQ sees every failure."""
     record = tasks.load(job.connection, task_id)
     if record is None:  # deleted or expired: nothing is left to do, nor to tell
         job.retries_left = 0
         return {"skipped": "task gone"}
     fence = AttemptFence(job.connection, task_id, job.key)
     try:
-        fence.start(job.id, tasks.STARTABLE)
+        fence.start(job.id)
     except (Refused, Superseded) as exc:
         job.retries_left = 0
         logs.event("attempt_skipped", record, reason=str(exc))
         return {"skipped": str(exc)}
-    attempt = Attempt(job, record, Settings.from_env(), fence)
+    attempt = Attempt(job, record, parts_, fence)
     try:
         logs.event("attempt_started", record, attempt=fence.attempt)
         return _run(attempt)
@@ -106,33 +107,30 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
     characters = len(parsed.text) or attempt.checkpoints.characters()
     result = {"pages": parsed.pages, "characters": characters, "chunks": len(chunks)}
-    document = index.IndexedDocument(
+    prepared = index.prepare_upsert(index.IndexedDocument(
         tenant=tenant, document_id=record["document_id"], filename=record["filename"],
         task_id=attempt.task_id, version=int(record.get("version") or 0), texts=chunks,
-        vectors=vectors)
-    prepared = index.prepare_upsert(document)
+        vectors=vectors))
 
     def within_quota(pipe: Pipeline) -> None:
         index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
                                 attempt.settings.tenant_chunk_limit)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
-        reporter.end_step("indexing")  # timed to the write itself, sent in this MULTI
         index.queue_upsert(pipe, prepared)
         blobs.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
-        lifecycle.mark_finished(pipe, tenant, attempt.task_id)
-        metrics.count(pipe, "tasks_finished_total", status="succeeded")
-        metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
+        states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target)
 
     reporter.close()
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
-    reporter.commit({"status": "succeeded", "ended_at": tasks.now_iso(), "result": result,
-                     "error": "", "next_attempt_at": "", "pipeline_version": attempt.version,
-                     "attempt_id": ""},
+    reporter.commit({"status": states.SUCCEED.target, "ended_at": now_iso(), "result": result,
+                     "error": "", "next_attempt_at": "", "pipeline_version": attempt.version},
                     queue_more=index_and_clean_up, check=within_quota,
                     watch=index.quota_keys(tenant, record["document_id"]))
+    reporter.end_step("indexing")  # after the write itself: the step's time includes it
+    reporter.finish(lambda pipe: metrics.observe_steps(pipe, reporter.steps, reporter.attempt))
     logs.event("task_succeeded", record, attempt=reporter.attempt, **result,
                steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]]
                       for s in reporter.steps})
@@ -167,13 +165,13 @@ def _parse(data: bytes, kind: str, settings: Settings) -> ParsedDocument:
     if kind in ("txt", "md"):
         return parse_document(data, kind)
     return parse_bounded(data, kind, seconds=settings.parse_timeout,
-                         memory_bytes=settings.parse_memory_mb * 1024 * 1024,
+                         memory_bytes=settings.parse_memory_mb * MIB,
                          max_chars=settings.parse_max_chars)
 
 
 def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
     """Embed in batches; each batch is checkpointed and followed by an ownership check."""
-    embedder = _embedder(attempt.settings)
+    embedder = attempt.embedder
     reporter, total = attempt.reporter, len(chunks)
     reporter.begin_step("embedding", 30, f"Embedding chunks 0 of {total}")
     blocks = []
@@ -227,26 +225,31 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     if not error.transient:
         job.retries_left = 0
     fields: dict[str, Any] = {"error": error.as_dict(error.step or reporter.current_step)}
+    tenant, task_id = attempt.tenant, attempt.task_id
     if job.retries_left:
         delay = job.get_retry_interval()
         reporter.current_step = "waiting_retry"
-        fields.update(status="retrying", next_attempt_at=tasks.iso_in(delay),
-                      step_detail=f"Attempt {reporter.attempt + 1} in {delay} s")
-        reporter.commit(fields, queue_more=lambda pipe: metrics.count(pipe, "retries_total"))
+        fields.update(status=states.WAIT_FOR_RETRY.target, next_attempt_at=iso_in(delay),
+                      step_detail=tasks.attempt_words(reporter.attempt + 1,
+                                                      int(attempt.record["max_attempts"]), delay))
+
+        def retry_later(pipe: Pipeline) -> None:
+            states.changed(pipe, tenant, task_id, states.WAIT_FOR_RETRY.target)
+            metrics.count(pipe, "retries_total")
+
+        reporter.commit(fields, queue_more=retry_later)
         return
     reporter.current_step = "failed"
-    fields.update(status="failed", next_attempt_at="", ended_at=tasks.now_iso(),
+    fields.update(status=states.FAIL.target, next_attempt_at="", ended_at=now_iso(),
                   step_detail=error.message, attempt_id="")
-    tenant, task_id = attempt.tenant, attempt.task_id
 
     def dead_letter(pipe: Pipeline) -> None:
-        lifecycle.mark_dead_letter(pipe, tenant, task_id)
+        states.changed(pipe, tenant, task_id, states.FAIL.target)
         if error.retryable:
-            lifecycle.keep_for_retry(pipe, task_id, attempt.settings.upload_retention_seconds)
+            blobs.keep_for_retry(pipe, task_id, attempt.settings.upload_retention_seconds)
         else:
             blobs.release(pipe, tenant, task_id)
             checkpoints.delete(pipe, task_id)
-        metrics.count(pipe, "tasks_finished_total", status="failed")
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
     reporter.commit(fields, queue_more=dead_letter)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from redis.client import Pipeline
 
 from jobs.attempts import AttemptFence
-from jobs.tasks import now_iso
+from jobs.clock import now_iso
 
 MIN_INTERVAL_SECONDS = 0.35
 
@@ -124,12 +124,22 @@ class ProgressReporter:
             self.fence.commit(build, **options)
             self._wrote()
 
+    def finish(self, queue_more: Callable[[Pipeline], None] | None = None) -> None:
+        """After the commit that made the task succeed: the steps' final timings (the index
+        write's end), then this attempt lets go of the task. `queue_more`'s writes travel in
+        the same round trip."""
+        with self._lock, self.fence.connection.pipeline(transaction=False) as pipe:
+            self.fence.write_succeeded({"steps": json.dumps(self.steps), "attempt_id": ""},
+                                       self.ttl_seconds, pipe=pipe)
+            if queue_more is not None:
+                queue_more(pipe)
+            pipe.execute()
+
     def write_canceled(self) -> None:
         """The last word of an attempt that was canceled (the cancel already set the status)."""
         with self._lock:
-            fields = self._fields({"status": "canceled", "step_detail": "Canceled", "error": "",
-                                   "next_attempt_at": ""})
-            self.fence.write_canceled(fields, self._meta(fields))
+            fields = self._fields({"step_detail": "Canceled", "error": "", "next_attempt_at": ""})
+            self.fence.write_canceled(fields, self.ttl_seconds, self._meta(fields))
 
     def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
         fields = {"progress": self.progress, "current_step": self.current_step,

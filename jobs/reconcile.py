@@ -1,20 +1,22 @@
 """The reconciler: makes every task's record agree with its RQ job, so nothing stays stuck.
 
-RQ notices a job whose worker died with it only when the job's heartbeat expires and a worker's
-maintenance cleans the started registry (then RQ retries or fails it), and it never tells
-Intake. Dashboard actions and deleted keys change jobs behind Intake's back. So, every few
-seconds, one worker (whichever takes the lock) compares each active task with its job:
+RQ notices a job whose worker died with it only when the job's heartbeat expires and a
+cleanup of the started registry runs (then RQ retries or fails it), and it never tells Intake.
+Dashboard actions and deleted keys change jobs behind Intake's back. So, every few seconds,
+one worker (jobs.maintenance, whichever takes the lock) compares each live task with the job
+of its current run, read through RQ's public API only:
 
-| task                      | job                    | becomes                                |
-|---------------------------|------------------------|----------------------------------------|
-| running                   | scheduled or queued    | retrying ("worker lost"): RQ retried it|
-| pending/running/retrying  | failed or stopped      | failed ("worker lost"), a dead letter  |
-| pending/running/retrying  | gone                   | failed ("job lost"), retryable         |
-| pending/retrying          | canceled (dashboard)   | canceled                               |
+| task                      | job                    | becomes (states.*)                       |
+|---------------------------|------------------------|------------------------------------------|
+| running                   | scheduled or queued    | retrying ("worker lost"): RQ retried it  |
+| pending/running/retrying  | failed or stopped      | failed ("worker lost"), a dead letter    |
+| pending/running/retrying  | gone                   | failed ("job lost"), retryable           |
+| pending/retrying          | canceled (dashboard)   | canceled                                 |
 
 A task is only judged once its record has been still for GRACE_SECONDS, and every change is a
-compare-and-set on status and attempts, so a task that moves on meanwhile is left alone. Jobs
-stopped by a cancel are taken out of the failed registry: a cancel is not a dead letter.
+compare-and-set on status, attempts, attempt and run, so a task that moves on meanwhile is left
+alone. Jobs stopped by a cancel are taken out of the failed registry: a cancel is not a dead
+letter.
 """
 from __future__ import annotations
 
@@ -22,24 +24,23 @@ import contextlib
 import json
 import logging
 import time
-from datetime import datetime
 from typing import Any
 
 from redis import Redis
+from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import blobs, index, keys, lifecycle, metrics
+from jobs import blobs, keys, metrics, parts, states, tasks
+from jobs.clock import iso_in, now_iso, timestamp
 from jobs.failures import IntakeError, job_lost, worker_lost
-from jobs.settings import Settings
-from jobs.tasks import iso_in, now_iso
+from jobs.settings import QUEUE_NAMES, Settings
+from jobs.states import Transition
 
 log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10
-INTERVAL_SECONDS = 4
-HOUSEKEEPING_SECONDS = 60
 
 # KEYS: task. ARGV: expected status, attempts, attempt id and job id, then field/value pairs:
 # a task that moved on since it was read (another attempt, another run) is left alone.
@@ -53,21 +54,7 @@ for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
 """
 _FIELDS = ("status", "attempts", "updated_at", "tenant", "queue", "created_at", "attempt_id",
-           "job_id")
-
-
-def run_if_due(connection: Redis) -> bool:
-    """Reconcile unless another worker did in the last INTERVAL_SECONDS; True if it ran.
-
-    Less often (HOUSEKEEPING_SECONDS), also recount the upload bytes waiting (expired uploads
-    give theirs back) and keep the uploads of waiting tasks from expiring before their tasks.
-    """
-    if not connection.set(keys.reconcile_lock(), 1, nx=True, ex=INTERVAL_SECONDS):
-        return False
-    reconcile(connection)
-    if connection.set(keys.housekeeping_lock(), 1, nx=True, ex=HOUSEKEEPING_SECONDS):
-        housekeeping(connection, Settings.from_env().retention_seconds)
-    return True
+           "job_id", "max_attempts")
 
 
 def job_of(task_id: str, task: dict[str, Any]) -> str:
@@ -75,24 +62,9 @@ def job_of(task_id: str, task: dict[str, Any]) -> str:
     return task.get("job_id") or task_id
 
 
-def housekeeping(connection: Redis, ttl_seconds: int) -> None:
-    """Keep waiting uploads alive, recount upload bytes, and trim the lists of batches and dead
-    letters of entries older than the retention (their records have expired by then)."""
-    pipe = connection.pipeline(transaction=False)
-    for task_id in connection.zrange(keys.active(), 0, -1):
-        pipe.expire(keys.blob(task_id.decode()), ttl_seconds)
-    horizon = time.time() - ttl_seconds
-    pipe.zremrangebyscore(keys.failed_all(), "-inf", horizon)
-    for pattern in (keys.tenant_batches("*"), keys.tenant_failed("*")):
-        for key in connection.scan_iter(match=pattern, count=500):
-            pipe.zremrangebyscore(key, "-inf", horizon)
-    pipe.execute()
-    blobs.recount(connection)
-    index.ensure_chunk_counts(connection)
-
-
-def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dict[str, int]:
-    """One pass over the active tasks and the canceling set; returns what it changed."""
+def reconcile(connection: Redis, settings: Settings, *,
+              grace_seconds: float = GRACE_SECONDS) -> dict[str, int]:
+    """One pass over the live tasks and the canceling set; returns what it changed."""
     changed = {"retrying": 0, "failed": 0, "canceled": 0, "forgotten": 0, "uncanceled": 0}
     task_ids = [t.decode() for t in connection.zrange(keys.active(), 0, -1)]
     pipe = connection.pipeline(transaction=False)
@@ -100,12 +72,13 @@ def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dic
         pipe.hmget(keys.task(task_id), *_FIELDS)
     records = [dict(zip(_FIELDS, (v.decode() if v is not None else None for v in fields)))
                for fields in pipe.execute()]
-    pipe = connection.pipeline(transaction=False)
-    for task_id, task in zip(task_ids, records):
-        pipe.hget(Job.key_for(job_of(task_id, task)), "status")
     cutoff = time.time() - grace_seconds
-    for task_id, task, job_status in zip(task_ids, records, pipe.execute()):
-        outcome = _judge(connection, task_id, task, job_status and job_status.decode(), cutoff)
+    still = [(task_id, task) for task_id, task in zip(task_ids, records)
+             if not states.is_live(task["status"])
+             or timestamp(task["updated_at"] or task["created_at"]) <= cutoff]
+    statuses = _job_statuses(connection, still)
+    for task_id, task in still:
+        outcome = _judge(connection, settings, task_id, task, statuses.get(job_of(task_id, task)))
         if outcome:
             changed[outcome] += 1
     changed["uncanceled"] = _clear_canceled_jobs(connection)
@@ -114,92 +87,121 @@ def reconcile(connection: Redis, *, grace_seconds: float = GRACE_SECONDS) -> dic
     return changed
 
 
+def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """The status of each judged task's job (missing: the job is gone).
+
+    A waiting job is found in its queue or the scheduled registry (one read each for the whole
+    backlog) and only checked to exist; only the others are fetched whole.
+    """
+    waiting: dict[str, str] = {}
+    if any(task["status"] in (states.PENDING, states.RETRYING) for _, task in judged):
+        for name in QUEUE_NAMES:
+            waiting.update(dict.fromkeys(Queue(name, connection=connection).get_job_ids(),
+                                         JobStatus.QUEUED.value))
+            waiting.update(dict.fromkeys(
+                ScheduledJobRegistry(name, connection=connection).get_job_ids(cleanup=False),
+                JobStatus.SCHEDULED.value))
+    job_ids = [job_of(task_id, task) for task_id, task in judged]
+    listed = [job_id for job_id in job_ids if job_id in waiting]
+    pipe = connection.pipeline(transaction=False)
+    for job_id in listed:
+        pipe.exists(Job.key_for(job_id))
+    found = {job_id: waiting[job_id] for job_id, there in zip(listed, pipe.execute()) if there}
+    others = [job_id for job_id in job_ids if job_id not in waiting]
+    found.update({job.id: job.get_status(refresh=False).value
+                  for job in Job.fetch_many(others, connection=connection) if job is not None})
+    return found
+
+
 def horse_lost(connection: Redis, job: Any) -> str | None:
     """The work-horse of `job` died under its worker (OOM, kill -9): say so at once.
 
-    Called by IntakeWorker before RQ retries or fails the job, so RQ's own decision is known:
-    retries left → `retrying` at the time RQ will use; none → `failed` ("worker lost").
+    Called (jobs.workers, RQ's work_horse_killed_handler) before RQ retries or fails the job,
+    so RQ's own decision is known: retries left → `retrying` at the time RQ will use; none →
+    `failed` ("worker lost").
     """
     task_id = job.args[0] if job.args else job.id
     raw = connection.hmget(keys.task(task_id), *_FIELDS)
     task = dict(zip(_FIELDS, (v.decode() if v is not None else None for v in raw)))
-    if task["status"] != "running" or job_of(task_id, task) != job.id:
+    if task["status"] != states.RUNNING or job_of(task_id, task) != job.id:
         return None  # not this job's run any more: a Retry replaced it
+    settings = parts.current().settings
     if job.retries_left:
-        return _retrying(connection, task_id, task, "scheduled", delay=job.get_retry_interval())
-    return _fail(connection, task_id, task, worker_lost())
+        return _lose_attempt(connection, task_id, task, delay=job.get_retry_interval())
+    return _lose(connection, settings, task_id, task, worker_lost())
 
 
-def _judge(connection: Redis, task_id: str, task: dict[str, Any], job_status: str | None,
-           cutoff: float) -> str | None:
+def _judge(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
+           job_status: str | None) -> str | None:
     status = task["status"]
-    if status not in ("pending", "running", "retrying"):
+    if not states.is_live(status):  # finished: only the active set still lists it
         pipe = connection.pipeline()
-        lifecycle.mark_inactive(pipe, task["tenant"] or "default", task_id)
+        states.forget(pipe, task["tenant"] or "default", task_id)
         pipe.execute()
         return "forgotten"
-    if _timestamp(task["updated_at"] or task["created_at"]) > cutoff:
-        return None
     if job_status is None:
-        return _fail(connection, task_id, task, job_lost())
-    if job_status in ("failed", "stopped"):
-        return _fail(connection, task_id, task, worker_lost())
-    if job_status == "canceled" and status != "running":
-        return _set(connection, task_id, task, "canceled", status="canceled",
-                    current_step="canceled", step_detail="Canceled", ended_at=now_iso())
-    if job_status in ("scheduled", "queued") and status == "running":
-        return _retrying(connection, task_id, task, job_status)
+        return _lose(connection, settings, task_id, task, job_lost())
+    if job_status in (JobStatus.FAILED.value, JobStatus.STOPPED.value):
+        return _lose(connection, settings, task_id, task, worker_lost())
+    if job_status == JobStatus.CANCELED.value and states.CANCELED_ELSEWHERE.allows(status):
+        return _move(connection, task_id, task, states.CANCELED_ELSEWHERE,
+                     step_detail="Canceled", ended_at=now_iso())
+    waiting = (JobStatus.SCHEDULED.value, JobStatus.QUEUED.value)
+    if job_status in waiting and states.LOSE_ATTEMPT.allows(status):
+        return _lose_attempt(connection, task_id, task, job_status=job_status)
     return None
 
 
-def _retrying(connection: Redis, task_id: str, task: dict[str, Any], job_status: str,
-              delay: float | None = None) -> str | None:
-    if delay is None and job_status == "scheduled":
+def _lose_attempt(connection: Redis, task_id: str, task: dict[str, Any],
+                  job_status: str = JobStatus.SCHEDULED.value,
+                  delay: float | None = None) -> str | None:
+    """RQ retried the job of an attempt nobody recorded the end of: `retrying`."""
+    if delay is None and job_status == JobStatus.SCHEDULED.value:
         delay = 0.0
         registry = ScheduledJobRegistry(task["queue"] or "intake", connection=connection)
         with contextlib.suppress(Exception):  # it may have just been enqueued
-            delay = max(0.0, registry.get_scheduled_time(task_id).timestamp() - time.time())
-    delay = delay or 0.0
+            scheduled = registry.get_scheduled_time(job_of(task_id, task))
+            delay = max(0.0, scheduled.timestamp() - time.time())
     error = worker_lost()
     error.message = ("The worker processing this document stopped unexpectedly; it will be "
                      "tried again.")
-    outcome = _set(connection, task_id, task, "retrying", status="retrying",
-                   current_step="waiting_retry", next_attempt_at=iso_in(delay),
-                   error=json.dumps(error.as_dict(None)),
-                   step_detail=f"Attempt {int(task['attempts'] or 0) + 1} soon")
+    next_attempt = int(task["attempts"] or 0) + 1
+    outcome = _move(connection, task_id, task, states.LOSE_ATTEMPT,
+                    next_attempt_at=iso_in(delay or 0.0), error=json.dumps(error.as_dict(None)),
+                    step_detail=tasks.attempt_words(next_attempt,
+                                                    int(task["max_attempts"] or next_attempt)))
     if outcome:
         metrics.count(connection, "tasks_lost_total", reason="worker_lost_retried")
     return outcome
 
 
-def _fail(connection: Redis, task_id: str, task: dict[str, Any], error: IntakeError) -> str | None:
-    outcome = _set(connection, task_id, task, "failed", status="failed", current_step="failed",
-                   step_detail=error.message, error=json.dumps(error.as_dict(None)),
-                   next_attempt_at="", ended_at=now_iso())
+def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
+          error: IntakeError) -> str | None:
+    outcome = _move(connection, task_id, task, states.LOSE, step_detail=error.message,
+                    error=json.dumps(error.as_dict(None)), next_attempt_at="", ended_at=now_iso())
     if outcome:
         pipe = connection.pipeline()
-        lifecycle.mark_dead_letter(pipe, task["tenant"] or "default", task_id)
-        lifecycle.keep_for_retry(pipe, task_id,
-                                 Settings.from_env().upload_retention_seconds)
-        metrics.count(pipe, "tasks_finished_total", status="failed")
+        blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
         metrics.count(pipe, "tasks_lost_total", reason=error.code)
         pipe.execute()
     return outcome
 
 
-def _set(connection: Redis, task_id: str, task: dict[str, Any], outcome: str,
-         **fields: str) -> str | None:
-    fields["updated_at"] = now_iso()
+def _move(connection: Redis, task_id: str, task: dict[str, Any], move: Transition,
+          **fields: str) -> str | None:
+    """Compare-and-set the task to `move.target` (with `fields`); its bookkeeping follows."""
+    fields.update(status=move.target, current_step=states.STEP_OF[move.target],
+                  updated_at=now_iso())
     args = [task["status"], task["attempts"] or "0", task["attempt_id"] or "",
             task["job_id"] or ""]
     for name, value in fields.items():
         args += [name, value]
-    applied = connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), *args)
-    if applied and outcome == "canceled":
-        pipe = connection.pipeline()
-        lifecycle.mark_finished(pipe, task["tenant"] or "default", task_id)
-        pipe.execute()
-    return outcome if applied else None
+    if not connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), *args):
+        return None
+    pipe = connection.pipeline()
+    states.changed(pipe, task["tenant"] or "default", task_id, move.target)
+    pipe.execute()
+    return move.target
 
 
 def _clear_canceled_jobs(connection: Redis) -> int:
@@ -220,9 +222,3 @@ def _clear_canceled_jobs(connection: Redis) -> int:
             cleared += 1
         connection.srem(keys.canceling(), job_id)
     return cleared
-
-
-def _timestamp(iso: str | None) -> float:
-    if not iso:
-        return 0.0
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()

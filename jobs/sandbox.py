@@ -27,8 +27,8 @@ from typing import NoReturn
 
 from jobs.failures import PermanentError
 from jobs.parsers import ParsedDocument, parse_document
+from jobs.settings import MIB
 
-MIB = 1024 * 1024
 DEFAULT_MAX_CHARS = 32 * MIB
 BYTES_PER_CHAR = 4              # UTF-8 with surrogatepass: 1 to 4 bytes per str character
 HEADER_MAX_BYTES = 64 * 1024    # the JSON line before the text: outcome, pages, a message

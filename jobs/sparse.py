@@ -1,7 +1,7 @@
 """An inverted index over sparse rows, so a query costs what its few buckets cost.
 
 A search query has a handful of words, hence a handful of buckets, while the corpus has
-thousands of chunks in a space of a million buckets. Scoring every chunk (a matrix product)
+thousands of chunks in a space of 2**32 buckets (jobs.embedding.LocalEmbedder). Scoring every chunk (a matrix product)
 would touch every stored weight; the postings of the query's buckets are all that can score.
 The index is built once per cached generation (one stable sort of every posting) and then only
 read. Pure numpy: no redis.

@@ -3,11 +3,11 @@
 A submit never parses. One script checks every limit, claims every file and registers what is
 new — records, the reservation of its bytes in both upload budgets, the batch — before any
 large byte travels, so a refused batch costs Redis nothing and a huge one is never buffered
-whole. Small batches (INLINE_BYTES in all) carry their bytes and their jobs' enqueue in that
-same script: one round trip, and a task never exists without its job. Larger ones send their
-bytes afterwards in pieces (jobs.blobs.PieceWriter), each task's job enqueued right after
-them; if the web dies in between, the reconciler fails the task as "job lost" (retryable),
-and an upload cut short fails readably if retried.
+whole. Small batches (INLINE_BYTES in all) carry their bytes in that script; larger ones send
+theirs afterwards in pieces (jobs.blobs.PieceWriter). Then RQ's own enqueue of each new task's
+job, on a pipeline sent right after (after the task's last piece): if the web dies in between,
+the reconciler fails the task as "job lost" (retryable), and an upload cut short fails
+readably if retried.
 
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
 the client (redis-py re-sends after a timeout or a reset) answers the same and registers
@@ -19,38 +19,25 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from redis import Redis
-from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs import blobs, keys, logs, metrics
+from jobs import blobs, keys, logs, metrics, states
+from jobs.clock import now_iso
+from jobs.exceptions import LimitReached
 from jobs.failures import backoff_delays
 from jobs.settings import PRIORITY_QUEUES, Settings
-from jobs.tasks import ACTIVE, new_id, now_iso
+from jobs.tasks import new_id
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
 SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
 BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
 INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
-LIVE = tuple(sorted(ACTIVE))
-
-# replay(at): run the commands recorded by `recorded_enqueue` that start at ARGV[at].
-REPLAY_LUA = """
-local function replay(at)
-  local commands = tonumber(ARGV[at])
-  at = at + 1
-  for _ = 1, commands do
-    local argc = tonumber(ARGV[at])
-    redis.call(unpack(ARGV, at + 1, at + argc))
-    at = at + 1 + argc
-  end
-end
-"""
 
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
@@ -59,11 +46,11 @@ end
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 file count, 11 batch id,
 #       12 tenant, 13 created_at, 14 how many live statuses, then those statuses;
-#       then per file: new task id, size, bytes ('' when they travel later), record (its
-#       number of fields, then fields and values), recorded commands (their count, then each
-#       one's number of arguments and its arguments).
+#       then the reusable statuses beside those (succeeded); then per file: new task id,
+#       size, bytes ('' when they travel later), record (its number of fields, then fields
+#       and values).
 # Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
-_SUBMIT = REPLAY_LUA + """
+_SUBMIT = """
 local remembered = redis.call('HGET', KEYS[7], 'claim')
 if remembered then
   local out, ids, i = {'ok'}, redis.call('LRANGE', KEYS[6], 0, -1), 1
@@ -77,14 +64,13 @@ end
 local live = {}
 local at = 15
 for i = 1, tonumber(ARGV[14]) do live[ARGV[at]] = true; at = at + 1 end
+local succeeded = ARGV[at]
+at = at + 1
 local files, starts, bytes = tonumber(ARGV[10]), {}, 0
 for i = 1, files do
   starts[i] = at
   bytes = bytes + tonumber(ARGV[at + 1])
   at = at + 4 + 2 * tonumber(ARGV[at + 3])
-  local commands = tonumber(ARGV[at])
-  at = at + 1
-  for _ = 1, commands do at = at + 1 + tonumber(ARGV[at]) end
 end
 if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
 if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
@@ -110,7 +96,7 @@ for i = 1, files do
   local status = ''
   if current and ARGV[1] ~= '1' then
     status = status_of(current)
-    if live[status] or status == 'succeeded' then
+    if live[status] or status == succeeded then
       -- The same content again: the same task, unless newer content of the document is on its
       -- way, or the index no longer holds this content (a later version replaced it).
       local latest = redis.call('GET', latest_key)
@@ -136,7 +122,6 @@ for i = 1, files do
     redis.call('SADD', document, id)
     redis.call('EXPIRE', document, ttl)
     redis.call('SET', latest_key, id, 'EX', ttl)
-    replay(s + 4 + 2 * fields)
   end
   ids[i] = id
   claimed[i] = status == '' and '-' or status
@@ -152,14 +137,6 @@ redis.call('ZADD', KEYS[8], ARGV[4], ARGV[11])
 return out
 """
 _SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
-
-
-class LimitReached(Exception):
-    """A submit refused whole because a limit would be passed: nothing was registered."""
-
-    def __init__(self, limit: str) -> None:
-        super().__init__(limit)
-        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -272,7 +249,7 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
                        settings.tenant_chunk_limit, len(firsts), batch_id, tenant, created_at,
-                       len(LIVE), *LIVE]
+                       len(states.LIVE), *states.LIVE, states.SUCCEEDED]
     new_ids: dict[str, str] = {}
     for digest, upload in firsts.items():
         task_id = new_ids[digest] = new_id()
@@ -283,32 +260,30 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         fields = _task_fields(task_id, upload, digest, settings, record)
         args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
         args += [item for pair in fields.items() for item in pair]
-        if inline:
-            args += recorded_enqueue(connection, queue, job_data(task_id, settings),
-                                     _submitted_metric(queue.name))
-        else:
-            args.append(0)
     reply = _run_script(connection, keys_, args)
     if reply[0] != b"ok":
         raise LimitReached(reply[0].decode())
     created = [(upload, task_id.decode()) for upload, task_id, existing
                in zip(firsts.values(), reply[1::2], reply[2::2]) if not existing]
-    if not inline and created:
-        _store_and_enqueue(connection, queue, settings, created)
+    if created:
+        _store_and_enqueue(connection, queue, settings, created, stored=inline)
     return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
 
 
 def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings,
-                       created: list[tuple[Upload, str]]) -> None:
-    """The bytes of new tasks in pieces, each task's job enqueued (RQ's own enqueue) right
-    after its last piece, on one pipeline sent every few MiB: a job never runs before its bytes
-    are stored, and nothing waits without its job longer than its own bytes take."""
+                       created: list[tuple[Upload, str]], *, stored: bool) -> None:
+    """Each new task's job (RQ's own enqueue), after the task's bytes unless the claim
+    carried them (`stored`), on one pipeline sent every few MiB: a job never runs before its
+    bytes are there, and nothing waits without its job longer than its own bytes take."""
     writer = blobs.PieceWriter(connection.pipeline(transaction=False))
-    record_metric = _submitted_metric(queue.name)
     for upload, task_id in created:
-        writer.write(task_id, upload.pieces())
-        record_metric(writer.pipe)
-        queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
+        metrics.count(writer.pipe, "tasks_submitted_total", queue=queue.name)
+        if not stored:
+            writer.write(task_id, upload.pieces())
+            queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
+    if stored:
+        queue.enqueue_many([job_data(task_id, settings) for _, task_id in created],
+                           pipeline=writer.pipe)
     writer.flush()
 
 
@@ -318,37 +293,12 @@ def _summary(batch_id: str, created_at: str, uploads: Any, reply: list[bytes], t
     for upload, task_id, existing in zip(uploads, reply[1::2], reply[2::2]):
         task_id, existing = task_id.decode(), existing.decode()
         entries.append({"id": task_id, "document_id": upload.document_id,
-                        "filename": upload.filename, "status": existing or "pending",
+                        "filename": upload.filename, "status": existing or states.PENDING,
                         "duplicate": bool(existing)})
         logs.event("task_submitted" if not existing else "duplicate_submitted",
                    {"id": task_id, "batch_id": batch_id, "tenant": tenant,
                     "trace_id": trace_id}, document_id=upload.document_id)
     return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
-
-
-def _submitted_metric(queue_name: str) -> Callable[[Pipeline], None]:
-    return lambda pipe: metrics.count(pipe, "tasks_submitted_total", queue=queue_name)
-
-
-def recorded_enqueue(connection: Redis, queue: Queue, data: EnqueueData,
-                     extra: Callable[[Pipeline], None] | None = None) -> list[Any]:
-    """RQ's own enqueue of one job (and `extra`'s writes), recorded on a pipeline that is never
-    sent and flattened for a script to replay: the count of commands, then each one's number
-    of arguments and its arguments.
-
-    Recording lets RQ build its own enqueue, whatever its version writes, while the script
-    decides whether it happens.
-    """
-    recorder = connection.pipeline(transaction=False)
-    if extra is not None:
-        extra(recorder)
-    queue.enqueue_many([data], pipeline=recorder)
-    flat: list[Any] = [len(recorder.command_stack)]
-    for command, _options in recorder.command_stack:
-        flat.append(len(command))
-        flat.extend(command)
-    recorder.command_stack.clear()
-    return flat
 
 
 def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[bytes]:
@@ -381,6 +331,6 @@ def _task_fields(task_id: str, upload: Upload, digest: str, settings: Settings,
     return {
         "id": task_id, **record, "document_id": upload.document_id,
         "filename": upload.filename, "kind": upload.kind, "size": upload.size,
-        "status": "pending", "max_attempts": settings.max_attempts, "idempotency": digest,
+        "status": states.PENDING, "max_attempts": settings.max_attempts, "idempotency": digest,
         "version": time.time_ns() // 1000,
     }

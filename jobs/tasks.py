@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from redis import Redis
@@ -19,19 +18,11 @@ try:  # redis-py's own accelerator (requirements.txt); optional, see load_view_f
 except ImportError:  # pragma: no cover - depends on the install
     _hiredis = None
 
-from jobs import keys
-
-STATUSES: tuple[str, ...] = ("pending", "running", "retrying", "succeeded", "failed", "canceled")
-TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "canceled"})
-ACTIVE: frozenset[str] = frozenset({"pending", "running", "retrying"})
-# An attempt may start from these; from `running` when RQ retries a job whose last attempt was
-# lost before anyone recorded it (the attempt fence keeps the lost one from writing again).
-STARTABLE: tuple[str, ...] = ("pending", "retrying", "running")
-STEPS: tuple[str, ...] = ("parsing", "chunking", "embedding", "indexing")
+from jobs import keys, states
 
 _HEX = re.compile(r"[0-9a-f]{32}")
 _INT_FIELDS = ("progress", "attempts", "max_attempts")
-_WAITING = {"pending": "Waiting for a worker"}
+_WAITING = {states.PENDING: "Waiting for a worker"}
 _JSON_FIELDS = ("error", "result")
 _OPTIONAL_FIELDS = ("next_attempt_at", "started_at", "ended_at")
 
@@ -41,19 +32,9 @@ def new_id() -> str:
     return secrets.token_hex(16)
 
 
-def is_id(value: str) -> bool:
+def is_id(value: str | None) -> bool:
     """The shape of every task and batch id: anything else names no task (nor another key)."""
-    return len(value) == 32 and _HEX.fullmatch(value) is not None
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def iso_in(seconds: float) -> str:
-    moment = datetime.now(timezone.utc).timestamp() + seconds
-    return datetime.fromtimestamp(moment, timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return value is not None and _HEX.fullmatch(value) is not None
 
 
 def decode(raw: Mapping[bytes, bytes]) -> dict[str, str]:
@@ -123,13 +104,13 @@ def view_record(raw: list[bytes | None]) -> dict[str, str] | None:
 
 def poll_after_ms(status: str) -> int:
     """A running task moves quickly; anything else can be polled more slowly."""
-    return 1000 if status == "running" else 2000
+    return 1000 if status == states.RUNNING else 2000
 
 
 def view(record: Mapping[str, str]) -> dict[str, Any]:
     """The task JSON of DESIGN §4, built from a raw record. The only builder of that shape."""
     task_id = record["id"]
-    status = record.get("status", "pending")
+    status = record.get("status", states.PENDING)
     task: dict[str, Any] = {
         "id": task_id,
         "batch_id": record.get("batch_id", ""),
@@ -152,6 +133,8 @@ def view(record: Mapping[str, str]) -> dict[str, Any]:
         task[name] = json.loads(record[name]) if record.get(name) else None
     for name in _OPTIONAL_FIELDS:
         task[name] = record.get(name) or None
+    task["can_retry"] = states.can_retry(status, task["error"])
+    task["can_cancel"] = states.can_cancel(status)
     task["status_text"] = status_text(task)
     return task
 
@@ -159,40 +142,28 @@ def view(record: Mapping[str, str]) -> dict[str, Any]:
 STEP_LABELS = {"queued": "Queued", "parsing": "Parsing", "chunking": "Chunking",
                "embedding": "Embedding", "indexing": "Indexing", "done": "Done",
                "waiting_retry": "Waiting to retry", "failed": "Failed", "canceled": "Canceled"}
+_FINAL_WORDS = {states.PENDING: "Queued", states.SUCCEEDED: "Succeeded",
+                states.CANCELED: "Canceled"}
+# How the wait before the next attempt reads ({n}: that attempt; {of}: attempts in all;
+# {s}: seconds): the page script fills the same words in as it counts down.
+ATTEMPT_WORDS = {"in": "Attempt {n} of {of} in {s} s", "soon": "Attempt {n} of {of} soon"}
+
+
+def attempt_words(next_attempt: int, max_attempts: int, seconds: float | None = None) -> str:
+    """"Attempt 3 of 4 in 4 s", or "… soon" when the time is unknown or has come."""
+    if seconds is not None and round(seconds) > 0:
+        return ATTEMPT_WORDS["in"].format(n=next_attempt, of=max_attempts, s=round(seconds))
+    return ATTEMPT_WORDS["soon"].format(n=next_attempt, of=max_attempts)
 
 
 def status_text(task: Mapping[str, Any]) -> str:
     """The words a page shows for a task's state (DESIGN §3), shared by pages and scripts."""
     status = task["status"]
-    if status == "running":
+    if status == states.RUNNING:
         return f"{STEP_LABELS.get(task['current_step'], 'Running')} ({task['progress']} %)"
-    if status == "retrying":
-        return f"Attempt {task['attempts'] + 1} of {task['max_attempts']} soon"
-    if status == "failed":
+    if status == states.RETRYING:
+        return attempt_words(task["attempts"] + 1, task["max_attempts"])
+    if status == states.FAILED:
         reason = (task.get("error") or {}).get("message") or "unknown reason"
         return f"Failed: {reason}"
-    return {"pending": "Queued", "succeeded": "Succeeded", "canceled": "Canceled"}[status]
-
-
-def batch_status(counts: Mapping[str, int]) -> str:
-    """pending (nothing started), running (something not terminal), else the terminal mix."""
-    total = sum(counts.values())
-    if total == 0 or counts["pending"] == total:
-        return "pending"
-    if any(counts[s] for s in ACTIVE):
-        return "running"
-    for status in ("succeeded", "failed", "canceled"):
-        if counts[status] == total:
-            return status
-    return "partial"
-
-
-def summarize(tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Batch status, counts of all six statuses and mean progress (terminal tasks count 100)."""
-    counts = dict.fromkeys(STATUSES, 0)
-    total_progress = 0
-    for task in tasks:
-        counts[task["status"]] += 1
-        total_progress += 100 if task["status"] in TERMINAL else task["progress"]
-    progress = round(total_progress / len(tasks)) if tasks else 0
-    return {"status": batch_status(counts), "progress": progress, "counts": counts}
+    return _FINAL_WORDS[status]

@@ -1,21 +1,20 @@
 """The pipeline version: what decides whether an already ingested file must be ingested again.
 
-It changes with the code's pipeline, the chunk settings and the embedder's model and dimension,
-so that an upgrade re-ingests instead of returning stale duplicates (DESIGN §7, §9).
+It changes with the code's pipeline, the chunk settings and the embedder's model, and with the
+vectors' dimension where the embedder knows it before its first call (the local one; a remote
+model's shows as "auto"), so that an upgrade re-ingests instead of returning stale duplicates
+(DESIGN §7, §9). Worked out once per process (jobs.parts.Parts.version, jobs.intake.Intake),
+before any embedding, so a remote model's dimension learnt later never changes it.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
-from jobs.embedding import make_embedder
+from jobs.embedding import Embedder
 from jobs.settings import Settings
 
 PIPELINE_CODE_VERSION = 1
 
 
-@lru_cache(maxsize=16)
-def pipeline_version(settings: Settings) -> str:
-    embedder = make_embedder(settings)
+def pipeline_version(settings: Settings, embedder: Embedder) -> str:
     dimension = embedder.dimension or "auto"
     return (f"p{PIPELINE_CODE_VERSION}/chunk-{settings.chunk_size}-{settings.chunk_overlap}"
             f"/{embedder.model}-{dimension}")

@@ -4,19 +4,18 @@ work-horse.
 RQ forks a work-horse per job from the worker process. What a first run of the pipeline does
 once (lazy imports, compiled regular expressions, first-call set-up in numpy, json and the
 other libraries the job uses), a fork of a parent that never ran it does again for every job;
-done once in the parent, every fork inherits it. Measured with the pipeline benchmark:
-pipeline_overhead_ratio 1.43 → 1.34, means of six runs each (docs/benchmarks.md).
+done once in the parent, every fork inherits it (docs/benchmarks.md has what it saves).
 
-The documents go through `submit_documents` and `ingest_document` on an in-memory fakeredis
-with the local embedder, so a worker's start never calls a configured embedding service, and
-nothing is logged. A warm-up that fails is reported and otherwise ignored: the worker starts
-either way.
+The documents go through `submit_documents` and `ingest_document` on an in-memory fakeredis,
+with parts of their own (jobs.parts.using: this worker's settings, the local embedder), so a
+worker's start never calls a configured embedding service, and nothing is logged. A warm-up
+that fails is reported and otherwise ignored: the worker starts either way.
 """
 from __future__ import annotations
 
 import logging
-import os
 import signal
+from dataclasses import replace
 from typing import Any
 
 WARM_UP_DOCUMENTS = 3
@@ -28,20 +27,23 @@ def warm_up() -> int:
     import fakeredis
     from rq import Queue, SimpleWorker
 
-    from jobs import logs
-    from jobs.settings import QUEUE_NAMES, Settings
+    from jobs import keys, logs, parts, states
+    from jobs.embedding import LocalEmbedder
+    from jobs.settings import QUEUE_NAMES
     from jobs.submit import Upload, submit_documents
 
     connection = fakeredis.FakeRedis()
     queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
     uploads = [Upload.from_bytes(f"warm-up-{n}.txt", f"warm-up-{n}.txt", _TEXT * (n + 1), "txt")
                for n in range(WARM_UP_DOCUMENTS)]
-    with _local_embedder(), _quiet(), logs.held():
-        batch = submit_documents(connection, queues, Settings.from_env(), "warm-up", uploads,
+    settings = replace(parts.current().settings, embedding_url="")
+    local = parts.Parts(settings, LocalEmbedder())  # a worker's start never calls a service
+    with parts.using(local), _quiet(), logs.held():
+        batch = submit_documents(connection, queues, settings, "warm-up", uploads,
                                  pipeline_version="warm-up")
         SimpleWorker(list(queues.values()), connection=connection).work(burst=True)
-    statuses = [connection.hget(f"intake:task:{t['id']}", "status") for t in batch["tasks"]]
-    return statuses.count(b"succeeded")
+    found = [connection.hget(keys.task(t["id"]), "status") for t in batch["tasks"]]
+    return found.count(states.SUCCEEDED.encode())
 
 
 def warm_up_or_warn(log: logging.Logger) -> None:
@@ -53,18 +55,6 @@ def warm_up_or_warn(log: logging.Logger) -> None:
         return
     if done != WARM_UP_DOCUMENTS:
         log.warning("pipeline warm-up: %d of %d documents succeeded", done, WARM_UP_DOCUMENTS)
-
-
-class _local_embedder:
-    """Without INTAKE_EMBEDDING_URL for the block: the job reads its settings from the
-    environment, and a warm-up must not call a remote service."""
-
-    def __enter__(self) -> None:
-        self.saved = os.environ.pop("INTAKE_EMBEDDING_URL", None)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.saved is not None:
-            os.environ["INTAKE_EMBEDDING_URL"] = self.saved
 
 
 class _quiet:

@@ -2,11 +2,10 @@
 // stream (data-events-url) and falls back to polling its JSON (data-poll-url) every
 // poll_after_ms with If-None-Match, one request per refresh for the whole batch. It stops at a
 // terminal state, slows down while the tab is hidden, backs off on errors, and writes
-// textContent only. Words and thresholds come from the page (data-words, data-now).
+// textContent only. Words and thresholds come from the page (data-words, data-now); what a
+// person may do, and whether anything can still change, from the JSON (can_retry, can_cancel).
 (function () {
   "use strict";
-  var LIVE = { pending: 1, running: 1, retrying: 1 };
-  var LIVE_BATCH = { pending: 1, running: 1 };
   var root = document.querySelector("[data-poll-url]");
   if (!root) { return; }
   var kind = root.getAttribute("data-kind");
@@ -34,11 +33,15 @@
     setText(field(scope, name + "_text"), value + " %");
   }
 
+  function fill(template, values) {  // "Attempt {n} of {of} in {s} s" with values
+    return template.replace(/\{(\w+)\}/g, function (all, name) { return String(values[name]); });
+  }
+
   function statusText(task) {
-    if (task.status === "retrying" && task.next_attempt_at) {
+    if (task.status === "retrying" && task.next_attempt_at && words.attempt) {
       var secs = Math.round((Date.parse(task.next_attempt_at) - now()) / 1000);
-      return "Attempt " + (task.attempts + 1) + " of " + task.max_attempts +
-        (secs > 0 ? " in " + secs + " s" : " soon");
+      return fill(words.attempt[secs > 0 ? "in" : "soon"],
+        { n: task.attempts + 1, of: task.max_attempts, s: secs });
     }
     return task.status_text;
   }
@@ -83,9 +86,8 @@
     setText(field(scope, "step_detail"), stepText(task));
     setText(field(scope, "attempts"), task.attempts + " of " + task.max_attempts);
     renderError(scope, task);
-    toggle(scope, "data-action", "retry", task.status === "canceled" ||
-      (task.status === "failed" && Boolean(task.error) && task.error.retryable));
-    toggle(scope, "data-action", "cancel", Boolean(LIVE[task.status]));
+    toggle(scope, "data-action", "retry", Boolean(task.can_retry));
+    toggle(scope, "data-action", "cancel", Boolean(task.can_cancel));
     if (kind === "task") { renderDetails(task); }
     if (before && before !== task.status) { announce(task); }
     if (kind === "batch") { applyFilter(scope); }
@@ -122,12 +124,12 @@
     var status = field(root, "batch_status");
     status.className = "status status-" + batch.status;
     setText(status, words.batch[batch.status] || batch.status);
-    var counts = batch.counts, active = counts.pending + counts.running + counts.retrying;
+    var counts = batch.counts;
     Object.keys(counts).forEach(function (name) {
       setText(root.querySelector('[data-count="' + name + '"]'), String(counts[name]));
     });
-    toggle(root, "data-batch-action", "retry-failed", counts.failed > 0);
-    toggle(root, "data-batch-action", "cancel", active > 0);
+    toggle(root, "data-batch-action", "retry-failed", Boolean(batch.can_retry));
+    toggle(root, "data-batch-action", "cancel", Boolean(batch.can_cancel));
     (batch.tasks || []).forEach(renderRow);
     show(root.querySelector("[data-filter-empty]"), Boolean(filter) && !counts[filter]);
   }
@@ -172,13 +174,13 @@
 
   function tick() {
     Object.keys(known).forEach(function (id) {
-      if (LIVE[known[id].task.status]) { renderClock(known[id].scope, known[id].task); }
+      if (known[id].task.can_cancel) { renderClock(known[id].scope, known[id].task); }
     });
   }
 
   function render(state) {
     if (kind === "batch") { renderBatch(state); } else { renderTask(root, state); }
-    if (!(kind === "batch" ? LIVE_BATCH : LIVE)[state.status]) { stop(); }
+    if (!state.can_cancel) { stop(); }  // nothing live is left: nothing changes by itself
   }
 
   function stop() {
@@ -257,7 +259,7 @@
   });
 
   root.addEventListener("click", onFilter);
-  if (!(kind === "batch" ? LIVE_BATCH : LIVE)[root.getAttribute("data-status")]) { return; }
+  if (root.getAttribute("data-live") !== "true") { return; }
   ticker = window.setInterval(tick, 1000);
   if (useStream && !document.hidden) { listen(); } else { schedule(500); }
 }());

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, request
 
-from jobs import LimitReached, held_logs, write_logs
+from jobs import compact_json, held_logs, write_logs
 from webapp import tenancy
 from webapp.dashboard import operator_denial
 from webapp.errors import ApiError
@@ -25,7 +24,7 @@ def json_response(payload: Any, status: int = 200, *, etag: bool = False,
                   headers: dict[str, str] | None = None, text: str | None = None) -> Response:
     """Serialise once (or send `text`, JSON already serialised the same way); with `etag`,
     answer 304 when the client already has this exact state."""
-    body = json.dumps(payload, separators=(",", ":")) if text is None else text
+    body = compact_json(payload) if text is None else text
     response = Response(body, status=status, mimetype="application/json", headers=headers)
     if etag:
         response.set_etag(hashlib.blake2b(body.encode(), digest_size=12).hexdigest())
@@ -51,12 +50,9 @@ def upload_documents() -> Response:
         raise ApiError(checked.refusal_status(), first["code"], first["message"],
                        extra={"rejected": checked.rejected})
     force = request.form.get("force") in ("1", "true", "yes")
-    with held_logs() as lines:
-        try:
-            batch = intake().submit(tenancy.current_tenant(), checked.uploads,
-                                    priority=priority, force=force, trace_id=_trace_id())
-        except LimitReached as exc:
-            raise limit_error(exc) from None
+    with held_logs() as lines:  # LimitReached: webapp.errors answers 429 or 503
+        batch = intake().submit(tenancy.current_tenant(), checked.uploads, priority=priority,
+                                force=force, trace_id=_trace_id())
     response = json_response(upload_payload(batch, checked.rejected), 202,
                              headers={"Location": f"/api/batches/{batch['batch_id']}"})
     response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
@@ -69,27 +65,6 @@ def _trace_id() -> str | None:
     return given if TRACE_ID.fullmatch(given) else None
 
 
-def limit_error(exc: LimitReached) -> ApiError:
-    """Backpressure: the whole batch is refused, with when to try again. A limit of one tenant
-    is a 429 for that tenant; a limit of the whole service is a 503."""
-    if exc.limit == "tenant_full":
-        return ApiError(429, "tenant_queue_full", "You have too many documents waiting; try "
-                        "again when some have finished.", retry_after=30)
-    if exc.limit == "tenant_blob_budget":
-        return ApiError(429, "tenant_storage_full", "Your uploads waiting to be processed, or "
-                        "kept for a Retry, fill your share of the upload storage; try again "
-                        "when some have finished, or delete failed documents.", retry_after=30)
-    if exc.limit == "knowledge_base_full":
-        return ApiError(429, "knowledge_base_full", "Your knowledge base is full (its chunk "
-                        "limit is reached); delete documents you no longer need first.",
-                        retry_after=3600)
-    if exc.limit == "blob_budget":
-        return ApiError(503, "storage_full", "Too many uploaded bytes are waiting to be "
-                        "processed; try again shortly.", retry_after=30)
-    return ApiError(503, "queue_full", "Too many documents are waiting to be processed; try "
-                    "again shortly.", retry_after=30)
-
-
 def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dict[str, Any]:
     batch_id = batch["batch_id"]
     tasks = [{**t, "url": f"/api/tasks/{t['id']}", "page_url": f"/tasks/{t['id']}"}
@@ -100,8 +75,7 @@ def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dic
 
 @bp.delete("/documents/<path:document_id>")
 def delete_document(document_id: str) -> Response:
-    if not intake().delete_document(tenancy.current_tenant(), document_id):
-        raise ApiError(404, "not_found", "No such document.")
+    intake().delete_document(tenancy.current_tenant(), document_id)
     return Response(status=204)
 
 
@@ -109,71 +83,45 @@ def delete_document(document_id: str) -> Response:
 def list_batches() -> Response:
     offset = _int_arg("offset", 0, 0, 10**6)
     limit = _int_arg("limit", 20, 1, 100)
-    return json_response(intake().list_batches(tenancy.current_tenant(), offset=offset,
-                                               limit=limit))
+    return json_response(intake().batches.recent(tenancy.current_tenant(), offset=offset,
+                                                 limit=limit))
 
 
 @bp.get("/batches/<hexid:batch_id>")
 def get_batch(batch_id: str) -> Response:
-    text = intake().get_batch_json(tenancy.current_tenant(), batch_id)
-    if text is None:
-        raise ApiError(404, "not_found", "No such batch.")
+    text = intake().batches.get_json(tenancy.current_tenant(), batch_id)
     return json_response(None, etag=True, text=text)
 
 
 @bp.get("/tasks/<hexid:task_id>")
 def get_task(task_id: str) -> Response:
-    task = intake().get_task(tenancy.current_tenant(), task_id)
-    if task is None:
-        raise ApiError(404, "not_found", "No such task.")
-    return json_response(task, etag=True)
+    return json_response(intake().get_task(tenancy.current_tenant(), task_id), etag=True)
 
 
 @bp.post("/tasks/<hexid:task_id>/retry")
 def retry_task(task_id: str) -> Response:
-    outcome, previous = intake().retry(tenancy.current_tenant(), task_id)
-    return _changed(task_id, outcome, previous, "retried")
+    intake().retry(tenancy.current_tenant(), task_id)
+    return json_response(intake().get_task(tenancy.current_tenant(), task_id), 202)
 
 
 @bp.post("/tasks/<hexid:task_id>/cancel")
 def cancel_task(task_id: str) -> Response:
-    outcome, previous = intake().cancel(tenancy.current_tenant(), task_id)
-    return _changed(task_id, outcome, previous, "canceled")
-
-
-def _changed(task_id: str, outcome: str, previous: str, verb: str) -> Response:
-    """202 with the task's new state, or the reason nothing changed."""
-    if outcome == "missing":
-        raise ApiError(404, "not_found", "No such task.")
-    if outcome == "not_retryable":
-        raise ApiError(409, "not_retryable", "This task failed because of its file: retrying "
-                       "cannot help. Fix the file and upload it again.")
-    if outcome == "upload_expired":
-        raise ApiError(409, "upload_expired", "The upload of this task is no longer kept "
-                       "(failed and canceled uploads are kept for a limited time); upload the "
-                       "file again.")
-    if outcome != "ok":
-        raise ApiError(409, "conflict", f"A {previous} task cannot be {verb}.")
+    intake().cancel(tenancy.current_tenant(), task_id)
     return json_response(intake().get_task(tenancy.current_tenant(), task_id), 202)
 
 
 @bp.post("/batches/<hexid:batch_id>/retry-failed")
 def retry_batch(batch_id: str) -> Response:
-    return json_response(intake().retry_failed(tenancy.current_tenant(), _batch_tasks(batch_id)),
-                         202)
+    tenant = tenancy.current_tenant()
+    task_ids = intake().batches.task_ids(tenant, batch_id)
+    return json_response(intake().retry_failed(tenant, task_ids), 202)
 
 
 @bp.post("/batches/<hexid:batch_id>/cancel")
 def cancel_batch(batch_id: str) -> Response:
-    return json_response(intake().cancel_many(tenancy.current_tenant(), _batch_tasks(batch_id)),
+    tenant = tenancy.current_tenant()
+    return json_response(intake().cancel_many(tenant, intake().batches.task_ids(tenant, batch_id)),
                          202)
-
-
-def _batch_tasks(batch_id: str) -> list[str]:
-    task_ids = intake().batch_task_ids(tenancy.current_tenant(), batch_id)
-    if task_ids is None:
-        raise ApiError(404, "not_found", "No such batch.")
-    return task_ids
 
 
 @bp.get("/failed")

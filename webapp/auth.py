@@ -8,6 +8,7 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from werkzeug.wrappers import Response
 
 from webapp import sessions
+from webapp.redirects import local_path
 from webapp.tenancy import key_digest, tenant_for_key
 
 bp = Blueprint("auth", __name__)
@@ -36,6 +37,4 @@ def signout() -> Response:
 
 
 def _next() -> str:
-    """Only a local path: never an open redirect."""
-    target = request.values.get("next", "/")
-    return target if target.startswith("/") and not target.startswith("//") else "/"
+    return local_path(request.values.get("next"), "/")

@@ -10,7 +10,7 @@ import os
 import secrets
 from typing import Any, Mapping
 
-from jobs import Settings
+from jobs import MIB, Settings
 
 ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL")
 
@@ -30,7 +30,7 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         SECRET_KEY_EPHEMERAL=not source.get("SECRET_KEY"),
         SECRET_KEY=source.get("SECRET_KEY") or secrets.token_hex(32),
         # Werkzeug answers 413 past this; the upload handler turns it into the JSON error.
-        MAX_CONTENT_LENGTH=settings.max_request_bytes + 1024 * 1024,
+        MAX_CONTENT_LENGTH=settings.max_request_bytes + MIB,
         # Every file and every document_id is a form part: raise the limit to match the files.
         MAX_FORM_PARTS=2 * settings.max_files_per_request + 16,
         RQ_DASHBOARD_REDIS_URL=settings.redis_url,

@@ -1,8 +1,9 @@
 """How the pages word and time the state the API returns: labels, durations, "no progress" hints.
 
 Why here: the templates render the first state and static/progress.js keeps it fresh, so both
-must say the same thing. The script reads the words below from data-* attributes the templates
-render from this module, never from a copy of its own.
+must say the same thing. The labels, the advice and the countdown's words ("Attempt 3 of 4 in
+4 s", jobs.ATTEMPT_WORDS) reach the script in the page's data-words attribute (WORDS); the
+script keeps only the shape of the few sentences it rebuilds as time passes.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from flask import Flask
+
+from jobs import ATTEMPT_WORDS, attempt_words, parse_iso
 
 # A status in words, as the counts, the filter and the announcements say it (DESIGN §3).
 STATUS_LABELS = {"pending": "Queued", "running": "Running", "retrying": "Retrying",
@@ -22,25 +25,14 @@ ADVICE = {
 }
 # Everything above that the script needs, rendered once per page as JSON (data-words).
 WORDS = {"labels": STATUS_LABELS, "batch": BATCH_LABELS,
-         "advice": {"retry": ADVICE[True], "fix": ADVICE[False]}}
+         "advice": {"retry": ADVICE[True], "fix": ADVICE[False]}, "attempt": ATTEMPT_WORDS}
 # A running task whose last heartbeat is older than this gets a "no progress" hint.
 STALLED_AFTER_SECONDS = 120
 
 
-def parse_time(value: str | None) -> datetime | None:
-    """An ISO 8601 time from a task record (…Z), or None."""
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
 def duration(step: Mapping[str, Any]) -> str:
     """A step's duration in seconds ("1.25 s"), or "" while it runs."""
-    start, end = parse_time(step.get("started_at")), parse_time(step.get("ended_at"))
+    start, end = parse_iso(step.get("started_at")), parse_iso(step.get("ended_at"))
     if start is None or end is None:
         return ""
     return f"{max(0.0, (end - start).total_seconds()):.2f} s"
@@ -48,13 +40,13 @@ def duration(step: Mapping[str, Any]) -> str:
 
 def clock(value: str | None) -> str:
     """The time of day of an ISO time (UTC), for tables where the date adds nothing."""
-    moment = parse_time(value)
+    moment = parse_iso(value)
     return moment.strftime("%H:%M:%S") if moment else ""
 
 
 def stalled(task: Mapping[str, Any], now: datetime | None = None) -> str:
     """"No progress for N min" for a running task whose heartbeat is old, else ""."""
-    updated = parse_time(task.get("updated_at"))
+    updated = parse_iso(task.get("updated_at"))
     if task.get("status") != "running" or updated is None:
         return ""
     seconds = ((now or datetime.now(timezone.utc)) - updated).total_seconds()
@@ -65,12 +57,11 @@ def stalled(task: Mapping[str, Any], now: datetime | None = None) -> str:
 
 def words(task: Mapping[str, Any], now: datetime | None = None) -> str:
     """The task's status in words; a retry's wait counted down ("Attempt 2 of 4 in 3 s")."""
-    due = parse_time(task.get("next_attempt_at"))
+    due = parse_iso(task.get("next_attempt_at"))
     if task.get("status") != "retrying" or due is None:
         return str(task.get("status_text", ""))
-    seconds = round((due - (now or datetime.now(timezone.utc))).total_seconds())
-    when = f"in {seconds} s" if seconds > 0 else "soon"
-    return f"Attempt {task['attempts'] + 1} of {task['max_attempts']} {when}"
+    seconds = (due - (now or datetime.now(timezone.utc))).total_seconds()
+    return attempt_words(task["attempts"] + 1, task["max_attempts"], seconds)
 
 
 def step_text(task: Mapping[str, Any]) -> str:

@@ -1,6 +1,9 @@
 """Error answers: JSON under /api (never an HTML page, never a 500 for bad input), HTML elsewhere.
 
-Redis being unreachable is an outage, not a bug: 503 with Retry-After and a reason.
+The domain's outcomes (jobs.exceptions) become HTTP here and nowhere else: not found → 404, a
+status that does not allow the action → 409, a limit → 429 for one tenant's own, 503 for the
+whole service's, with Retry-After. Redis being unreachable is an outage, not a bug: 503 with
+Retry-After and a reason.
 """
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from flask import Flask, Response, jsonify, render_template, request
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
+
+from jobs import LimitReached, NotFound, NotNow
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,19 @@ def init_app(app: Flask) -> None:
     def _api_error(exc: ApiError) -> Response:
         return error_response(exc.status, exc.code, exc.message, retry_after=exc.retry_after,
                               extra=exc.extra)
+
+    @app.errorhandler(NotFound)
+    def _not_found(exc: NotFound) -> Response:
+        return error_response(404, exc.code, exc.message)
+
+    @app.errorhandler(NotNow)
+    def _not_now(exc: NotNow) -> Response:
+        return error_response(409, exc.code, exc.message)
+
+    @app.errorhandler(LimitReached)
+    def _limit(exc: LimitReached) -> Response:
+        return error_response(429 if exc.per_tenant else 503, exc.code, exc.message,
+                              retry_after=exc.retry_after)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

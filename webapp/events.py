@@ -13,7 +13,6 @@ Each connection starts with the whole current state: a reconnect costs what one 
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
@@ -21,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping
 from flask import Blueprint, Response, current_app, request, stream_with_context
 from redis.exceptions import RedisError
 
-from jobs import TERMINAL
+from jobs import BATCH_LIVE, TERMINAL, NoSuchBatch, compact_json
 from webapp import tenancy
 from webapp.errors import ApiError
 from webapp.extensions import intake
@@ -32,8 +31,8 @@ bp = Blueprint("events", __name__, url_prefix="/api")
 # What a person can see change on a page; `updated_at` also moves the "no progress" hint.
 WATCHED = ("status", "progress", "current_step", "step_detail", "attempts", "updated_at",
            "error", "next_attempt_at")
-BATCH_FIELDS = ("id", "status", "progress", "counts", "size", "poll_after_ms")
-LIVE_BATCH = frozenset({"pending", "running"})
+BATCH_FIELDS = ("id", "status", "progress", "counts", "size", "poll_after_ms", "can_retry",
+                "can_cancel")
 
 
 @dataclass(frozen=True)
@@ -59,14 +58,17 @@ class Timing:
 def batch_events(batch_id: str) -> Response:
     """Scoped like GET /api/batches/<id>: an unknown or another tenant's batch is a JSON 404."""
     tenant, service = tenancy.current_tenant(), intake()
-    batch = service.get_batch(tenant, batch_id)
-    if batch is None:
-        raise ApiError(404, "not_found", "No such batch.")
+    batch = service.batches.get(tenant, batch_id)  # NoSuchBatch: a JSON 404 (webapp.errors)
     only = request.args.get("task") or None
     if only is not None and (not is_id(only) or not any(t["id"] == only for t in batch["tasks"])):
         raise ApiError(404, "not_found", "No such task in this batch.")
-    stream = BatchStream(lambda: service.get_batch(tenant, batch_id),
-                         Timing.from_config(current_app.config), only)
+    def read() -> dict[str, Any] | None:
+        try:
+            return service.batches.get(tenant, batch_id)
+        except NoSuchBatch:  # expired or deleted meanwhile
+            return None
+
+    stream = BatchStream(read, Timing.from_config(current_app.config), only)
     response = Response(stream_with_context(stream.events(batch)),
                         mimetype="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
@@ -76,7 +78,7 @@ def batch_events(batch_id: str) -> Response:
 
 def message(event: str, payload: Any) -> str:
     """One SSE message; compact JSON has no newline, so one `data:` line carries it."""
-    return f"event: {event}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+    return f"event: {event}\ndata: {compact_json(payload)}\n\n"
 
 
 class BatchStream:
@@ -134,5 +136,5 @@ class BatchStream:
 
     def finished(self, batch: dict[str, Any]) -> bool:
         if self.only_task is None:
-            return batch["status"] not in LIVE_BATCH
+            return batch["status"] not in BATCH_LIVE
         return any(t["id"] == self.only_task and t["status"] in TERMINAL for t in batch["tasks"])

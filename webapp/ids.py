@@ -6,13 +6,12 @@ takes `<hexid:...>` never sees anything else; a malformed id is a plain 404 befo
 """
 from __future__ import annotations
 
-import re
-
 from flask import Flask
 from werkzeug.routing import BaseConverter
 
-PATTERN = "[0-9a-f]{32}"
-_ID = re.compile(PATTERN)
+from jobs import is_id
+
+PATTERN = "[0-9a-f]{32}"  # what jobs.is_id accepts
 
 
 class HexIdConverter(BaseConverter):
@@ -21,9 +20,7 @@ class HexIdConverter(BaseConverter):
     regex = PATTERN
 
 
-def is_id(value: str | None) -> bool:
-    """For ids that arrive outside the path (a query parameter)."""
-    return value is not None and _ID.fullmatch(value) is not None
+__all__ = ["HexIdConverter", "PATTERN", "init_app", "is_id"]
 
 
 def init_app(app: Flask) -> None:

@@ -12,7 +12,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
-from jobs import TERMINAL, LimitReached
+from jobs import BATCH_LIVE, TERMINAL, LimitReached, NotFound, NotNow
 from webapp.uploads import accept
 
 BAR_WIDTH = 30
@@ -72,13 +72,13 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
 def _follow(service, tenant: str, batch_id: str) -> dict:  # type: ignore[no-untyped-def]
     """Redraw one progress line until the batch is terminal; returns its last state."""
     while True:
-        batch = service.get_batch(tenant, batch_id)
+        batch = service.batches.get(tenant, batch_id)
         done = sum(batch["counts"][s] for s in TERMINAL)
         filled = BAR_WIDTH * batch["progress"] // 100
         line = (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {batch['progress']:3d}%  "
                 f"{done}/{batch['size']} done")
         click.echo("\r" + line, nl=False)
-        if batch["status"] not in ("pending", "running"):
+        if batch["status"] not in BATCH_LIVE:
             click.echo()
             return batch
         time.sleep(0.5)
@@ -90,7 +90,7 @@ def _summary(batch: dict) -> int:
     click.echo(f"{counts['succeeded']} succeeded, {counts['failed']} failed, "
                f"{counts['canceled']} canceled")
     for task in batch["tasks"]:
-        if task["status"] == "failed":
+        if task["status"] == "failed" and task["error"]:
             click.echo(f"  failed {task['document_id']}: {task['error']['message']}")
     return 1 if counts["failed"] or counts["canceled"] else 0
 
@@ -121,7 +121,10 @@ def retry_command(task_ids: tuple[str, ...], retry_all: bool, tenant: str) -> No
         raise click.UsageError("give task ids, or --all")
     failures = 0
     for task_id in task_ids:
-        outcome, previous = service.retry(tenant, task_id)
-        click.echo(f"{task_id}  {'retrying' if outcome == 'ok' else outcome}")
-        failures += outcome != "ok"
+        try:
+            service.retry(tenant, task_id)
+            click.echo(f"{task_id}  retrying")
+        except (NotFound, NotNow) as exc:
+            click.echo(f"{task_id}  {exc.code}: {exc.message}")
+            failures += 1
     sys.exit(1 if failures else 0)

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs import QUEUE_NAMES, STEP_BUCKETS, read_metrics
+from jobs import QUEUE_NAMES, STEP_BUCKETS, dead_letter_count, read_metrics
 from webapp.extensions import intake
 
 bp = Blueprint("metrics", __name__)
@@ -41,7 +41,7 @@ class IntakeCollector(Collector):
         yield GaugeMetricFamily("intake_workers", "Registered RQ workers.",
                                 value=health["workers"]["count"])
         yield GaugeMetricFamily("intake_dead_letters", "Failed tasks listed as dead letters.",
-                                value=self.service.dead_letter_count())
+                                value=dead_letter_count(self.service.connection))
 
 
 def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:

@@ -6,11 +6,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
+from jobs import BATCH_STATUSES, STATUSES
+from webapp.ids import PATTERN
+
 bp = Blueprint("openapi", __name__)
 
-_ID = {"type": "string", "pattern": "^[0-9a-f]{32}$"}
-_STATUS = {"type": "string",
-           "enum": ["pending", "running", "retrying", "succeeded", "failed", "canceled"]}
+_ID = {"type": "string", "pattern": f"^{PATTERN}$"}
+_STATUS = {"type": "string", "enum": list(STATUSES)}
+_ALLOWED = {"type": "boolean"}
 _NULLABLE_TEXT = {"type": ["string", "null"]}
 
 SCHEMAS: dict[str, Any] = {
@@ -24,7 +27,7 @@ SCHEMAS: dict[str, Any] = {
         "id", "batch_id", "document_id", "filename", "status", "progress", "current_step",
         "step_detail", "attempts", "max_attempts", "next_attempt_at", "error", "created_at",
         "started_at", "ended_at", "updated_at", "result", "steps", "poll_after_ms", "url",
-        "page_url"], "properties": {
+        "page_url", "can_retry", "can_cancel"], "properties": {
         "id": _ID, "batch_id": _ID, "document_id": {"type": "string"},
         "filename": {"type": "string"}, "status": _STATUS,
         "progress": {"type": "integer", "minimum": 0, "maximum": 100},
@@ -42,11 +45,12 @@ SCHEMAS: dict[str, Any] = {
                                              "started_at": _NULLABLE_TEXT,
                                              "ended_at": _NULLABLE_TEXT}}},
         "pipeline_version": {"type": "string"}, "poll_after_ms": {"type": "integer"},
+        "can_retry": _ALLOWED, "can_cancel": _ALLOWED,
         "url": {"type": "string"}, "page_url": {"type": "string"}}},
     "Batch": {"type": "object", "required": ["id", "status", "progress", "counts", "created_at"],
               "properties": {
-                  "id": _ID, "status": {"type": "string", "enum": [
-                      "pending", "running", "succeeded", "failed", "canceled", "partial"]},
+                  "id": _ID, "status": {"type": "string", "enum": list(BATCH_STATUSES)},
+                  "can_retry": _ALLOWED, "can_cancel": _ALLOWED,
                   "progress": {"type": "integer"}, "created_at": {"type": "string"},
                   "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
                   "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}}}},

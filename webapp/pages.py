@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached, held_logs,
-                  write_logs)
+from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached, NotNow,
+                  held_logs, write_logs)
 from webapp import display, tenancy
-from webapp.api import limit_error
 from webapp.extensions import intake, settings
+from webapp.redirects import local_path
 from webapp.uploads import accept
 
 bp = Blueprint("pages", __name__)
@@ -24,7 +24,7 @@ ACCEPTED_EXTENSIONS = (".txt", ".text", ".md", ".markdown", ".html", ".htm", ".p
 
 @bp.get("/")
 def index() -> str:
-    batches = intake().list_batches(tenancy.current_tenant(), limit=20)["batches"]
+    batches = intake().batches.recent(tenancy.current_tenant(), limit=20)["batches"]
     return render_template("upload.html", batches=batches, limits=settings(),
                            accept=ACCEPTED_EXTENSIONS)
 
@@ -48,7 +48,7 @@ def upload() -> Response | tuple[str, int]:
                                     priority=request.form.get("priority") or None,
                                     force=request.form.get("force") == "1")
         except LimitReached as exc:
-            flash(limit_error(exc).message, "error")
+            flash(exc.message, "error")
             return redirect(url_for("pages.index"), 303)
     duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])
     if duplicates:
@@ -62,10 +62,8 @@ def upload() -> Response | tuple[str, int]:
 
 @bp.get("/batches/<hexid:batch_id>")
 def batch(batch_id: str) -> str:
-    found = intake().get_batch(tenancy.current_tenant(), batch_id)
-    if found is None:
-        abort(404, "No such batch.")
-    live = found["status"] in ("pending", "running")
+    found = intake().batches.get(tenancy.current_tenant(), batch_id)
+    live = found["status"] in BATCH_LIVE
     show = request.args.get("status")  # ?status=failed shows only those rows, without JS too
     return render_template("batch.html", batch=found, show=show if show in STATUSES else None,
                            here=request.full_path.rstrip("?"),
@@ -88,10 +86,7 @@ def cancel_batch(batch_id: str) -> Response:
 
 
 def _batch_tasks(batch_id: str) -> list[str]:
-    task_ids = intake().batch_task_ids(tenancy.current_tenant(), batch_id)
-    if task_ids is None:
-        abort(404, "No such batch.")
-    return task_ids
+    return intake().batches.task_ids(tenancy.current_tenant(), batch_id)
 
 
 @bp.post("/tasks/<hexid:task_id>/<any(retry, cancel):action>")
@@ -99,17 +94,12 @@ def change_task(task_id: str, action: str) -> Response:
     """Retry or cancel, then back to where the person was (the form says where)."""
     service = intake()
     change = service.retry if action == "retry" else service.cancel
-    outcome, previous = change(tenancy.current_tenant(), task_id)
-    if outcome == "missing":
-        abort(404, "No such task.")
-    if outcome == "not_retryable":
-        flash("This file cannot be processed as it is: fix it and upload it again.", "error")
-    elif outcome == "upload_expired":
-        flash("This file's upload is no longer kept: upload it again.", "error")
-    elif outcome != "ok":
-        flash(f"A {previous} task cannot be {'retried' if action == 'retry' else 'canceled'}.",
-              "error")
-    return redirect(_back(url_for("pages.task", task_id=task_id)), 303)
+    try:
+        change(tenancy.current_tenant(), task_id)  # NoSuchTask: webapp.errors' 404 page
+    except NotNow as exc:
+        flash(exc.message, "error")
+    back = local_path(request.form.get("next"), url_for("pages.task", task_id=task_id))
+    return redirect(back, 303)
 
 
 @bp.get("/failed")
@@ -127,17 +117,9 @@ def retry_all_failed() -> Response:
     return redirect(url_for("pages.failed"), 303)
 
 
-def _back(default: str) -> str:
-    """Only a local path from the form's `next` field: never an open redirect."""
-    target = request.form.get("next", "")
-    return target if target.startswith("/") and not target.startswith("//") else default
-
-
 @bp.get("/tasks/<hexid:task_id>")
 def task(task_id: str) -> str:
     found = intake().get_task(tenancy.current_tenant(), task_id)
-    if found is None:
-        abort(404, "No such task.")
     live = found["status"] not in TERMINAL
     return render_template("task.html", task=found,
                            refresh=NOSCRIPT_REFRESH_SECONDS if live else None)

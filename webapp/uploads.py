@@ -22,11 +22,11 @@ from typing import IO
 from flask import Request
 from werkzeug.datastructures import FileStorage
 
-from jobs import Settings, Upload, detect_kind, measure_upload, rejection_reason
+from jobs import MIB, Settings, Upload, detect_kind, measure_upload, rejection_reason
 
 SNIFF_BYTES = 4096
 SPOOL_FILE_BYTES = 64 * 1024          # a file part larger than this goes to a temporary file
-SPOOL_BUDGET_BYTES = 4 * 1024 * 1024  # what one request's file parts may hold in memory
+SPOOL_BUDGET_BYTES = 4 * MIB       # what one request's file parts may hold in memory
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _STATUS_OF = {"file_too_large": 413, "empty_file": 400, "unsupported_type": 415}
 
@@ -93,7 +93,7 @@ def accept(files: list[FileStorage], document_ids: list[str], settings: Settings
 def _problem(filename: str, size: int, head: bytes, settings: Settings) -> tuple[str, str] | None:
     """(code, message) of why a file is refused, or None when it is acceptable."""
     if size > settings.max_file_bytes:
-        limit = settings.max_file_bytes / (1024 * 1024)
+        limit = settings.max_file_bytes / MIB
         return "file_too_large", f"“{filename}” is larger than the {limit:g} MiB limit per file."
     if not size:
         return "empty_file", f"“{filename}” is empty."

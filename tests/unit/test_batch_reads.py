@@ -45,9 +45,9 @@ def test_the_api_text_is_the_batch_dict_serialised(app, client, run_jobs):
     run_jobs()
     text = _batch(client, body["batch_id"]).get_data(as_text=True)
     service = app.extensions["intake"]
-    as_dict = service.get_batch("default", body["batch_id"])
+    as_dict = service.batches.get("default", body["batch_id"])
     assert text == json.dumps(as_dict, separators=(",", ":"))
-    assert service.get_batch_json("default", body["batch_id"]) == text
+    assert service.batches.get_json("default", body["batch_id"]) == text
 
 
 def test_a_task_view_needs_only_the_view_fields(client, redis, run_jobs):
@@ -66,7 +66,7 @@ def test_a_task_view_needs_only_the_view_fields(client, redis, run_jobs):
 
 
 def test_the_task_json_cache_stays_bounded_and_right(client, redis):
-    from jobs.service import TaskJsonCache
+    from jobs.batches import TaskJsonCache
     body = upload(client, *[(f"{n}.txt", f"Words {n}.".encode()) for n in range(10)]).get_json()
     ids = [t["id"] for t in body["tasks"]]
     cache = TaskJsonCache(limit=4)

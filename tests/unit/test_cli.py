@@ -26,8 +26,8 @@ def test_ingest_a_folder_shows_progress_and_exits_0(app, run_jobs, tmp_path):
     assert result.exit_code == 0, result.output
     assert "100%" in result.output and "2 succeeded, 0 failed" in result.output
     service = app.extensions["intake"]
-    newest = service.list_batches("default")["batches"][0]["id"]
-    ids = {t["document_id"] for t in service.get_batch("default", newest)["tasks"]}
+    newest = service.batches.recent("default")["batches"][0]["id"]
+    ids = {t["document_id"] for t in service.batches.get("default", newest)["tasks"]}
     assert ids == {"notes/a.txt", "b.md"}
 
 

@@ -6,7 +6,8 @@ import json
 from rq.job import Job
 from rq.registry import FailedJobRegistry
 
-from jobs import keys, pipeline
+from jobs import Settings, keys
+from jobs.embedding import LocalEmbedder
 from jobs.failures import PermanentError, TransientError
 from jobs.reconcile import reconcile
 from tests.samples import make_pdf_no_text
@@ -16,7 +17,10 @@ TEXT = b"Words to embed, many words. " * 50
 
 
 class _FailingEmbedder:
-    model, dimension, batch_size = "failing", 8, 4
+    """The local embedder's model and dimension (the same pipeline version: a configuration
+    fixed between two runs leaves the model as it was), failing every call."""
+
+    model, dimension, batch_size = LocalEmbedder.model, LocalEmbedder().dimension, 4
 
     def __init__(self, error):
         self.error = error
@@ -67,17 +71,15 @@ def test_a_bad_file_is_a_dead_letter_that_cannot_be_retried(client, run_jobs):
 
 
 def test_retry_after_a_configuration_error_resumes_from_the_checkpoint(
-        client, run_jobs, monkeypatch, redis):
+        client, run_jobs, redis):
     rejected = PermanentError("The embedding service refused the API key (HTTP 401).",
                               code="embedding_rejected", retryable=True)
-    monkeypatch.setattr(pipeline, "_embedder", lambda settings: _FailingEmbedder(rejected))
     task_id = _one(client, ("a.txt", TEXT))
-    run_jobs()
+    run_jobs(_FailingEmbedder(rejected))
     task = _task(client, task_id)
     assert task["status"] == "failed" and task["attempts"] == 1 and task["error"]["retryable"]
     parsed_at = {s["name"]: s["started_at"] for s in task["steps"]}
 
-    monkeypatch.undo()
     batch = task["batch_id"]
     assert client.post(f"/api/batches/{batch}/retry-failed").get_json() == {
         "retried": 1, "skipped": 0}
@@ -101,22 +103,20 @@ def test_cancel_all_of_a_batch(client):
 def test_reconciler_fails_a_task_whose_job_vanished(client, redis):
     task_id = _one(client, ("a.txt", TEXT))
     redis.delete(f"rq:job:{task_id}")
-    assert reconcile(redis)["failed"] == 0, "a fresh record is given a grace period"
-    assert reconcile(redis, grace_seconds=-1)["failed"] == 1
+    assert reconcile(redis, Settings())["failed"] == 0, "a fresh record is given a grace period"
+    assert reconcile(redis, Settings(), grace_seconds=-1)["failed"] == 1
     task = _task(client, task_id)
     assert task["status"] == "failed" and task["error"]["type"] == "job_lost"
     assert task["error"]["retryable"] is True
     assert [t["id"] for t in client.get("/api/failed").get_json()["tasks"]] == [task_id]
 
 
-def test_reconciler_shows_a_retry_of_a_lost_attempt(client, redis, run_jobs, monkeypatch):
-    monkeypatch.setattr(pipeline, "_embedder", lambda settings: _FailingEmbedder(
-        TransientError("down", code="embedding_unavailable")))
+def test_reconciler_shows_a_retry_of_a_lost_attempt(client, redis, run_jobs):
     task_id = _one(client, ("a.txt", TEXT))
-    run_jobs()
+    run_jobs(_FailingEmbedder(TransientError("down", code="embedding_unavailable")))
     # As after a lost machine: the record still says running while RQ has scheduled a retry.
     redis.hset(keys.task(task_id), mapping={"status": "running", "error": ""})
-    assert reconcile(redis, grace_seconds=-1)["retrying"] == 1
+    assert reconcile(redis, Settings(), grace_seconds=-1)["retrying"] == 1
     task = _task(client, task_id)
     assert task["status"] == "retrying" and task["error"]["type"] == "worker_lost"
     assert task["next_attempt_at"]
@@ -129,7 +129,7 @@ def test_reconciler_takes_a_stopped_cancel_out_of_the_failed_registry(client, re
     registry.add(job, exc_string="stopped")
     job.set_status("stopped")
     redis.sadd(keys.canceling(), task_id)
-    assert reconcile(redis)["uncanceled"] == 1
+    assert reconcile(redis, Settings())["uncanceled"] == 1
     assert registry.get_job_ids(cleanup=False) == []
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import keys, pipeline
+from jobs import keys
 from jobs.embedding import LocalEmbedder, SparseRows
 from jobs.failures import TransientError
 from jobs.attempts import AttemptFence, Superseded
@@ -58,10 +58,9 @@ class _BrokenEmbedder:
                              code="embedding_timeout")
 
 
-def test_a_transient_failure_waits_for_a_retry(client, run_jobs, redis, monkeypatch):
-    monkeypatch.setattr(pipeline, "_embedder", lambda settings: _BrokenEmbedder())
+def test_a_transient_failure_waits_for_a_retry(client, run_jobs, redis):
     task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
-    run_jobs()
+    run_jobs(_BrokenEmbedder())
     task = _task(client, task_id)
     assert task["status"] == "retrying" and task["current_step"] == "waiting_retry"
     assert task["error"] == {"step": "embedding", "type": "embedding_timeout",
@@ -142,11 +141,10 @@ def _task_record(redis, task_id):
     return {k.decode(): v.decode() for k, v in redis.hgetall(keys.task(task_id)).items()}
 
 
-def test_sparse_batches_are_concatenated_in_order(client, run_jobs, redis, monkeypatch):
-    monkeypatch.setattr(pipeline, "_embedder", lambda settings: LocalEmbedder(batch_size=2))
+def test_sparse_batches_are_concatenated_in_order(client, run_jobs, redis):
     text = b"".join(b"Paragraph %d is about word%d. " % (i, i) * 12 + b"\n\n" for i in range(12))
     task_id = upload(client, ("many.txt", text)).get_json()["tasks"][0]["id"]
-    run_jobs()
+    run_jobs(LocalEmbedder(batch_size=2))
     chunks = _task(client, task_id)["result"]["chunks"]
     assert chunks > 4, "several batches of two"
     stored = _stored(redis, task_id)
@@ -166,10 +164,9 @@ class _DenseEmbedder:
         return np.array([[1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
 
 
-def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
-    monkeypatch.setattr(pipeline, "_embedder", lambda settings: _DenseEmbedder())
+def test_dense_batches_are_stacked(client, run_jobs, redis):
     task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
-    run_jobs()
+    run_jobs(_DenseEmbedder())
     chunks = _task(client, task_id)["result"]["chunks"]
     stored = _stored(redis, task_id)
     assert stored[b"format"] == b"dense" and int(stored[b"dim"]) == 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from jobs import keys
-from jobs.reconcile import housekeeping
+from jobs.housekeeping import run as housekeeping
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 

@@ -1,0 +1,102 @@
+"""What a request to the domain can come to, other than success: named exceptions, raised by
+jobs (as rq raises NoSuchJobError) and mapped to HTTP once, in webapp/errors.py.
+
+Each carries a `message` written for a person; the pages show the same words the API sends.
+Pipeline failures (what a task fails of) are jobs.failures, not these.
+"""
+from __future__ import annotations
+
+
+class IntakeRefusal(Exception):
+    """Base: `code` names the outcome in the API's error object."""
+
+    code = "refused"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(IntakeRefusal):
+    """No such task, batch or document for this tenant (another tenant's ids do not exist)."""
+
+    code = "not_found"
+
+
+class NoSuchTask(NotFound):
+    def __init__(self) -> None:
+        super().__init__("No such task.")
+
+
+class NoSuchBatch(NotFound):
+    def __init__(self) -> None:
+        super().__init__("No such batch.")
+
+
+class NoSuchDocument(NotFound):
+    def __init__(self) -> None:
+        super().__init__("No such document.")
+
+
+class NotNow(IntakeRefusal):
+    """The task's status does not allow this action (DESIGN §3): a conflict."""
+
+    code = "conflict"
+
+    def __init__(self, status: str, action: str) -> None:
+        verb = {"retry": "retried", "cancel": "canceled"}.get(action, action)
+        super().__init__(f"A {status} task cannot be {verb}.")
+        self.status, self.action = status, action
+
+
+class NotRetryable(NotNow):
+    """A failed task whose error says no Retry can help: the file itself must change."""
+
+    code = "not_retryable"
+
+    def __init__(self, status: str = "failed") -> None:
+        IntakeRefusal.__init__(self, "This task failed because of its file: retrying cannot "
+                                     "help. Fix the file and upload it again.")
+        self.status, self.action = status, "retry"
+
+
+class UploadExpired(NotNow):
+    """The upload a Retry needs is no longer kept (INTAKE_UPLOAD_RETENTION_HOURS)."""
+
+    code = "upload_expired"
+
+    def __init__(self, status: str) -> None:
+        IntakeRefusal.__init__(self, "The upload of this task is no longer kept (failed and "
+                                     "canceled uploads are kept for a limited time); upload "
+                                     "the file again.")
+        self.status, self.action = status, "retry"
+
+
+class LimitReached(IntakeRefusal):
+    """A submit refused whole because a limit would be passed: nothing was registered.
+
+    `limit` names it; `per_tenant` says whether it is the tenant's own (429) or the whole
+    service's (503); `retry_after` is a hint in seconds.
+    """
+
+    _LIMITS: dict[str, tuple[str, bool, int, str]] = {
+        "queue_full": ("queue_full", False, 30, "Too many documents are waiting to be "
+                       "processed; try again shortly."),
+        "tenant_full": ("tenant_queue_full", True, 30, "You have too many documents waiting; "
+                        "try again when some have finished."),
+        "blob_budget": ("storage_full", False, 30, "Too many uploaded bytes are waiting to be "
+                        "processed; try again shortly."),
+        "tenant_blob_budget": ("tenant_storage_full", True, 30, "Your uploads waiting to be "
+                               "processed, or kept for a Retry, fill your share of the upload "
+                               "storage; try again when some have finished, or delete failed "
+                               "documents."),
+        "knowledge_base_full": ("knowledge_base_full", True, 3600, "Your knowledge base is full "
+                                "(its chunk limit is reached); delete documents you no longer "
+                                "need first."),
+    }
+
+    def __init__(self, limit: str) -> None:
+        code, per_tenant, retry_after, message = self._LIMITS.get(limit, self._LIMITS["queue_full"])
+        super().__init__(message)
+        self.limit, self.code = limit, code
+        self.per_tenant, self.retry_after = per_tenant, retry_after

@@ -1,0 +1,98 @@
+"""Intake: the web layer's one handle on the domain, built once per web process.
+
+It holds what a process builds once (the Redis client, settings, queues, the batch JSON cache,
+the query embedder) and hands each call to the module that owns it; outcomes other than
+success are the named exceptions of jobs.exceptions.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from redis import Redis
+from rq import Queue
+
+from jobs import dead_letters, health, lifecycle, states, tasks
+from jobs.batches import BatchReader
+from jobs.exceptions import NoSuchTask, NotNow
+from jobs.embedding import make_embedder
+from jobs.search import Searcher
+from jobs.settings import QUEUE_NAMES, Settings
+from jobs.submit import Upload, submit_documents
+from jobs.versions import pipeline_version
+
+
+class Intake:
+    """Submit documents, act on tasks and read their state, scoped by tenant."""
+
+    def __init__(self, connection: Redis, settings: Settings) -> None:
+        self.connection = connection
+        self.settings = settings
+        self.queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
+        self.batches = BatchReader(connection)
+        embedder = make_embedder(settings)
+        self.pipeline_version = pipeline_version(settings, embedder)  # once: a submit's key
+        self.searcher = Searcher(connection, embedder)
+
+    def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
+               force: bool = False, trace_id: str | None = None) -> dict[str, Any]:
+        """Raises LimitReached when the batch is refused whole."""
+        return submit_documents(self.connection, self.queues, self.settings, tenant, uploads,
+                                pipeline_version=self.pipeline_version, priority=priority,
+                                force=force, trace_id=trace_id)
+
+    def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:
+        """One HGETALL. Another tenant's task, like an unknown one, raises NoSuchTask."""
+        record = tasks.load(self.connection, task_id) if tasks.is_id(task_id) else None
+        if record is None or record.get("tenant") != tenant:
+            raise NoSuchTask()
+        return tasks.view(record)
+
+    def cancel(self, tenant: str, task_id: str) -> str:
+        """The status it had. Raises NoSuchTask or NotNow."""
+        if not tasks.is_id(task_id):
+            raise NoSuchTask()
+        return lifecycle.cancel_task(self.connection, self.settings, tenant, task_id)
+
+    def retry(self, tenant: str, task_id: str) -> str:
+        """The status it had. Raises NoSuchTask, NotNow, NotRetryable or UploadExpired."""
+        if not tasks.is_id(task_id):
+            raise NoSuchTask()
+        return lifecycle.retry_task(self.connection, self.queues, self.settings, tenant, task_id)
+
+    def retry_failed(self, tenant: str, task_ids: list[str]) -> dict[str, int]:
+        """Retry the failed tasks among `task_ids`; failed ones that cannot be retried (a bad
+        file, an expired upload) are skipped; tasks in other states are left alone."""
+        counts = {"retried": 0, "skipped": 0}
+        for record in tasks.load_many(self.connection, task_ids):
+            if record is None or record.get("status") != states.FAILED:
+                continue
+            try:
+                self.retry(tenant, record["id"])
+                counts["retried"] += 1
+            except (NoSuchTask, NotNow):
+                counts["skipped"] += 1
+        return counts
+
+    def cancel_many(self, tenant: str, task_ids: list[str]) -> dict[str, int]:
+        canceled = 0
+        for task_id in task_ids:
+            try:
+                self.cancel(tenant, task_id)
+                canceled += 1
+            except (NoSuchTask, NotNow):
+                pass
+        return {"canceled": canceled}
+
+    def delete_document(self, tenant: str, document_id: str) -> None:
+        """Raises NoSuchDocument when there was nothing of it."""
+        lifecycle.delete_document(self.connection, self.settings, tenant, document_id)
+
+    def list_failed(self, tenant: str | None, *, offset: int = 0,
+                    limit: int = 50) -> dict[str, Any]:
+        return dead_letters.page(self.connection, tenant, offset=offset, limit=limit)
+
+    def search(self, tenant: str, query: str, k: int = 10) -> list[dict[str, Any]]:
+        return self.searcher.search(tenant, query, k)
+
+    def health(self) -> dict[str, Any]:
+        return health.report(self.connection)
