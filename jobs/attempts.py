@@ -26,7 +26,7 @@ COMMIT_TRIES = 5
 
 # KEYS: task. ARGV: task id, job id, attempt id, now, the status it moves to, then the
 # statuses it may start from (states.START). The first run's job has the task's id; a Retry's
-# run names its own (`job_id`).
+# run names its own (`job_id`). Returns {'ok', attempts, the record's fields and values…}.
 _START = """
 local r = redis.call('HMGET', KEYS[1], 'tenant', 'status', 'job_id')
 if not r[1] then return {'missing', ''} end
@@ -39,7 +39,9 @@ for i = 6, #ARGV do
     redis.call('HSET', KEYS[1], 'status', ARGV[5], 'attempt_id', ARGV[3],
                'started_at', ARGV[4], 'ended_at', '', 'error', '', 'next_attempt_at', '',
                'current_step', 'parsing', 'step_detail', 'Starting', 'updated_at', ARGV[4])
-    return {'ok', tostring(attempts)}
+    local reply = {'ok', tostring(attempts)}
+    for _, item in ipairs(redis.call('HGETALL', KEYS[1])) do reply[#reply + 1] = item end
+    return reply
   end
 end
 return {'refused', r[2] or ''}
@@ -82,21 +84,22 @@ class AttemptFence:
         self.attempt_id = secrets.token_hex(8)
         self.attempt = 0
 
-    def start(self, job_id: str) -> int:
-        """Take the task for this attempt; returns the attempt's number in its run.
+    def start(self, job_id: str) -> dict[str, str]:
+        """Take the task for this attempt; returns its record as it then is (one round trip).
 
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
         """
-        outcome, value = (v.decode() for v in self.connection.eval(
+        reply = [v.decode() for v in self.connection.eval(
             _START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(),
-            states.START.target, *states.START.sources))
+            states.START.target, *states.START.sources)]
+        outcome, value = reply[0], reply[1]
         if outcome == "refused":
             raise Refused(value)
         if outcome != "ok":
             raise Superseded(outcome)
         self.attempt = int(value)
-        return self.attempt
+        return dict(zip(reply[2::2], reply[3::2]))
 
     def write(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"",
               pipe: Pipeline | None = None) -> None:

@@ -49,6 +49,15 @@ redis.call('INCRBY', KEYS[4], tonumber(ARGV[6]) - before)
 return 1
 """
 
+# KEYS: tenant's chunk count, document hash. What the tenant holds, and the document's own
+# earlier version (counted from its texts, in Redis, where it was indexed before counts were kept).
+_HELD = """
+local current = redis.call('HMGET', KEYS[2], 'chunks', 'texts')
+local previous = tonumber(current[1] or '0')
+if not current[1] and current[2] then previous = #cjson.decode(current[2]) end
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous}
+"""
+
 # KEYS: document hash, tenant's document set, tenant's generation, tenant's chunk count.
 _REMOVE = """
 local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts')
@@ -125,18 +134,13 @@ def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, c
     Its own earlier version is replaced, so only the difference counts. Deleting documents
     makes room; a Retry then indexes this one without parsing or embedding it again.
     """
-    held = int(reader.get(keys.tenant_chunks(tenant)) or 0)
-    stored = reader.hmget(keys.kb_document(tenant, document_id), "chunks", "texts")
-    previous = int(stored[0]) if stored[0] else (len(json.loads(stored[1])) if stored[1] else 0)
+    held, previous = (int(v) for v in reader.eval(
+        _HELD, 2, keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id)))
     if held - previous + chunks > limit:
         raise PermanentError(
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
             f"document needs {chunks:,}. Delete documents you no longer need, then Retry.",
             code="knowledge_base_full", step="indexing", retryable=True)
-
-
-def chunks_held(connection: Redis, tenant: str) -> int:
-    return int(connection.get(keys.tenant_chunks(tenant)) or 0)
 
 
 def _kind(query: Embedding) -> tuple[str, int]:

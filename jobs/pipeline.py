@@ -67,16 +67,12 @@ def ingest_document(task_id: str) -> dict[str, Any]:
 def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
     """One attempt of the task, with everything it uses handed in. Returns the result
     summary; raises so that RQ sees every failure."""
-    record = tasks.load(job.connection, task_id)
-    if record is None:  # deleted or expired: nothing is left to do, nor to tell
-        job.retries_left = 0
-        return {"skipped": "task gone"}
     fence = AttemptFence(job.connection, task_id, job.key)
     try:
-        fence.start(job.id)
-    except (Refused, Superseded) as exc:
+        record = fence.start(job.id)
+    except (Refused, Superseded) as exc:  # canceled, replaced, deleted: nothing to do or tell
         job.retries_left = 0
-        logs.event("attempt_skipped", record, reason=str(exc))
+        logs.event("attempt_skipped", {"id": task_id}, reason=str(exc))
         return {"skipped": str(exc)}
     attempt = Attempt(job, record, parts_, fence)
     try:

@@ -4,8 +4,8 @@ Each write updates the RQ job's meta (what rq-dashboard shows) and Intake's plai
 the API reads) in one round trip, through the attempt's fence (jobs.attempts): nothing is
 written once the attempt no longer owns the running task, so a cancel, a Retry or a delete is
 never undone by a late write. Writes are throttled so that no job makes more than four in any
-second: intermediate updates need 0.35 s since the previous write, which leaves room for the
-write of the final state.
+second: intermediate updates need 0.5 s since the previous write, which leaves room for the two
+writes of the final state (the commit, then the steps' final timings).
 
 rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts there is escaped
 (`dashboard_text`): a document's name or an error's words show as text and never run.
@@ -23,7 +23,7 @@ from redis.client import Pipeline
 from jobs.attempts import AttemptFence
 from jobs.clock import now_iso
 
-MIN_INTERVAL_SECONDS = 0.35
+MIN_INTERVAL_SECONDS = 0.5
 
 
 def dashboard_text(value: Any) -> Any:

@@ -3,11 +3,11 @@
 A submit never parses. One script checks every limit, claims every file and registers what is
 new — records, the reservation of its bytes in both upload budgets, the batch — before any
 large byte travels, so a refused batch costs Redis nothing and a huge one is never buffered
-whole. Small batches (INLINE_BYTES in all) carry their bytes in that script; larger ones send
-theirs afterwards in pieces (jobs.blobs.PieceWriter). Then RQ's own enqueue of each new task's
-job, on a pipeline sent right after (after the task's last piece): if the web dies in between,
-the reconciler fails the task as "job lost" (retryable), and an upload cut short fails
-readably if retried.
+whole. Small batches (INLINE_BYTES in all) carry their bytes in that script, and their jobs'
+enqueue is built while it runs; larger ones send their bytes afterwards in pieces
+(jobs.blobs.PieceWriter). Then RQ's own enqueue of each new task's job, on a pipeline sent
+right after (after the task's last piece): if the web dies in between, the reconciler fails
+the task as "job lost" (retryable), and an upload cut short fails readably if retried.
 
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
 the client (redis-py re-sends after a timeout or a reset) answers the same and registers
@@ -19,10 +19,13 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
@@ -260,30 +263,44 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         fields = _task_fields(task_id, upload, digest, settings, record)
         args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
         args += [item for pair in fields.items() for item in pair]
-    reply = _run_script(connection, keys_, args)
+    if inline:  # build every job's enqueue while the claim runs; send what the claim allows
+        reply, enqueue = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
+            connection, queue, settings, list(new_ids.values())))
+    else:
+        reply, enqueue = _run_script(connection, keys_, args), None
     if reply[0] != b"ok":
         raise LimitReached(reply[0].decode())
     created = [(upload, task_id.decode()) for upload, task_id, existing
                in zip(firsts.values(), reply[1::2], reply[2::2]) if not existing]
-    if created:
-        _store_and_enqueue(connection, queue, settings, created, stored=inline)
+    if enqueue is not None and len(created) == len(new_ids):
+        enqueue.execute()
+    elif inline and created:
+        _enqueue_pipeline(connection, queue, settings, [t for _, t in created]).execute()
+    elif created:
+        _store_and_enqueue(connection, queue, settings, created)
     return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
 
 
+def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings,
+                      task_ids: list[str]) -> Pipeline:
+    """RQ's own enqueue of these tasks' jobs, queued on a pipeline the caller sends (or not)."""
+    pipe = connection.pipeline(transaction=False)
+    for _ in task_ids:
+        metrics.count(pipe, "tasks_submitted_total", queue=queue.name)
+    queue.enqueue_many([job_data(task_id, settings) for task_id in task_ids], pipeline=pipe)
+    return pipe
+
+
 def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings,
-                       created: list[tuple[Upload, str]], *, stored: bool) -> None:
-    """Each new task's job (RQ's own enqueue), after the task's bytes unless the claim
-    carried them (`stored`), on one pipeline sent every few MiB: a job never runs before its
-    bytes are there, and nothing waits without its job longer than its own bytes take."""
+                       created: list[tuple[Upload, str]]) -> None:
+    """The bytes of new tasks in pieces, each task's job (RQ's own enqueue) queued right after
+    its last piece, on one pipeline sent every few MiB: a job never runs before its bytes are
+    there, and nothing waits without its job longer than its own bytes take."""
     writer = blobs.PieceWriter(connection.pipeline(transaction=False))
     for upload, task_id in created:
         metrics.count(writer.pipe, "tasks_submitted_total", queue=queue.name)
-        if not stored:
-            writer.write(task_id, upload.pieces())
-            queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
-    if stored:
-        queue.enqueue_many([job_data(task_id, settings) for _, task_id in created],
-                           pipeline=writer.pipe)
+        writer.write(task_id, upload.pieces())
+        queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
     writer.flush()
 
 
@@ -308,6 +325,36 @@ def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[by
     except NoScriptError:
         connection.script_load(_SUBMIT)
         return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+
+
+def _claim_while(connection: Redis, keys_: list[str], args: list[Any],
+                 meanwhile: Callable[[], Pipeline]) -> tuple[list[bytes], Pipeline]:
+    """Send the claim, run `meanwhile` while Redis runs it, then read its reply.
+
+    Building the jobs' enqueue (RQ's Python: a Job each, serialised) takes about as long as
+    the claim's round trip; overlapped, a submit waits for one of them, not both. A reply lost
+    with its connection is asked for again by sending the claim again through the client: the
+    batch keeps what its first run decided, so the second answers the same. Without a
+    connection pool (a fake client): in turn.
+    """
+    pool = getattr(connection, "connection_pool", None)
+    if pool is None:
+        return _run_script(connection, keys_, args), meanwhile()
+    conn = pool.get_connection()
+    pipe = None
+    try:
+        conn.send_command("EVALSHA", _SUBMIT_SHA, len(keys_), *keys_, *args)
+        pipe = meanwhile()
+        reply = conn.read_response()
+    except (RedisConnectionError, RedisTimeoutError, NoScriptError):
+        conn.disconnect()  # a reply may be left unread: never hand this connection out again
+        reply = _run_script(connection, keys_, args)  # loads the script if the server lacked it
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    return reply, pipe if pipe is not None else meanwhile()
 
 
 def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:

@@ -114,7 +114,7 @@ def test_progress_writes_stay_within_four_a_second(redis, monkeypatch):
         seen.append(int(redis.hget(keys.task("t" * 32), "progress") or 0))
     reporter.close()
     busiest = max(sum(1 for w in fence.sent if start <= w < start + 1) for start in fence.sent)
-    assert len(fence.sent) >= 10 and busiest <= 4, fence.sent
+    assert len(fence.sent) >= 6 and busiest <= 2, fence.sent  # 2 a second: room for 2 final
     assert seen == sorted(seen), "progress never decreases"
 
 
