@@ -113,6 +113,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
                                 attempt.settings.tenant_chunk_limit)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
+        reporter.end_step("indexing")  # as the write is sent; its true end follows it below
         index.queue_upsert(pipe, prepared)
         blobs.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
