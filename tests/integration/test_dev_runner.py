@@ -39,6 +39,13 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
@@ -67,9 +74,12 @@ def test_make_run_serves_a_document_restarts_a_worker_and_stops_everything(tmp_p
             assert (tmp_path / "instance" / "redis").is_dir(), "the AOF is in --instance-dir"
 
             before = set(health["workers"]["names"])
+            # The runner's own children only: a worker forks a scheduler with the same command
+            # line, and killing that would leave the worker (and its name) alive.
             processes = _children(runner.pid)
             worker_pids = [pid for pid in processes
-                           if b"rq.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+                           if b"rq.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                           and _parent(pid) == runner.pid]
             assert worker_pids, processes
             os.kill(worker_pids[0], signal.SIGKILL)
             poll(lambda: get_json(client, "/api/health")["workers"],
