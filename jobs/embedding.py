@@ -12,8 +12,6 @@ so cosine similarity is a dot product. This module is pure: no rq, no redis, no 
 """
 from __future__ import annotations
 
-import re
-import unicodedata
 import zlib
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
@@ -25,10 +23,9 @@ from urllib3.exceptions import ReadTimeoutError
 
 from jobs.failures import PermanentError, TransientError
 from jobs.settings import Settings
+from jobs.tokens import terms
 
 DEFAULT_HTTP_MODEL = "text-embedding-3-small"
-
-_TOKEN = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,7 +126,7 @@ class LocalEmbedder:
     words cancel out are not needed: every weight is positive.
     """
 
-    model = "local-hash-v2"
+    model = "local-hash-v3"  # v3: bigrams of scripts written without spaces (jobs.tokens)
 
     def __init__(self, dimension: int = 2 ** 32, batch_size: int = 256) -> None:
         if not 0 < dimension <= 2 ** 32:
@@ -141,7 +138,7 @@ class LocalEmbedder:
         hashes: list[int] = []
         rows: list[int] = []
         for row, text in enumerate(texts):
-            words = _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+            words = terms(text)
             hashes.extend(zlib.crc32(word.encode("utf-8")) for word in words)
             rows.extend([row] * len(words))
         buckets = np.array(hashes, dtype=np.int64) % self.dimension

@@ -44,7 +44,7 @@ def test_local_rows_are_sparse_sorted_and_normalised():
     embedder = LocalEmbedder()
     rows = embedder.embed(CORPUS)
     assert (embedder.model, embedder.dimension, embedder.batch_size) == (
-        "local-hash-v2", 2 ** 32, 256)
+        "local-hash-v3", 2 ** 32, 256)
     assert isinstance(rows, SparseRows) and len(rows) == 4 and rows.dimension == 2 ** 32
     assert (rows.indptr.dtype, rows.indices.dtype, rows.values.dtype) == (
         np.int64, np.uint32, np.float32)

@@ -1,0 +1,83 @@
+"""Search terms in every language: words where a script writes spaces between them, character
+bigrams where it does not.
+
+Why bigrams: Chinese, Japanese, Thai (and Korean compounds) write a sentence without spaces, so
+a word-splitting pattern turns a whole clause into one term and no word inside it can be
+found. As Lucene's CJK analyzer does, a run of such characters becomes its overlapping pairs
+("死信队列" → 死信, 信队, 队列), the query the same way, so a word is found inside a sentence
+without a dictionary. A lone character stays one term. Both documents and queries go through
+`terms`, NFKC-normalised and lowercased. Pure: no rq, no redis.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Scripts written without spaces between words, marks included (Thai vowels are marks).
+_SPACELESS = (
+    "\u0e00-\u0e7f"      # Thai
+    "\u0e80-\u0eff"      # Lao
+    "\u1000-\u109f"      # Myanmar
+    "\u1780-\u17ff"      # Khmer
+    "\u3040-\u309f"      # Hiragana
+    "\u30a0-\u30ff"      # Katakana
+    "\u31f0-\u31ff"      # Katakana phonetic extensions
+    "\u3400-\u4dbf"      # CJK extension A
+    "\u4e00-\u9fff"      # CJK unified ideographs
+    "\uac00-\ud7af"      # Hangul syllables
+    "\u1100-\u11ff"      # Hangul jamo
+    "\u3130-\u318f"      # Hangul compatibility jamo
+    "\uf900-\ufaff"      # CJK compatibility ideographs
+    "\uff66-\uff9f"      # halfwidth katakana
+    "\U00020000-\U0003134f"  # CJK extensions B–H
+)
+_TERM = re.compile(rf"([{_SPACELESS}]+)|((?:(?![{_SPACELESS}])\w)+)")
+_HAS_SPACELESS = re.compile(rf"[{_SPACELESS}]")
+
+
+def normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def terms(text: str) -> list[str]:
+    """The search terms of `text`, in order: words, and bigrams of spaceless runs."""
+    found: list[str] = []
+    for run, word in _TERM.findall(normalise(text)):
+        if word:
+            found.append(word)
+        else:
+            found.extend(pairs(run))
+    return found
+
+
+def spaceless(text: str) -> bool:
+    """True when `text` is (partly) in a script written without spaces: it matches inside words."""
+    return _HAS_SPACELESS.search(text) is not None
+
+
+def phrases(query: str) -> list[str]:
+    """What a person typed, as the pieces a page highlights: each word, and each spaceless run
+    whole (`pairs` gives the pieces of a run that is found only in part)."""
+    found = [run or word for run, word in _TERM.findall(normalise(query))]
+    return list(dict.fromkeys(found))
+
+
+def pairs(run: str) -> list[str]:
+    """The overlapping character pairs a spaceless run is searched by (a lone character stays)."""
+    return [run[i:i + 2] for i in range(len(run) - 1)] or [run]
+
+
+def match_pattern(query: str, text: str) -> re.Pattern[str] | None:
+    """What to mark in `text` for `query` (None: nothing): its words whole, its spaceless runs
+    anywhere, and a run that `text` lacks whole by its pairs, as search matched it."""
+    lowered, pieces = normalise(text), set()
+    for phrase in phrases(query):
+        if spaceless(phrase):
+            pieces.update([phrase] if phrase in lowered else pairs(phrase))
+        else:
+            pieces.add(phrase)
+    if not pieces:
+        return None
+    alternatives = [re.escape(piece) if spaceless(piece) else rf"(?<!\w){re.escape(piece)}(?!\w)"
+                    for piece in sorted(pieces, key=len, reverse=True)]
+    return re.compile("|".join(alternatives), re.IGNORECASE)

@@ -1,0 +1,43 @@
+"""Search terms in every language (jobs.tokens): words where a script has spaces, overlapping
+character pairs where it has none, the same for documents and queries."""
+from __future__ import annotations
+
+from jobs.embedding import LocalEmbedder
+from jobs.sparse import InvertedIndex
+from jobs.tokens import pairs, phrases, spaceless, terms
+
+
+def test_spaced_scripts_split_into_words_normalised():
+    assert terms("The Queue's QUEUES, Straße ＡＢＣ") == ["the", "queue", "s", "queues", "straße", "abc"]
+    assert terms("Прывітанне свет") == ["прывітанне", "свет"]
+
+
+def test_spaceless_runs_become_overlapping_pairs():
+    assert terms("转入死信队列") == ["转入", "入死", "死信", "信队", "队列"]
+    assert terms("死") == ["死"]
+    assert terms("検索エンジン") == ["検索", "索エ", "エン", "ンジ", "ジン"]
+
+
+def test_mixed_script_text_keeps_each_script_s_rule():
+    assert terms("RQ的死信队列 works") == ["rq", "的死", "死信", "信队", "队列", "works"]
+
+
+def test_every_pair_of_a_query_word_is_in_a_sentence_holding_it():
+    for sentence, word in (("任务会被转入死信队列，运维人员可以重试。", "死信队列"),
+                           ("ระบบนี้เก็บเอกสารไว้ในฐานข้อมูลเพื่อค้นหา", "ฐานข้อมูล"),
+                           ("모든 문서를 데이터베이스에 저장합니다", "데이터베이스")):
+        assert set(terms(word)) <= set(terms(sentence)), word
+
+
+def test_the_local_embedder_matches_a_word_inside_a_chinese_sentence():
+    embedder = LocalEmbedder()
+    documents = embedder.embed(["消息失败三次以后会被转入死信队列。", "今天天气很好，我们去公园散步吧。"])
+    query = embedder.embed(["死信队列"])
+    scores = list(InvertedIndex(documents).scores(query))
+    assert scores[0] > 0.3 and scores[1] == 0
+
+
+def test_phrases_are_what_the_page_marks():
+    assert phrases("死信队列 Queue queue") == ["死信队列", "queue"]
+    assert pairs("死信队列") == ["死信", "信队", "队列"] and pairs("死") == ["死"]
+    assert spaceless("データ") and not spaceless("data")
