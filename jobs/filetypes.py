@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import codecs
 
-SUPPORTED_KINDS: tuple[str, ...] = ("txt", "md", "html", "pdf", "docx")
+SUPPORTED_KINDS: tuple[str, ...] = (
+    "txt", "md", "html", "pdf", "docx", "pptx", "xlsx", "csv", "tsv", "epub", "eml",
+    "png", "jpeg", "tiff", "webp",
+)
 
 #: How many bytes of the content the caller passes at least (all of it when the file is shorter).
 HEAD_BYTES = 4096
@@ -19,13 +22,23 @@ _EXTENSIONS: dict[str, str] = {
     "md": "md", "markdown": "md",
     "html": "html", "htm": "html",
     "pdf": "pdf",
-    "docx": "docx",
+    "docx": "docx", "pptx": "pptx", "xlsx": "xlsx",
+    "csv": "csv", "tsv": "tsv",
+    "epub": "epub", "eml": "eml",
+    "png": "png", "jpg": "jpeg", "jpeg": "jpeg", "tif": "tiff", "tiff": "tiff", "webp": "webp",
 }
 
 _KIND_NAMES: dict[str, str] = {
     "txt": "a text file", "md": "a Markdown file", "html": "an HTML page",
-    "pdf": "a PDF", "docx": "a Word document",
+    "pdf": "a PDF", "docx": "a Word document", "pptx": "a PowerPoint presentation",
+    "xlsx": "an Excel workbook", "csv": "a CSV file", "tsv": "a tab-separated (TSV) file",
+    "epub": "an EPUB e-book", "eml": "an e-mail message (EML)",
+    "png": "a PNG image", "jpeg": "a JPEG image", "tiff": "a TIFF image", "webp": "a WebP image",
 }
+
+#: A password-protected DOCX, PPTX or XLSX is an OLE compound file, not a zip: it is accepted
+#: here so that the parser can say "password-protected" instead of "not a Word document".
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 #: Signatures of binary formats that a text document can never start with.
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -38,6 +51,9 @@ _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"GIF87a", "a GIF image"),
     (b"GIF89a", "a GIF image"),
     (b"\x1f\x8b", "a gzip archive"),
+    (b"II*\x00", "a TIFF image"),
+    (b"MM\x00*", "a TIFF image"),
+    (_OLE_MAGIC, "an old-format or password-protected Office file"),
 )
 
 #: Text with these byte-order marks legitimately contains NUL bytes.
@@ -48,6 +64,13 @@ _WIDE_BOMS: tuple[bytes, ...] = (
 _PDF_WHITESPACE = b" \t\r\n\f\x00"
 _PDF_HEADER_WINDOW = 1024
 _ZIP_MAGIC = b"PK\x03\x04"
+_OFFICE_KINDS = frozenset({"docx", "pptx", "xlsx"})
+_TEXT_KINDS = frozenset({"txt", "md", "html", "csv", "tsv", "eml"})
+_IMAGE_MAGIC: dict[str, tuple[bytes, ...]] = {
+    "png": (b"\x89PNG\r\n\x1a\n",),
+    "jpeg": (b"\xff\xd8\xff",),
+    "tiff": (b"II*\x00", b"MM\x00*"),
+}
 
 
 def extension_kind(filename: str) -> str | None:
@@ -65,11 +88,18 @@ def _is_pdf(head: bytes) -> bool:
     return start <= _PDF_HEADER_WINDOW and head.startswith(b"%PDF-", start)
 
 
+def _is_webp(head: bytes) -> bool:
+    """WebP content: a RIFF container (``RIFF``, a 4-byte size) whose form type is ``WEBP``."""
+    return head.startswith(b"RIFF") and head[8:12] == b"WEBP"
+
+
 def _binary_signature(head: bytes) -> str | None:
     """What binary format `head` starts with, as words ("a PNG image"), or None."""
     for magic, description in _BINARY_MAGIC:
         if head.startswith(magic):
             return description
+    if _is_webp(head):
+        return "a WebP image"
     if _is_pdf(head):
         return "a PDF"
     # "MZ" alone could begin a sentence; a DOS/Windows header has NUL bytes right after it.
@@ -88,8 +118,14 @@ def _looks_like_text(head: bytes) -> bool:
 def _content_matches(kind: str, head: bytes) -> bool:
     if kind == "pdf":
         return _is_pdf(head)
-    if kind == "docx":
+    if kind in _OFFICE_KINDS:
+        return head.startswith((_ZIP_MAGIC, _OLE_MAGIC))
+    if kind == "epub":
         return head.startswith(_ZIP_MAGIC)
+    if kind in _IMAGE_MAGIC:
+        return head.startswith(_IMAGE_MAGIC[kind])
+    if kind == "webp":
+        return _is_webp(head)
     return _looks_like_text(head)
 
 
@@ -114,7 +150,7 @@ def rejection_reason(filename: str, head: bytes) -> tuple[str, str]:
     if kind is None:
         return ("unsupported_type",
                 f"“{filename}” is not a supported document type ({supported}).")
-    if kind in ("pdf", "docx"):
+    if kind not in _TEXT_KINDS:
         return ("unsupported_type",
                 f"“{filename}” does not contain {_KIND_NAMES[kind]} "
                 f"(its content does not match its extension).")

@@ -1,14 +1,21 @@
-"""Parsing under a deadline, a memory bound and a text bound, in a child process that can be killed.
+"""Parsing under deadlines, a memory bound and a text bound, in a child process that can be killed.
 
 A hostile or broken file (a PDF whose objects never end, a decompression bomb, a tiny file that
-expands to gigabytes of text) must fail its task with a reason, not hang or kill the worker. The
-parser runs in a fork of the work-horse with an address-space limit; past its deadline it is
-killed. Each bound is a permanent failure with a readable message. Pure: no rq, no redis.
+expands to gigabytes of text, a scan page that never finishes) must fail its task with a
+reason, not hang or kill the worker. The parser runs in a fork of the work-horse with an
+address-space limit; past a deadline it is killed. Each bound is a permanent failure with a
+readable message. Pure: no rq, no redis.
 
-The reply is one JSON header line, then the text as UTF-8 (surrogates passed through), whose
-byte count the header states: a str character never costs more than 4 bytes, so the parent
-knows the most an honest reply for `max_chars` can take, stops reading past it and kills the
-child; it never buffers more. The child refuses a too long text itself, before sending it.
+The child sends progress lines, then one reply (jobs.parse_reply): the parent relays each
+progress line to `options.progress` as it arrives (the callback cannot cross the fork), knows
+the most an honest reply for `max_chars` can take, stops reading past it and kills the child;
+it never buffers more.
+
+Deadlines: `seconds` for everything but OCR. A progress line starts a page of OCR: from it the
+child has `options.ocr_page_seconds` to send its next line or its reply, and the parse's
+deadline grows by that allowance (for at most `ocr_max_pages` pages). `budget_seconds`, what
+the attempt may still spend, caps it all, so that a scan too long to read within one attempt
+fails permanently, with its reason, instead of being killed by the job timeout and retried.
 
 A child that dies before its reply is complete (killed, crashed, cut short, garbled) is a
 permanent failure too, never an unexpected (retried) error: the same bytes would kill it again.
@@ -17,84 +24,136 @@ exit status is settled, and the SIGKILL the parent always sends afterwards canno
 """
 from __future__ import annotations
 
-import json
+import math
 import os
 import resource
 import select
 import signal
 import time
-from typing import NoReturn
+from dataclasses import replace
+from typing import Callable, NoReturn
 
+from jobs import ocr, parse_reply
 from jobs.failures import PermanentError
-from jobs.parsers import ParsedDocument, parse_document
+from jobs.parse_reply import reply_limit
+from jobs.parsers import ParsedDocument, ParseOptions, parse_document
 from jobs.settings import MIB
 
 DEFAULT_MAX_CHARS = 32 * MIB
-BYTES_PER_CHAR = 4              # UTF-8 with surrogatepass: 1 to 4 bytes per str character
-HEADER_MAX_BYTES = 64 * 1024    # the JSON line before the text: outcome, pages, a message
-MESSAGE_MAX_CHARS = 2000        # escaped as JSON: at most 6 bytes per UTF-16 unit
 READ_BYTES = MIB
 CRASHED = "reader_crashed"
+#: Address space above the parse's own bound kept for OCR, taken only once OCR starts (jobs.ocr),
+#: so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
+#: their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never touched
+#: (docs/benchmarks.md, "OCR").
+OCR_ADDRESS_SPACE = 1024 * MIB
 
 
 def parse_bounded(data: bytes, kind: str, *, seconds: float, memory_bytes: int,
-                  max_chars: int = DEFAULT_MAX_CHARS) -> ParsedDocument:
-    """parse_document in a child process; PermanentError when it fails, overruns, blows a bound
-    (code ``parse_timeout`` or ``too_large``) or dies before answering (``reader_crashed``)."""
+                  max_chars: int = DEFAULT_MAX_CHARS, options: ParseOptions | None = None,
+                  budget_seconds: float | None = None) -> ParsedDocument:
+    """parse_document in a child process; PermanentError when it fails, overruns a deadline,
+    blows a bound (code ``parse_timeout`` or ``too_large``) or dies before answering
+    (``reader_crashed``). Exceptions of `options.progress` propagate, the child killed."""
+    options = options or ParseOptions()
+    deadlines = _Deadlines(seconds, options, budget_seconds)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        _child(data, kind, write_end, memory_bytes, max_chars)
+        _child(data, kind, write_end, memory_bytes, max_chars, options)
     os.close(write_end)
     try:
-        payload = _read_reply(read_end, seconds, max_chars)
+        payload = _read_reply(read_end, deadlines, max_chars, options.progress)
     finally:
         os.close(read_end)
         status = _reap(pid)
-    return _result(payload, status, max_chars)
+    try:
+        return parse_reply.decode(payload, max_chars)
+    except parse_reply.Garbled:
+        raise PermanentError(_death(status), code=CRASHED) from None
 
 
-def _too_long(chars: int, max_chars: int) -> str:
-    return (f"The text of this document is {chars:,} characters long; at most {max_chars:,} "
-            "characters per document are accepted.")
+class _Deadlines:
+    """When the child must next be heard from: the parse's deadline (grown by each OCR page's
+    allowance), the open OCR page's own, and the attempt's budget, whichever comes first."""
+
+    def __init__(self, seconds: float, options: ParseOptions, budget: float | None) -> None:
+        self.start = time.monotonic()
+        self.parse, self.page, self.pages, self.detail = self.start + seconds, math.inf, 0, ""
+        self.budget, self.first_page = budget, self.start
+        self.ceiling = self.start + budget if budget is not None else math.inf
+        self.page_seconds, self.max_pages = options.ocr_page_seconds, options.ocr_max_pages
+
+    def page_started(self, detail: str) -> None:
+        """A progress line: a page of OCR starts. PermanentError at once when the pages read so
+        far show that the rest cannot be read within the attempt's budget."""
+        now = time.monotonic()
+        self.pages, self.detail = self.pages + 1, detail
+        if self.pages <= self.max_pages:
+            self.parse += self.page_seconds
+        self.page = now + self.page_seconds
+        number, count = ocr.page_numbers(detail) or (0, 0)
+        if number == 1:
+            self.first_page = now
+        elif number > 2 and self.budget is not None:
+            per_page = (now - self.first_page) / (number - 1)
+            if now + per_page * (count - number + 1) > self.ceiling + 0.25 * self.budget:
+                raise PermanentError(
+                    f"Reading this scan by OCR would take about {per_page * count / 60:.0f} min "
+                    f"({count:,} pages at about {per_page:.0f} s a page), more than the "
+                    f"{self.budget:g} s one attempt may spend on it (INTAKE_JOB_TIMEOUT). Split "
+                    "it into smaller files, or raise INTAKE_JOB_TIMEOUT.", code="parse_timeout")
+
+    def left(self) -> float:
+        return min(self.parse, self.page, self.ceiling) - time.monotonic()
+
+    def missed(self) -> PermanentError:
+        first = min(self.parse, self.page, self.ceiling)
+        if first == self.ceiling:
+            where = f"; OCR had reached “{self.detail}”" if self.detail else ""
+            message = (f"Reading this document needs more than the {self.budget:g} s one attempt "
+                       f"may spend on it (INTAKE_JOB_TIMEOUT){where}. Split it into smaller "
+                       "files, or raise INTAKE_JOB_TIMEOUT.")
+        elif first == self.page:
+            message = (f"OCR stopped at “{self.detail}”: that page took longer than "
+                       f"{self.page_seconds:g} s, the most one page may take "
+                       "(INTAKE_OCR_PAGE_TIMEOUT); the scan may be damaged or too detailed.")
+        else:
+            message = (f"Reading this document took longer than {self.parse - self.start:g} s; "
+                       "it may be damaged or built to be slow to read.")
+        return PermanentError(message, code="parse_timeout")
 
 
-def _child(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int) -> NoReturn:
-    """Parse, send one reply, and leave without running any of the parent's cleanup."""
+def _child(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int,
+           options: ParseOptions) -> NoReturn:
+    """Parse, send progress and one reply, and leave without running the parent's cleanup."""
     status = 1
     try:
-        header, body = _reply(data, kind, memory_bytes, max_chars)
-        _write_all(fd, header)
-        _write_all(fd, body)
+        _write_all(fd, _reply(data, kind, fd, memory_bytes, max_chars, options))
         status = 0
     finally:
         os._exit(status)
 
 
-def _reply(data: bytes, kind: str, memory_bytes: int, max_chars: int) -> tuple[bytes, bytes]:
+def _reply(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int,
+           options: ParseOptions) -> bytes:
+    bound = resource.RLIM_INFINITY
     try:
-        _limit_memory(memory_bytes)
-        parsed = parse_document(data, kind)
-        if len(parsed.text) > max_chars:
-            raise PermanentError(_too_long(len(parsed.text), max_chars), code="too_large")
-        body = parsed.text.encode("utf-8", "surrogatepass")
-        return _header(ok=True, pages=parsed.pages, bytes=len(body)), body
+        bound = _limit_memory(memory_bytes, OCR_ADDRESS_SPACE if options.ocr == "auto" else 0)
+        told = replace(options, progress=lambda d: _write_all(fd, parse_reply.progress_line(d)))
+        return parse_reply.encode(parse_document(data, kind, told), max_chars)
     except PermanentError as exc:
-        return _header(ok=False, message=exc.message, code=exc.code), b""
+        return parse_reply.failure(exc.code, exc.message)
     except MemoryError:
-        return _header(ok=False, code="too_large", message="Reading this document needed more "
-                       f"than the {memory_bytes // MIB} MiB of memory allowed per document."), b""
+        widened = resource.getrlimit(resource.RLIMIT_AS)[0] != bound  # OCR took its room
+        ocr_part = f" and {OCR_ADDRESS_SPACE // MIB} MiB more for OCR" if widened else ""
+        return parse_reply.failure("too_large", "Reading this document needed more than the "
+                                   f"{memory_bytes // MIB} MiB of memory allowed per document"
+                                   f"{ocr_part}.")
     except BaseException as exc:  # noqa: BLE001 - the parent turns it into a readable failure
-        return _header(ok=False, code="corrupt", message="This document could not be read "
-                       f"({type(exc).__name__}); it may be damaged."), b""
-
-
-def _header(*, message: str = "", **fields: object) -> bytes:
-    """One ASCII JSON line; a message is cut so that the line stays far below HEADER_MAX_BYTES."""
-    if message:
-        fields["message"] = message[:MESSAGE_MAX_CHARS]
-    return json.dumps(fields).encode("ascii") + b"\n"
+        return parse_reply.failure("corrupt", "This document could not be read "
+                                   f"({type(exc).__name__}); it may be damaged.")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -103,30 +162,41 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _limit_memory(extra_bytes: int) -> None:
-    """Cap the address space at what the process already maps plus `extra_bytes`."""
+def _limit_memory(extra_bytes: int, reserved_bytes: int) -> int:
+    """Cap the address space at what the process already maps plus `extra_bytes` (the soft
+    limit, returned), keeping `reserved_bytes` more up to the hard limit for OCR to take."""
     with open("/proc/self/statm") as statm:
         mapped = int(statm.read().split()[0]) * resource.getpagesize()
-    limit = mapped + extra_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    ceiling = math.inf if hard == resource.RLIM_INFINITY else hard
+    soft = int(min(mapped + extra_bytes, ceiling))
+    resource.setrlimit(resource.RLIMIT_AS, (soft, int(min(soft + reserved_bytes, ceiling))))
+    return soft
 
 
-def _read_reply(fd: int, seconds: float, max_chars: int) -> bytearray:
-    """Everything the child sends until it exits; PermanentError past the deadline or once the
-    reply is longer than a `max_chars` text can be (the caller then kills the child)."""
-    limit = HEADER_MAX_BYTES + BYTES_PER_CHAR * max_chars
-    reply, deadline = bytearray(), time.monotonic() + seconds
+def _read_reply(fd: int, deadlines: _Deadlines, max_chars: int,
+                progress: Callable[[str], None] | None) -> bytearray:
+    """Everything the child sends until it exits, progress relayed; PermanentError past a
+    deadline or once the reply is longer than a `max_chars` text can be (the caller then kills
+    the child)."""
+    limit = reply_limit(max_chars)
+    reply, started = bytearray(), False
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     while True:
-        left = deadline - time.monotonic()
+        left = deadlines.left()
         if left <= 0 or not poller.poll(left * 1000):
-            raise PermanentError(f"Reading this document took longer than {seconds:g} s; it may "
-                                 "be damaged or built to be slow to read.", code="parse_timeout")
+            raise deadlines.missed()
         chunk = os.read(fd, min(READ_BYTES, limit + 1 - len(reply)))
         if not chunk:
             return reply
         reply += chunk
+        if not started:
+            details, started = parse_reply.take_progress(reply)
+            for detail in details:
+                deadlines.page_started(detail)
+                if progress is not None:
+                    progress(detail)
         if len(reply) > limit:
             raise PermanentError(f"Reading this document produced more than {max_chars:,} "
                                  "characters of text, the most accepted per document.",
@@ -140,25 +210,6 @@ def _reap(pid: int) -> int:
     except ProcessLookupError:
         pass
     return os.waitpid(pid, 0)[1]
-
-
-def _result(payload: bytearray, status: int, max_chars: int) -> ParsedDocument:
-    newline = payload.find(b"\n")
-    try:
-        reply = json.loads(payload[:newline]) if newline >= 0 else None
-        if not isinstance(reply, dict):
-            raise ValueError("no reply header")
-        if not reply["ok"]:
-            raise PermanentError(str(reply["message"]), code=str(reply["code"]))
-        body = memoryview(payload)[newline + 1:]
-        if len(body) != reply["bytes"] or not isinstance(reply["pages"], int):
-            raise ValueError("reply cut short")
-        text = str(body, "utf-8", "surrogatepass")
-    except (ValueError, KeyError, TypeError):  # UnicodeDecodeError and JSONDecodeError included
-        raise PermanentError(_death(status), code=CRASHED) from None
-    if len(text) > max_chars:
-        raise PermanentError(_too_long(len(text), max_chars), code="too_large")
-    return ParsedDocument(text=text, pages=reply["pages"])
 
 
 def _death(status: int) -> str:

@@ -42,6 +42,10 @@ class Settings:
     parse_timeout: float = 120.0
     parse_memory_mb: int = 1024
     parse_max_chars: int = 32 * MIB
+    ocr: str = "auto"
+    ocr_languages: str = "en,zh"
+    ocr_max_pages: int = 200
+    ocr_page_timeout: float = 60.0
 
     @property
     def retention_seconds(self) -> int:
@@ -51,6 +55,11 @@ class Settings:
     def upload_retention_seconds(self) -> int:
         """How long the upload of a failed (retryable) or canceled task is kept for a Retry."""
         return self.upload_retention_hours * 3600
+
+    @property
+    def ocr_language_list(self) -> tuple[str, ...]:
+        return tuple(code.strip().lower() for code in self.ocr_languages.split(",")
+                     if code.strip())
 
     @classmethod
     def from_mapping(cls, env: Mapping[str, Any]) -> "Settings":
@@ -81,3 +90,14 @@ class Settings:
             raise ValueError("INTAKE_RETRY_BASE_SECONDS must be a whole number of seconds ≥ 1")
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError("INTAKE_CHUNK_OVERLAP must be ≥ 0 and smaller than INTAKE_CHUNK_SIZE")
+        if self.ocr not in ("auto", "off"):
+            raise ValueError("INTAKE_OCR must be auto or off")
+        if self.ocr_max_pages < 1 or self.ocr_page_timeout <= 0:
+            raise ValueError("INTAKE_OCR_MAX_PAGES must be ≥ 1 and INTAKE_OCR_PAGE_TIMEOUT > 0")
+        if not self.ocr_language_list:
+            raise ValueError("INTAKE_OCR_LANGUAGES must name at least one language, e.g. en,zh")
+        from jobs.ocr import LANGUAGES  # what the bundled OCR models read
+        unknown = [code for code in self.ocr_language_list if code not in LANGUAGES]
+        if unknown:
+            raise ValueError(f"INTAKE_OCR_LANGUAGES={self.ocr_languages!r}: the OCR models Intake "
+                             f"ships read {' and '.join(LANGUAGES)}, not {', '.join(unknown)}")

@@ -4,17 +4,17 @@ import zipfile
 import pypdf
 import pytest
 
-from jobs import parsers
+from jobs.parsers import office
 from jobs.failures import PermanentError
-from jobs.parsers import ParsedDocument, parse_document
+from jobs.parsers import Block, ParsedDocument, ParseOptions, parse_document
 from tests.samples import make_docx, make_html, make_pdf, make_pdf_no_text, make_pdf_pages
 
 SENTENCE = "Intake reads the text layer of this PDF (really)."
 
 
-def error_of(data, kind):
+def error_of(data, kind, options=None):
     with pytest.raises(PermanentError) as caught:
-        parse_document(data, kind)
+        parse_document(data, kind, options)
     assert caught.value.transient is False
     return caught.value
 
@@ -37,16 +37,18 @@ def test_sample_pdf_is_read_by_pypdf_itself():
 # -- PDF ---------------------------------------------------------------------------------------
 
 def test_pdf_text_layer():
-    assert parse_document(make_pdf(SENTENCE), "pdf") == ParsedDocument(text=SENTENCE, pages=1)
+    parsed = parse_document(make_pdf(SENTENCE), "pdf")
+    assert parsed == ParsedDocument([Block(SENTENCE, {"page": 1})], pages=1)
 
 
 def test_pdf_pages_counted_and_joined_by_blank_lines():
     parsed = parse_document(make_pdf_pages(["First page.", None, "Third page."]), "pdf")
-    assert parsed == ParsedDocument(text="First page.\n\nThird page.", pages=3)
+    assert (parsed.text, parsed.pages) == ("First page.\n\nThird page.", 3)
+    assert [block.location for block in parsed.blocks] == [{"page": 1}, {"page": 3}]
 
 
-def test_pdf_without_text_layer():
-    error = error_of(make_pdf_no_text(), "pdf")
+def test_pdf_without_text_layer_and_ocr_off():
+    error = error_of(make_pdf_no_text(), "pdf", ParseOptions(ocr="off"))
     assert error.code == "no_text"
     assert error.message == ("This PDF has no text layer (scanned?). "
                              "Intake cannot read images of text.")
@@ -60,13 +62,6 @@ def test_pdf_with_user_password_is_encrypted_error():
 
 def test_pdf_with_only_owner_password_is_read():
     assert parse_document(encrypted_pdf("", "owner"), "pdf").text == SENTENCE
-
-
-def test_pdf_encryption_needing_missing_library(monkeypatch):
-    def decrypt(self, password):
-        raise pypdf.errors.DependencyError("cryptography>=3.1 is required for AES algorithm")
-    monkeypatch.setattr(pypdf.PdfReader, "decrypt", decrypt)
-    assert error_of(encrypted_pdf("", "owner"), "pdf").code == "encrypted"
 
 
 @pytest.mark.parametrize("data", [
@@ -85,7 +80,7 @@ def test_truncated_or_corrupt_pdf(data):
 
 def test_docx_paragraphs():
     parsed = parse_document(make_docx(["First paragraph.", "", "Second — ünïcode."]), "docx")
-    assert parsed == ParsedDocument(text="First paragraph.\n\nSecond — ünïcode.", pages=1)
+    assert (parsed.text, parsed.pages) == ("First paragraph.\n\nSecond — ünïcode.", 1)
 
 
 def test_docx_tables_in_document_order():
@@ -123,8 +118,7 @@ def test_zip_that_is_not_a_word_document():
 
 def test_docx_expanding_past_the_bound_is_refused(monkeypatch):
     data = make_docx(["x"])
-    monkeypatch.setattr(parsers, "DOCX_MAX_UNCOMPRESSED_BYTES", 1000)
-    monkeypatch.setattr(parsers._check_docx_bounds, "__defaults__", (1000,))
+    monkeypatch.setattr(office, "ZIP_MAX_UNCOMPRESSED_BYTES", 1000)
     error = error_of(data, "docx")
     assert error.code == "too_large"
 
@@ -150,7 +144,8 @@ def test_empty_docx_has_no_text():
      "Привет, как дела? Это тест кодировки."),
 ])
 def test_text_encodings(data, text):
-    assert parse_document(data, "txt") == ParsedDocument(text=text, pages=1)
+    parsed = parse_document(data, "txt")
+    assert (parsed.text, parsed.pages, parsed.warnings) == (text, 1, [])
 
 
 def test_newlines_normalised_and_markdown_kept():
@@ -161,6 +156,26 @@ def test_newlines_normalised_and_markdown_kept():
 @pytest.mark.parametrize("data", [b"", b"   \n\t  ", "\ufeff".encode("utf-8")])
 def test_blank_text_has_no_text(data):
     assert error_of(data, "txt").code == "no_text"
+
+
+def test_utf8_cut_in_its_last_character_is_read_with_a_warning():
+    data = "任务失败三次以后会被转入死信队列。".encode("utf-8")[:-1]
+    parsed = parse_document(data, "txt")
+    assert parsed.text == "任务失败三次以后会被转入死信队列\ufffd"
+    assert parsed.warnings == ["2 bytes that could not be decoded were replaced with “\ufffd”."]
+
+
+def test_a_few_bad_bytes_are_replaced_and_counted():
+    data = ("A long enough line of plain text. " * 40).encode() + b"\xff" + b" The end."
+    parsed = parse_document(data, "md")
+    assert "\ufffd The end." in parsed.text
+    assert parsed.warnings == ["1 byte that could not be decoded was replaced with “\ufffd”."]
+
+
+def test_a_mostly_undecodable_file_fails():
+    error = error_of(bytes(range(128, 256)) * 20, "txt")
+    assert error.code == "undecodable" and error.message.endswith(
+        "save it as UTF-8 and upload it again.")
 
 
 def test_broken_utf16_is_undecodable():

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from jobs import sandbox
+from jobs import parse_reply, sandbox
 from jobs.failures import PermanentError
-from jobs.parsers import ParsedDocument
+from jobs.parsers import Block, ParsedDocument
 from tests.samples import make_html, make_pdf, make_pdf_no_text
 
 BOUNDS = {"seconds": 30, "memory_bytes": 512 * sandbox.MIB}
@@ -32,7 +32,7 @@ def test_a_parser_error_keeps_its_readable_message():
 
 
 def test_a_parse_past_its_deadline_is_killed(monkeypatch):
-    monkeypatch.setattr(sandbox, "parse_document", lambda data, kind: time.sleep(60))
+    monkeypatch.setattr(sandbox, "parse_document", lambda data, kind, options: time.sleep(60))
     started = time.monotonic()
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"%PDF-", "pdf", seconds=0.5, memory_bytes=512 * sandbox.MIB)
@@ -40,7 +40,8 @@ def test_a_parse_past_its_deadline_is_killed(monkeypatch):
 
 
 def test_a_parse_past_its_memory_bound_fails_readably(monkeypatch):
-    monkeypatch.setattr(sandbox, "parse_document", lambda data, kind: bytearray(400 * sandbox.MIB))
+    monkeypatch.setattr(sandbox, "parse_document",
+                        lambda data, kind, options: bytearray(400 * sandbox.MIB))
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"%PDF-", "pdf", seconds=30, memory_bytes=64 * sandbox.MIB)
     assert failure.value.code == "too_large" and "memory" in failure.value.message
@@ -57,9 +58,10 @@ def test_a_text_longer_than_the_bound_is_refused_with_both_numbers():
 
 def test_the_bound_counts_characters_not_bytes(monkeypatch):
     text = 'ü😀 "quoted" \\ \x00 \n 中文 \udc80 end'  # 4-byte, escaped, control and lone surrogate
-    monkeypatch.setattr(sandbox, "parse_document", lambda data, kind: ParsedDocument(text, 3))
+    monkeypatch.setattr(sandbox, "parse_document",
+                        lambda data, kind, options: ParsedDocument.of_text(text, pages=3))
     parsed = sandbox.parse_bounded(b"x", "html", **BOUNDS, max_chars=len(text))
-    assert parsed == ParsedDocument(text, 3)
+    assert parsed == ParsedDocument.of_text(text, pages=3)
 
 
 def test_a_child_sending_more_than_the_bound_allows_is_cut_off(monkeypatch):
@@ -81,21 +83,28 @@ def test_a_child_sending_more_than_the_bound_allows_is_cut_off(monkeypatch):
         sandbox.parse_bounded(b"x", "html", **BOUNDS, max_chars=1000)
     assert failure.value.code == "too_large" and "more than 1,000 characters" in failure.value.message
     assert time.monotonic() - started < 10, "stopped reading at the bound, not at the deadline"
-    assert sum(received) <= sandbox.HEADER_MAX_BYTES + 4 * 1000 + 1
+    assert sum(received) <= sandbox.reply_limit(1000) + 1
+    assert sandbox.reply_limit(1000) <= parse_reply.HEADER_MAX_BYTES + parse_reply.META_BASE_BYTES + 8000
 
 
 def test_a_child_killed_before_answering_says_by_what(monkeypatch):
     monkeypatch.setattr(sandbox, "parse_document",
-                        lambda data, kind: os.kill(os.getpid(), signal.SIGKILL))
+                        lambda data, kind, options: os.kill(os.getpid(), signal.SIGKILL))
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"%PDF-", "pdf", **BOUNDS)
     assert failure.value.code == "reader_crashed" and not failure.value.transient
     assert "killed by SIGKILL" in failure.value.message
 
 
+_REPLY = parse_reply.encode(ParsedDocument(
+    [Block("A line of words.\n" * 100, {"page": 1}), Block("Ünïcode 中文.", {"page": 2}, True)],
+    pages=2), max_chars=10_000)
+_HEADER_END = _REPLY.index(b"\n") + 1
 HALF_ANSWERS = {  # what a child may have sent when it died: any prefix of some reply
-    "cut-json": json.dumps({"ok": True, "text": "A line of words.\n" * 100, "pages": 1})[:900],
-    "cut-text": json.dumps({"ok": True, "pages": 1, "bytes": 1700}) + "\n" + "A line of words.",
+    "cut-header": _REPLY[:_HEADER_END // 2],
+    "cut-meta": _REPLY[:_HEADER_END + 10],
+    "cut-text": _REPLY[:-3],
+    "progress-only": parse_reply.progress_line("OCR page 1 of 2"),
 }
 DEATHS = {
     "sigkill": (lambda: os.kill(os.getpid(), signal.SIGKILL), "killed by SIGKILL"),
@@ -110,7 +119,7 @@ def test_a_child_dying_mid_answer_is_a_permanent_readable_failure(monkeypatch, s
     die, reason = DEATHS[death]
 
     def half_then_die(fd):
-        _write_all(fd, HALF_ANSWERS[sent].encode())
+        _write_all(fd, HALF_ANSWERS[sent])
         die()
 
     monkeypatch.setattr(sandbox, "parse_document", _child_that(half_then_die))
@@ -122,7 +131,8 @@ def test_a_child_dying_mid_answer_is_a_permanent_readable_failure(monkeypatch, s
 
 @pytest.mark.parametrize("answer", [
     b"\xff\xfe\x00 not an answer",
-    json.dumps({"ok": True, "pages": 1, "bytes": 4}).encode() + b"\n\xff\xfe\xfd\xfc",
+    json.dumps({"ok": True, "pages": 1, "ocr_pages": 0, "meta": 51, "bytes": 4}).encode()
+    + b"\n" + b'{"locations":[{}],"blocks":[[0,0,4]],"warnings":[]}' + b"\xff\xfe\xfd\xfc",
 ], ids=["garbage", "undecodable-text"])
 def test_an_undecodable_answer_is_a_permanent_readable_failure(monkeypatch, answer):
     def garbled(fd):
@@ -142,7 +152,7 @@ def _child_that(act):
     parse_bounded, so this does not depend on how the sandbox writes its reply."""
     before = _open_pipes()
 
-    def parser(data, kind):
+    def parser(data, kind, options):
         (fd,) = _open_pipes() - before
         act(fd)
         raise AssertionError("act() must not return")
