@@ -4,7 +4,7 @@ The web layer uses only what is exported here.
 """
 from jobs.clock import parse_iso
 from jobs.dead_letters import count as dead_letter_count
-from jobs.exceptions import (IntakeRefusal, LimitReached, NoSuchBatch, NoSuchDocument,
+from jobs.exceptions import (IntakeRefusal, LimitReached, NoChunks, NoSuchBatch, NoSuchDocument,
                              NoSuchTask, NotFound, NotNow, NotRetryable, UploadExpired)
 from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
@@ -22,14 +22,15 @@ from jobs.states import BATCH_LIVE, BATCH_STATUSES, STATUSES, TERMINAL
 from jobs.submit import Upload
 from jobs.submit import measure as measure_upload
 from jobs.tasks import ATTEMPT_WORDS, attempt_words, is_id
+from jobs.tokens import match_pattern
 from jobs.workers import worker_command
 
 __all__ = [
     "ATTEMPT_WORDS", "BATCH_LIVE", "BATCH_STATUSES", "attempt_words", "parse_iso", "Intake", "IntakeError", "IntakeRefusal", "LimitReached",
-    "MAX_SEARCH_K", "MIB", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
+    "MAX_SEARCH_K", "MIB", "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
     "NotRetryable", "PermanentError", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",
     "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "end_session",
-    "held_logs", "is_id", "measure_upload", "read_metrics", "rejection_reason",
+    "held_logs", "is_id", "match_pattern", "measure_upload", "read_metrics", "rejection_reason",
     "session_tenant", "start_session", "worker_command", "write_logs",
 ]

@@ -1,6 +1,7 @@
 """Outputs of completed steps, kept so that a retry resumes where the last attempt stopped.
 
-One hash per task holds the chunks (with the parsed document's counts) and each embedding batch.
+One hash per task holds the chunks with their locations (and what the parse found: pages, OCR'd
+pages, warnings) and each embedding batch.
 Chunking is fast and deterministic, so the parsed text itself is not kept. It is bounded
 (chunks above MAX_CHUNK_CHARS in all are not kept: re-parsing is cheaper than holding them),
 expires with the retention period, and is deleted in the transaction that marks the task
@@ -18,6 +19,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from jobs import keys
+from jobs.chunking import Chunk
 from jobs.embedding import Embedding, SparseRows
 from jobs.parsers import ParsedDocument
 
@@ -41,25 +43,22 @@ class Checkpoints:
             self._stored = stored if valid else {}
         return self._stored
 
-    def chunks(self) -> tuple[ParsedDocument, list[str]] | None:
-        """The parsed document (counts only, no text) and its chunks, if an attempt got there."""
+    def chunks(self) -> tuple[dict[str, Any], list[Chunk]] | None:
+        """What the parse found (`summary`) and the chunks, if an attempt got that far."""
         stored = self._load()
         if b"chunks" not in stored:
             return None
-        meta = json.loads(stored[b"parsed"])
-        return ParsedDocument(text="", pages=meta["pages"]), json.loads(stored[b"chunks"])
+        chunks = [Chunk(text, location) for text, location in json.loads(stored[b"chunks"])]
+        return json.loads(stored[b"parsed"]), chunks
 
-    def characters(self) -> int:
-        return int(json.loads(self._load().get(b"parsed", b"{}")).get("characters", 0))
-
-    def save_chunks(self, parsed: ParsedDocument, chunks: list[str],
+    def save_chunks(self, summary: dict[str, Any], chunks: list[Chunk],
                     pipe: Pipeline | None = None) -> None:
         """Keep the chunks; with `pipe`, the write is queued there for the caller to send."""
-        if sum(map(len, chunks)) > MAX_CHUNK_CHARS:
+        if sum(len(chunk.text) for chunk in chunks) > MAX_CHUNK_CHARS:
             return
         self._write({
-            "version": self.version, "chunks": json.dumps(chunks),
-            "parsed": json.dumps({"pages": parsed.pages, "characters": len(parsed.text)}),
+            "version": self.version, "parsed": json.dumps(summary),
+            "chunks": json.dumps([[chunk.text, chunk.location] for chunk in chunks]),
         }, pipe)
 
     def embedding(self, start: int) -> Embedding | None:
@@ -78,6 +77,12 @@ class Checkpoints:
         pipe.expire(self.key, self.ttl_seconds)
         if own:
             pipe.execute()
+
+
+def summary(parsed: ParsedDocument) -> dict[str, Any]:
+    """What a task's `result` says of its parse, kept with the chunks so a retry can say it too."""
+    return {"pages": parsed.pages, "characters": parsed.characters,
+            "ocr_pages": parsed.ocr_pages, "warnings": list(parsed.warnings)}
 
 
 def delete(pipe: Pipeline, task_id: str) -> None:

@@ -6,18 +6,64 @@ resort in the middle of a word. Consecutive chunks share about `overlap` charact
 a sentence or word boundary, so a sentence cut at a chunk's end is whole in the next. The split
 is deterministic (the same text and settings always give the same chunks, which the pipeline
 version relies on) and linear in the text's length. This module is pure: no rq, no redis.
+
+A parsed document comes as blocks (jobs.parsers.document): `chunk_blocks` joins consecutive
+blocks into one text until a block that starts a new part of the document (a slide, a sheet),
+so no chunk spans two such parts, and gives each chunk the location of the block it starts in.
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from jobs.parsers.document import Block
 
 # Each pattern is matched from the lowest acceptable cut to the window's end; the greedy ``.*``
 # makes it find the *last* boundary, scanning the window once in C.
-_LAST_SENTENCE_END = re.compile(r".*(?:[.!?][\"')\]’”]*(?=\s)|[。！？](?=.))", re.S)
+_LAST_SENTENCE_END = re.compile(r".*(?:[.!?؟।॥][\"')\]’”]*(?=\s)|[。！？](?=.))", re.S)
 _LAST_WHITESPACE = re.compile(r".*(?=\s)", re.S)
-_SENTENCE_START = re.compile(r"(?:[.!?][\"')\]’”]*\s+|[。！？]\s*)(?=\S)")
+_SENTENCE_START = re.compile(r"(?:[.!?؟।॥][\"')\]’”]*\s+|[。！？]\s*)(?=\S)")
 _WORD_START = re.compile(r"\s+(?=\S)")
 _NON_SPACE = re.compile(r"\S")
+
+
+_BLOCK_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A passage to embed and search, and where in its document it starts."""
+
+    text: str
+    location: dict[str, Any] = field(default_factory=dict)
+
+
+def chunk_blocks(blocks: Iterable[Block], size: int = 1000, overlap: int = 150) -> list[Chunk]:
+    """Chunk a document's blocks: blocks join (as paragraphs) until a `boundary` block, and each
+    chunk is located where its first character is. Same rules and errors as `chunk_text`."""
+    chunks: list[Chunk] = []
+    for segment in _segments(blocks):
+        text = _BLOCK_SEPARATOR.join(block.text for block in segment)
+        starts, position = [], 0
+        for block in segment:
+            starts.append(position)
+            position += len(block.text) + len(_BLOCK_SEPARATOR)
+        for start, end in chunk_spans(text, size, overlap, anchors=starts):
+            block = segment[bisect_right(starts, start) - 1]
+            chunks.append(Chunk(text[start:end], dict(block.location)))
+    return chunks
+
+
+def _segments(blocks: Iterable[Block]) -> list[list[Block]]:
+    """Runs of blocks that chunks may span: a boundary block starts a new run."""
+    segments: list[list[Block]] = []
+    for block in blocks:
+        if block.boundary or not segments:
+            segments.append([])
+        segments[-1].append(block)
+    return segments
 
 
 def chunk_text(text: str, size: int = 1000, overlap: int = 150) -> list[str]:
@@ -26,20 +72,35 @@ def chunk_text(text: str, size: int = 1000, overlap: int = 150) -> list[str]:
     Whitespace-only text gives no chunks; no chunk is empty or blank. Raises ValueError unless
     ``size >= 1`` and ``0 <= overlap < size``.
     """
+    return [text[start:end] for start, end in chunk_spans(text, size, overlap)]
+
+
+def chunk_spans(text: str, size: int = 1000, overlap: int = 150,
+                anchors: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """The (start, end) offsets in `text` of the chunks `chunk_text` gives.
+
+    `anchors` (sorted offsets: where each page or section starts): a chunk's overlap never
+    reaches back before the start of the page its predecessor was cut in, so a chunk holding
+    the top of page 2 starts there and says "page 2", not the page its overlap came from.
+    """
     if size < 1 or not 0 <= overlap < size:
         raise ValueError(f"chunk size {size} and overlap {overlap}: need size ≥ 1 and "
                          f"0 ≤ overlap < size")
     last = len(text.rstrip())
     start = _skip_space(text, 0, last)
-    chunks: list[str] = []
+    spans: list[tuple[int, int]] = []
     while start < last:
         if last - start <= size:
-            chunks.append(text[start:last])
+            spans.append((start, last))
             break
         end = _find_cut(text, start, size, overlap)
-        chunks.append(text[start:end].rstrip())
-        start = _skip_space(text, _next_start(text, start, end, overlap), last)
-    return chunks
+        spans.append((start, len(text[start:end].rstrip()) + start))
+        following = _next_start(text, start, end, overlap)
+        anchor = bisect_right(anchors, _skip_space(text, end, last)) - 1
+        if anchor >= 0 and anchors[anchor] > following:
+            following = anchors[anchor]
+        start = _skip_space(text, following, last)
+    return spans
 
 
 def _find_cut(text: str, start: int, size: int, overlap: int) -> int:

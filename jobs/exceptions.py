@@ -72,6 +72,20 @@ class UploadExpired(NotNow):
         self.status, self.action = status, "retry"
 
 
+class NoChunks(NotNow):
+    """Only a succeeded task whose chunks are still the indexed version has chunks to show."""
+
+    code = "no_chunks"
+
+    def __init__(self, status: str) -> None:
+        message = (f"A {status} task has no chunks in the knowledge base; they are shown once "
+                   "it has succeeded." if status != "succeeded" else
+                   "The chunks of this task are no longer in the knowledge base: its document "
+                   "was deleted or a newer version replaced them.")
+        IntakeRefusal.__init__(self, message)
+        self.status, self.action = status, "chunks"
+
+
 class LimitReached(IntakeRefusal):
     """A submit refused whole because a limit would be passed: nothing was registered.
 

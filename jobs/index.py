@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from jobs.sparse import InvertedIndex, top_k
 
 # KEYS: document hash, tenant's document set, tenant's generation, tenant's chunk count
 # ARGV: version, task_id, document_id, filename, texts json, chunk count, dim, format
-#       ('dense' | 'sparse'), then vectors (dense) or indptr, indices, values (sparse)
+#       ('dense' | 'sparse'), locations json, then vectors (dense) or indptr, indices, values
 _UPSERT = """
 local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts')
 if current[1] and tonumber(current[1]) > tonumber(ARGV[1]) then return 0 end
@@ -37,11 +37,11 @@ if current[1] and not current[2] and current[3] then before = #cjson.decode(curr
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
            'filename', ARGV[4], 'texts', ARGV[5], 'chunks', ARGV[6], 'dim', ARGV[7],
-           'format', ARGV[8])
+           'format', ARGV[8], 'locations', ARGV[9])
 if ARGV[8] == 'sparse' then
-  redis.call('HSET', KEYS[1], 'indptr', ARGV[9], 'indices', ARGV[10], 'values', ARGV[11])
+  redis.call('HSET', KEYS[1], 'indptr', ARGV[10], 'indices', ARGV[11], 'values', ARGV[12])
 else
-  redis.call('HSET', KEYS[1], 'vectors', ARGV[9])
+  redis.call('HSET', KEYS[1], 'vectors', ARGV[10])
 end
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
@@ -75,7 +75,8 @@ _DATA_FIELDS = {"dense": ("vectors",), "sparse": ("indptr", "indices", "values")
 
 @dataclass(frozen=True)
 class IndexedDocument:
-    """One document's chunks and their L2-normalised vectors (dense float32 or sparse rows)."""
+    """One document's chunks, their L2-normalised vectors (dense float32 or sparse rows) and
+    where each chunk starts (`locations`, one per chunk; none given: all ``{}``)."""
 
     tenant: str
     document_id: str
@@ -84,6 +85,7 @@ class IndexedDocument:
     version: int
     texts: list[str]
     vectors: Embedding
+    locations: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -105,11 +107,14 @@ def prepare_upsert(doc: IndexedDocument) -> PreparedUpsert:
         form, dim, data = "dense", vectors.shape[1], [vectors.tobytes()]
     if len(doc.vectors) != len(doc.texts):
         raise ValueError(f"{len(doc.texts)} chunks but {len(doc.vectors)} vectors")
+    locations = doc.locations or [{} for _ in doc.texts]
+    if len(locations) != len(doc.texts):
+        raise ValueError(f"{len(doc.texts)} chunks but {len(locations)} locations")
     return PreparedUpsert(
         (keys.kb_document(doc.tenant, doc.document_id), keys.kb_documents(doc.tenant),
          keys.kb_generation(doc.tenant), keys.tenant_chunks(doc.tenant)),
-        (doc.version, doc.task_id, doc.document_id, doc.filename, json.dumps(doc.texts),
-         len(doc.texts), dim, form, *data))
+        (doc.version, doc.task_id, doc.document_id, doc.filename, json.dumps(doc.texts, ensure_ascii=False),
+         len(doc.texts), dim, form, json.dumps(locations, ensure_ascii=False), *data))
 
 
 def queue_upsert(pipe: Pipeline, doc: IndexedDocument | PreparedUpsert) -> None:
@@ -158,7 +163,8 @@ class _Snapshot:
 
     generation: int
     kind: tuple[str, int]
-    chunks: list[tuple[str, str, str, int, str]]  # task_id, document_id, filename, chunk, text
+    chunks: list[tuple[str, str, str, int, str, dict[str, Any]]]
+    # task_id, document_id, filename, chunk number, text, location
     dense: np.ndarray | None = None
     sparse: InvertedIndex | None = None
 
@@ -188,9 +194,10 @@ class SearchIndex:
         scores = snapshot.scores(query)
         results = []
         for i in top_k(scores, k):
-            task_id, document_id, filename, chunk, text = snapshot.chunks[i]
+            task_id, document_id, filename, chunk, text, location = snapshot.chunks[i]
             results.append({"text": text, "score": round(float(scores[i]), 6), "task_id": task_id,
-                            "document_id": document_id, "filename": filename, "chunk": chunk})
+                            "document_id": document_id, "filename": filename, "chunk": chunk,
+                            "location": dict(location)})
         return results
 
     def _snapshot(self, tenant: str, kind: tuple[str, int]) -> _Snapshot:
@@ -211,11 +218,12 @@ def _load(connection: Redis, tenant: str, generation: int, kind: tuple[str, int]
     doc_keys = sorted(connection.smembers(keys.kb_documents(tenant)))
     pipe = connection.pipeline(transaction=False)
     for key in doc_keys:
-        pipe.hmget(key, "task_id", "document_id", "filename", "texts", "format", "dim",
-                   *_DATA_FIELDS[form])
+        pipe.hmget(key, "task_id", "document_id", "filename", "texts", "locations", "format",
+                   "dim", *_DATA_FIELDS[form])
     blocks: list[Any] = []
-    chunks: list[tuple[str, str, str, int, str]] = []
-    for task_id, document_id, filename, texts, doc_form, doc_dim, *data in pipe.execute():
+    chunks: list[tuple[str, str, str, int, str, dict[str, Any]]] = []
+    for (task_id, document_id, filename, texts, locations, doc_form, doc_dim,
+         *data) in pipe.execute():
         # Documents indexed before the 'format' field existed are dense.
         if (task_id is None or (doc_form or b"dense").decode() != form
                 or int(doc_dim or 0) != dim or None in data):
@@ -226,12 +234,28 @@ def _load(connection: Redis, tenant: str, generation: int, kind: tuple[str, int]
         else:
             blocks.append(np.frombuffer(data[0], dtype=np.float32).reshape(len(texts), dim))
         names = (task_id.decode(), document_id.decode(), filename.decode())
-        chunks.extend((*names, n, text) for n, text in enumerate(texts))
+        places = json.loads(locations) if locations else [{}] * len(texts)
+        chunks.extend((*names, n, text, place)
+                      for n, (text, place) in enumerate(zip(texts, places)))
     if form == "sparse":
         rows = SparseRows.concatenate(blocks) if blocks else SparseRows.empty(dim)
         return _Snapshot(generation, kind, chunks, sparse=InvertedIndex(rows))
     dense = np.vstack(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
     return _Snapshot(generation, kind, chunks, dense=dense)
+
+
+def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: str,
+                    offset: int, limit: int) -> tuple[int, list[dict[str, Any]]] | None:
+    """The total and one page of the chunks the task indexed, or None when the knowledge base
+    holds no chunks of that task (never indexed, deleted, or replaced by a newer version)."""
+    owner, texts, locations = connection.hmget(keys.kb_document(tenant, document_id),
+                                               "task_id", "texts", "locations")
+    if owner is None or owner.decode() != task_id or texts is None:
+        return None
+    texts = json.loads(texts)
+    places = json.loads(locations) if locations else [{}] * len(texts)
+    page = range(offset, min(offset + limit, len(texts)))
+    return len(texts), [{"chunk": n, "text": texts[n], "location": places[n]} for n in page]
 
 
 def remove_document(connection: Redis, tenant: str, document_id: str) -> bool:

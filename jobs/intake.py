@@ -11,9 +11,9 @@ from typing import Any
 from redis import Redis
 from rq import Queue
 
-from jobs import dead_letters, health, lifecycle, states, tasks
+from jobs import dead_letters, health, index, lifecycle, states, tasks
 from jobs.batches import BatchReader
-from jobs.exceptions import NoSuchTask, NotNow
+from jobs.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.embedding import make_embedder
 from jobs.search import Searcher
 from jobs.settings import QUEUE_NAMES, Settings
@@ -46,6 +46,20 @@ class Intake:
         if record is None or record.get("tenant") != tenant:
             raise NoSuchTask()
         return tasks.view(record)
+
+    def chunks(self, tenant: str, task_id: str, *, offset: int = 0,
+               limit: int = 20) -> dict[str, Any]:
+        """`{"total", "chunks"}` of a succeeded task's indexed chunks, from `offset`. Raises
+        NoSuchTask, or NoChunks unless the task succeeded and its version is the indexed one."""
+        task = self.get_task(tenant, task_id)
+        found = None
+        if task["status"] == states.SUCCEEDED:
+            found = index.document_chunks(self.connection, tenant, task["document_id"], task_id,
+                                          offset, limit)
+        if found is None:
+            raise NoChunks(task["status"])
+        total, chunks = found
+        return {"total": total, "chunks": chunks}
 
     def cancel(self, tenant: str, task_id: str) -> str:
         """The status it had. Raises NoSuchTask or NotNow."""

@@ -15,24 +15,29 @@ one is left to RQ's Retry, and the task shows `retrying` until the next attempt 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from redis import Redis
 from redis.client import Pipeline
 from rq import get_current_job
 
-from jobs import blobs, checkpoints, index, logs, metrics, parts, states, tasks
+from jobs import blobs, checkpoints, index, logs, metrics, ocr, parts, states, tasks
 from jobs.attempts import AttemptFence, Refused, Superseded
-from jobs.chunking import chunk_text
+from jobs.chunking import Chunk, chunk_blocks
 from jobs.clock import iso_in, now_iso
 from jobs.embedding import Embedding, SparseRows
 from jobs.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError, classify
-from jobs.parsers import ParsedDocument, parse_document
+from jobs.parsers import ParsedDocument, ParseOptions, parse_document
 from jobs.parts import Parts
 from jobs.progress import dashboard_text
 from jobs.sandbox import parse_bounded
 from jobs.settings import MIB, Settings
+
+#: What the parse (OCR above all) may spend of an attempt's INTAKE_JOB_TIMEOUT: the rest is
+#: kept for embedding and indexing, so a scan too long to read fails with its reason instead of
+#: being killed by RQ's timeout and retried.
+PARSE_SHARE_OF_JOB = 0.8
 
 
 class Attempt:
@@ -97,16 +102,16 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
 
 
 def _run(attempt: Attempt) -> dict[str, Any]:
-    parsed, chunks = _parse_and_chunk(attempt)
-    vectors = _embed(attempt, chunks)
+    summary, chunks = _parse_and_chunk(attempt)
+    vectors = _embed(attempt, [chunk.text for chunk in chunks])
     reporter, record, tenant = attempt.reporter, attempt.record, attempt.tenant
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
-    characters = len(parsed.text) or attempt.checkpoints.characters()
-    result = {"pages": parsed.pages, "characters": characters, "chunks": len(chunks)}
+    result = {**summary, "chunks": len(chunks)}
     prepared = index.prepare_upsert(index.IndexedDocument(
         tenant=tenant, document_id=record["document_id"], filename=record["filename"],
-        task_id=attempt.task_id, version=int(record.get("version") or 0), texts=chunks,
-        vectors=vectors))
+        task_id=attempt.task_id, version=int(record.get("version") or 0),
+        texts=[chunk.text for chunk in chunks], vectors=vectors,
+        locations=[chunk.location for chunk in chunks]))
 
     def within_quota(pipe: Pipeline) -> None:
         index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
@@ -134,36 +139,48 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     return result
 
 
-def _parse_and_chunk(attempt: Attempt) -> tuple[ParsedDocument, list[str]]:
-    """Parse and chunk, or take both from an earlier attempt's checkpoint (steps keep its times)."""
+def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
+    """What the parse found (`checkpoints.summary`) and the chunks, or both from an earlier
+    attempt's checkpoint (the steps keep that attempt's times)."""
     saved = attempt.checkpoints.chunks()
     if saved is not None:
         return saved
     reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
     reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
     data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0))
-    parsed = _parse(data, record["kind"], settings)
+    parsed = _parse(data, record["kind"], settings, reporter.update)
     reporter.end_step("parsing")
     attempt.fence.check()
-    reporter.begin_step("chunking", 20, f"Splitting {len(parsed.text)} characters")
-    chunks = chunk_text(parsed.text, settings.chunk_size, settings.chunk_overlap)
+    reporter.begin_step("chunking", 20, f"Splitting {parsed.characters} characters")
+    chunks = chunk_blocks(parsed.blocks, settings.chunk_size, settings.chunk_overlap)
     if not chunks:
         raise PermanentError("This document contains no text.", code="no_text", step="chunking")
     reporter.end_step("chunking")
+    summary = checkpoints.summary(parsed)
     pipe = attempt.connection.pipeline()
-    attempt.checkpoints.save_chunks(parsed, chunks, pipe=pipe)
+    attempt.checkpoints.save_chunks(summary, chunks, pipe=pipe)
     attempt.fence.check(pipe)          # one round trip for the checkpoint and the check
-    return parsed, chunks
+    return summary, chunks
 
 
-def _parse(data: bytes, kind: str, settings: Settings) -> ParsedDocument:
+def _parse(data: bytes, kind: str, settings: Settings,
+           update: Callable[[int, str], None]) -> ParsedDocument:
     """Plain text is decoded here (linear, bounded by the file size); formats with complex
-    parsers run in a killable child under a deadline and a memory bound."""
+    parsers run in a killable child under a deadline and a memory bound. A parser's progress
+    ("OCR page 3 of 80") moves the bar through the parsing step's share of it."""
+    def progress(detail: str) -> None:
+        number, count = ocr.page_numbers(detail) or (0, 1)
+        update(2 + 17 * max(number - 1, 0) // max(count, 1), detail)
+
+    options = ParseOptions(ocr=settings.ocr, ocr_languages=settings.ocr_language_list,
+                           ocr_max_pages=settings.ocr_max_pages,
+                           ocr_page_seconds=settings.ocr_page_timeout, progress=progress)
     if kind in ("txt", "md"):
-        return parse_document(data, kind)
-    return parse_bounded(data, kind, seconds=settings.parse_timeout,
+        return parse_document(data, kind, options)
+    return parse_bounded(data, kind, options=options, seconds=settings.parse_timeout,
                          memory_bytes=settings.parse_memory_mb * MIB,
-                         max_chars=settings.parse_max_chars)
+                         max_chars=settings.parse_max_chars,
+                         budget_seconds=settings.job_timeout * PARSE_SHARE_OF_JOB)
 
 
 def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:

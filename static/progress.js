@@ -20,7 +20,7 @@
   var known = {};          // task id -> its last JSON, for countdowns and "no progress" hints
   var following = true, source = null, timer = null, ticker = null;
   var etag = null, interval = 1500, failures = 0, streamErrors = 0;
-  var heard = [], announceTimer = null;
+  var heard = [], announceTimer = null, previewAsked = false;
 
   function field(scope, name) { return scope.querySelector('[data-field="' + name + '"]'); }
   function setText(el, text) { if (el && el.textContent !== text) { el.textContent = text; } }
@@ -97,10 +97,66 @@
     show(scope.querySelector("[" + attribute + '="' + name + '"]'), shown);
   }
 
+  function resultText(r) {  // as webapp/display.py's result_text
+    if (!r) { return ""; }
+    var pages = count(r.pages, "page") + (r.ocr_pages ? " (" + r.ocr_pages + " read by OCR)" : "");
+    return pages + ", " + count(r.characters, "character") + ", " + count(r.chunks, "chunk") + ".";
+  }
+
+  function count(number, noun) {
+    number = Number(number || 0);
+    return number.toLocaleString("en-US") + " " + noun + (number === 1 ? "" : "s");
+  }
+
+  function locationText(location, chunk) {  // as webapp/display.py's location_text
+    var parts = [];
+    ["page", "slide", "sheet"].forEach(function (name) {
+      if (location && location[name] !== undefined) { parts.push(name + " " + location[name]); }
+    });
+    if (location && location.heading) { parts.push("\u201c" + location.heading + "\u201d"); }
+    return parts.length ? parts.join(" \u00b7 ") : "chunk " + (chunk + 1);
+  }
+
+  function listItems(list, items, build) {
+    if (list) { list.replaceChildren.apply(list, items.map(build)); }
+  }
+
+  // A task that succeeds while its page is open shows its first chunks, as a reload would.
+  function showPreview() {
+    var preview = field(root, "preview");
+    if (!preview || !preview.hidden || previewAsked) { return; }
+    previewAsked = true;
+    fetch(preview.getAttribute("data-chunks-url"), { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (page) {
+        if (!page || !page.chunks.length) { return; }
+        listItems(field(root, "preview_list"), page.chunks, function (chunk) {
+          var item = document.createElement("li"), where = document.createElement("span");
+          var text = document.createElement("p");
+          where.className = "location";
+          where.textContent = locationText(chunk.location, chunk.chunk);
+          text.className = "chunk-text";
+          text.textContent = chunk.text.length > 600 ? chunk.text.slice(0, 597) + "..." : chunk.text;
+          item.appendChild(where);
+          item.appendChild(text);
+          return item;
+        });
+        show(preview, true);
+      }).catch(function () { previewAsked = false; });
+  }
+
   function renderDetails(task) {
     var result = field(root, "result"), r = task.result;
-    setText(result, r ? r.pages + " pages, " + r.characters + " characters, " + r.chunks + " chunks." : "");
+    setText(result, resultText(r));
     show(result, Boolean(r));
+    var warnings = (r && r.warnings) || [];
+    listItems(field(root, "warnings"), warnings, function (warning) {
+      var item = document.createElement("li");
+      item.textContent = warning;
+      return item;
+    });
+    show(field(root, "warnings"), warnings.length > 0);
+    if (task.status === "succeeded") { showPreview(); }
     var body = field(root, "steps"), rows = [];
     task.steps.forEach(function (step) {
       var row = document.createElement("tr");

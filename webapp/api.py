@@ -98,6 +98,15 @@ def get_task(task_id: str) -> Response:
     return json_response(intake().get_task(tenancy.current_tenant(), task_id), etag=True)
 
 
+@bp.get("/tasks/<hexid:task_id>/chunks")
+def get_chunks(task_id: str) -> Response:
+    """One page of a succeeded task's chunks with their locations; 409 for any other task."""
+    page = intake().chunks(tenancy.current_tenant(), task_id,
+                           offset=_int_arg("offset", 0, 0, 10**7),
+                           limit=_int_arg("limit", 20, 1, 100))
+    return json_response(page, etag=True)
+
+
 @bp.post("/tasks/<hexid:task_id>/retry")
 def retry_task(task_id: str) -> Response:
     intake().retry(tenancy.current_tenant(), task_id)

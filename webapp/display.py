@@ -11,8 +11,9 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from flask import Flask
+from markupsafe import Markup, escape
 
-from jobs import ATTEMPT_WORDS, attempt_words, parse_iso
+from jobs import ATTEMPT_WORDS, attempt_words, match_pattern, parse_iso
 
 # A status in words, as the counts, the filter and the announcements say it (DESIGN §3).
 STATUS_LABELS = {"pending": "Queued", "running": "Running", "retrying": "Retrying",
@@ -73,6 +74,57 @@ def step_text(task: Mapping[str, Any]) -> str:
     return "" if status == "canceled" else str(task.get("step_detail", ""))
 
 
+def result_text(result: Mapping[str, Any] | None) -> str:
+    """"12 pages (3 read by OCR), 20,481 characters, 24 chunks." (static/progress.js says the
+    same)."""
+    if not result:
+        return ""
+    pages = _count(result.get("pages", 0), "page")
+    if result.get("ocr_pages"):
+        pages += f" ({result['ocr_pages']} read by OCR)"
+    return (f"{pages}, {_count(result.get('characters', 0), 'character')}, "
+            f"{_count(result.get('chunks', 0), 'chunk')}.")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+def location_text(location: Mapping[str, Any] | None) -> str:
+    """Where a chunk starts, as a person says it: "page 12", "slide 3", "sheet Q3", a heading
+    in quotes, or both ("page 4 · “Refunds”"); "" when unknown. progress.js mirrors it."""
+    location = location or {}
+    parts = [f"{name} {location[name]}" for name in ("page", "slide", "sheet") if name in location]
+    if location.get("heading"):
+        parts.append(f"“{location['heading']}”")
+    return " · ".join(parts)
+
+
+def highlight(text: str, query: str, width: int = 400) -> Markup:
+    """`text` escaped, cut to about `width` characters around the first match, with the words of
+    `query` that it contains in <mark>. Words match whole; runs of a spaceless script (and their
+    character pairs, as the search itself splits them) match anywhere."""
+    pattern = match_pattern(query, text)
+    found = pattern.search(text) if pattern else None
+    start = 0
+    if len(text) > width:
+        start = max(0, (found.start() if found else 0) - width // 4)
+        if start:
+            space = text.find(" ", start, start + 20)
+            start = space + 1 if space != -1 else start
+    end = min(len(text), start + width)
+    excerpt = text[start:end]
+    pieces, last = [], 0
+    for match in pattern.finditer(excerpt) if pattern else ():
+        pieces.append(escape(excerpt[last:match.start()]))
+        pieces.append(Markup("<mark>%s</mark>") % match.group())
+        last = match.end()
+    pieces.append(escape(excerpt[last:]))
+    marked = Markup("").join(pieces)
+    return (Markup("…") if start else Markup("")) + marked + (Markup("…") if end < len(text)
+                                                             else Markup(""))
+
+
 def now_ms() -> int:
     """The server's clock, so the script can correct for a client clock that is off."""
     return int(datetime.now(timezone.utc).timestamp() * 1000)
@@ -84,6 +136,9 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(stalled)
     app.add_template_filter(words)
     app.add_template_filter(step_text)
+    app.add_template_filter(result_text)
+    app.add_template_filter(location_text)
+    app.add_template_global(highlight)
     app.add_template_global(now_ms)
     app.add_template_global(STATUS_LABELS, "STATUS_LABELS")
     app.add_template_global(BATCH_LABELS, "BATCH_LABELS")

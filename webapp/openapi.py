@@ -54,6 +54,26 @@ SCHEMAS: dict[str, Any] = {
                   "progress": {"type": "integer"}, "created_at": {"type": "string"},
                   "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
                   "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}}}},
+    "Location": {"type": "object", "description": "Where a chunk starts; {} if unknown",
+                 "properties": {"page": {"type": "integer", "minimum": 1},
+                                "slide": {"type": "integer", "minimum": 1},
+                                "sheet": {"type": "string"}, "heading": {"type": "string"}}},
+    "Chunks": {"type": "object", "required": ["total", "chunks"], "properties": {
+        "total": {"type": "integer"},
+        "chunks": {"type": "array", "items": {"type": "object",
+                                              "required": ["chunk", "text", "location"],
+                                              "properties": {
+            "chunk": {"type": "integer"}, "text": {"type": "string"},
+            "location": {"$ref": "#/components/schemas/Location"}}}}}},
+    "SearchResults": {"type": "object", "required": ["query", "results"], "properties": {
+        "query": {"type": "string"},
+        "results": {"type": "array", "items": {"type": "object", "required": [
+            "text", "score", "task_id", "document_id", "filename", "chunk", "location"],
+            "properties": {
+                "text": {"type": "string"}, "score": {"type": "number"}, "task_id": _ID,
+                "document_id": {"type": "string"}, "filename": {"type": "string"},
+                "chunk": {"type": "integer"},
+                "location": {"$ref": "#/components/schemas/Location"}}}}}},
 }
 
 
@@ -116,6 +136,11 @@ PATHS: dict[str, Any] = {
         "summary": "One task", "parameters": [_id("task_id")],
         "responses": {"200": _json("Task"), "304": {"description": "Not modified"},
                       **_errors(401, 404)}}},
+    "/api/tasks/{task_id}/chunks": {"get": {
+        "summary": "A succeeded task's chunks with their locations, paged (limit ≤ 100)",
+        "parameters": [_id("task_id"), _query("offset"), _query("limit")],
+        "responses": {"200": _json("Chunks"), "304": {"description": "Not modified"},
+                      **_errors(400, 401, 404, 409)}}},
     "/api/tasks/{task_id}/retry": {"post": {
         "summary": "A new run of the same task", "parameters": [_id("task_id")],
         "responses": _CHANGE}},
@@ -130,7 +155,7 @@ PATHS: dict[str, Any] = {
     "/api/search": {"get": {
         "summary": "Top-k chunks of succeeded documents",
         "parameters": [_query("q", "string", True), _query("k")],
-        "responses": {"200": _json(_LIST), **_errors(400, 401)}}},
+        "responses": {"200": _json("SearchResults"), **_errors(400, 401)}}},
     "/api/health": {"get": {
         "summary": "Redis, workers, queue depths, scheduler",
         "responses": {"200": _json(_LIST), **_errors(503)}}},

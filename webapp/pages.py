@@ -8,8 +8,8 @@ from functools import partial
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached, NotNow,
-                  held_logs, write_logs)
+from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached, NoChunks,
+                  NotNow, held_logs, write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -18,8 +18,11 @@ from webapp.uploads import accept
 bp = Blueprint("pages", __name__)
 bp.record_once(lambda state: display.init_app(state.app))
 NOSCRIPT_REFRESH_SECONDS = 3
+PREVIEW_CHUNKS = 5  # the first chunks a succeeded task's page shows
 # What the file picker offers; the server checks content and extension (jobs.detect_kind).
-ACCEPTED_EXTENSIONS = (".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx")
+ACCEPTED_EXTENSIONS = (".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx",
+                       ".pptx", ".xlsx", ".csv", ".tsv", ".epub", ".eml", ".png", ".jpg",
+                       ".jpeg", ".tif", ".tiff", ".webp")
 
 
 @bp.get("/")
@@ -121,7 +124,13 @@ def retry_all_failed() -> Response:
 def task(task_id: str) -> str:
     found = intake().get_task(tenancy.current_tenant(), task_id)
     live = found["status"] not in TERMINAL
-    return render_template("task.html", task=found,
+    preview = None
+    if found["status"] == "succeeded":
+        try:
+            preview = intake().chunks(tenancy.current_tenant(), task_id, limit=PREVIEW_CHUNKS)
+        except NoChunks:  # deleted, or a newer version replaced them: the page says nothing
+            pass
+    return render_template("task.html", task=found, preview=preview, preview_size=PREVIEW_CHUNKS,
                            refresh=NOSCRIPT_REFRESH_SECONDS if live else None)
 
 

@@ -2,7 +2,8 @@ import random
 
 import pytest
 
-from jobs.chunking import chunk_text
+from jobs.chunking import chunk_blocks, chunk_text
+from jobs.parsers.document import Block
 
 
 def words_text(n_words, seed=7):
@@ -122,3 +123,51 @@ def test_five_megabytes_are_chunked_correctly():
 def test_invalid_settings(size, overlap):
     with pytest.raises(ValueError):
         chunk_text("text", size, overlap)
+
+
+def test_a_chunk_is_located_in_the_block_it_starts_in():
+    pages = [Block(words_text(300, seed=page), {"page": page}) for page in (1, 2, 3)]
+    chunks = chunk_blocks(pages, size=400, overlap=60)
+    located = [chunk.location["page"] for chunk in chunks]
+    assert located == sorted(located) and set(located) == {1, 2, 3}
+    text = "\n\n".join(block.text for block in pages)
+    position = 0
+    for chunk in chunks:
+        start = text.find(chunk.text, position)
+        page_starts = [text.find(block.text) for block in pages]
+        assert chunk.location["page"] == max(n for n, s in enumerate(page_starts, 1) if s <= start)
+        position = start + 1
+    # Pages without a boundary are one text: a chunk may run on into the next page, but the
+    # top of each page is in a chunk located on that page (an overlap never takes it back).
+    for block in pages[1:]:
+        top = block.text[:40]
+        assert any(c.text.startswith(top) and c.location == block.location for c in chunks)
+
+
+def test_a_chunk_after_a_page_break_starts_on_the_new_page_not_in_the_overlap():
+    pages = [Block("Harbour tides are listed daily. " * 20, {"page": 1}),
+             Block("Walrus sightings near the lighthouse. " * 3, {"page": 2})]
+    chunks = chunk_blocks(pages, size=700, overlap=150)
+    assert [c.location for c in chunks] == [{"page": 1}, {"page": 2}]
+    assert chunks[1].text == pages[1].text.strip()
+    plain = chunk_text("\n\n".join(b.text for b in pages), size=700, overlap=150)
+    assert plain[1].startswith("Harbour"), "without pages the overlap would reach back"
+
+
+def test_no_chunk_spans_a_boundary_block():
+    slides = [Block(f"Slide {n} says word{n}. " * 30, {"slide": n}, boundary=True)
+              for n in (1, 2, 3)]
+    chunks = chunk_blocks(slides, size=300, overlap=50)
+    for chunk in chunks:
+        number = chunk.location["slide"]
+        assert f"word{number}" in chunk.text
+        assert not any(f"word{other}" in chunk.text for other in (1, 2, 3) if other != number)
+    assert {c.location["slide"] for c in chunks} == {1, 2, 3}
+    assert chunk_blocks([], 300, 50) == []
+
+
+def test_chinese_text_is_cut_at_its_own_sentence_ends():
+    sentence = "死信队列保存失败的任务，操作员可以重试它们。"
+    chunks = chunk_text(sentence * 40, size=200, overlap=30)
+    assert len(chunks) > 3
+    assert all(chunk.endswith("。") for chunk in chunks[:-1])

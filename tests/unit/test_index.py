@@ -39,7 +39,7 @@ def test_dense_documents_are_ranked_by_cosine(redis):
     assert [h["text"] for h in hits] == ["east", "north-east", "north"]
     assert hits[0] == {"text": "east", "score": pytest.approx(0.995037, abs=1e-6),
                        "task_id": f"{1:032d}", "document_id": "a", "filename": "a.txt",
-                       "chunk": 0}
+                       "chunk": 0, "location": {}}
     assert SearchIndex(redis).search("default", unit(0, 0, 1, 0), 5) == [], "no positive score"
     assert redis.hget(keys.kb_document("default", "a"), "format") == b"dense"
 
@@ -149,3 +149,28 @@ def test_a_sparse_query_must_be_one_row(redis):
         SearchIndex(redis).search("default", EMBEDDER.embed(["a", "b"]), 5)
     with pytest.raises(ValueError):
         SearchIndex(redis).search("default", SparseRows.empty(2 ** 32), 5)
+
+
+def test_search_hits_and_the_chunk_pages_carry_each_chunk_s_location(redis):
+    texts = ["the cover", "refund terms apply", "delivery schedule"]
+    places = [{"page": 1}, {"page": 2, "heading": "Terms"}, {}]
+    pipe = redis.pipeline()
+    queue_upsert(pipe, IndexedDocument("default", "contract", "contract.pdf", "t1", 1, texts,
+                                       EMBEDDER.embed(texts), places))
+    pipe.execute()
+    hit, = SearchIndex(redis).search("default", query("refund"), 5)
+    assert (hit["chunk"], hit["location"]) == (1, {"page": 2, "heading": "Terms"})
+
+    total, page = index.document_chunks(redis, "default", "contract", "t1", 1, 5)
+    assert total == 3
+    assert page == [{"chunk": 1, "text": "refund terms apply", "location": places[1]},
+                    {"chunk": 2, "text": "delivery schedule", "location": {}}]
+    assert index.document_chunks(redis, "default", "contract", "t1", 3, 5) == (3, [])
+    assert index.document_chunks(redis, "default", "contract", "an older task", 0, 5) is None
+    assert index.document_chunks(redis, "other", "contract", "t1", 0, 5) is None
+
+
+def test_a_location_count_that_does_not_match_the_chunks_is_refused(redis):
+    with pytest.raises(ValueError):
+        index.prepare_upsert(IndexedDocument("default", "d", "d.txt", "t", 1, ["a", "b"],
+                                             EMBEDDER.embed(["a", "b"]), [{"page": 1}]))

@@ -38,7 +38,8 @@ def test_another_tenants_ids_do_not_exist(client, run_jobs):
     body = _upload(client, A)
     task_id, batch_id = body["tasks"][0]["id"], body["batch_id"]
     run_jobs()
-    for path in (f"/api/tasks/{task_id}", f"/api/batches/{batch_id}"):
+    for path in (f"/api/tasks/{task_id}", f"/api/batches/{batch_id}",
+                 f"/api/tasks/{task_id}/chunks"):
         assert client.get(path, headers=A).status_code == 200
         assert client.get(path, headers=B).status_code == 404
     for path in (f"/api/tasks/{task_id}/retry", f"/api/tasks/{task_id}/cancel",

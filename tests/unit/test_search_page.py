@@ -1,0 +1,72 @@
+"""The search page and a succeeded task's page on fakeredis: where a hit comes from, the matched
+words marked (and everything else escaped), the first chunks previewed (DESIGN §6, §13)."""
+from __future__ import annotations
+
+import re
+
+from markupsafe import Markup
+
+from tests.unit.conftest import upload
+from webapp.display import highlight, location_text
+
+
+def test_the_matched_words_are_marked_and_everything_else_escaped():
+    marked = highlight("消息转入死信队列以后 <b>Queue</b> queues", "死信队列 queue")
+    assert isinstance(marked, Markup)
+    assert marked == ("消息转入<mark>死信队列</mark>以后 &lt;b&gt;<mark>Queue</mark>&lt;/b&gt; "
+                      "queues"), "words match whole, spaceless runs anywhere"
+    assert highlight("<i>x</i>", "<i>x") == "&lt;<mark>i</mark>&gt;<mark>x</mark>&lt;/<mark>i</mark>&gt;", \
+        "a query is words, never markup"
+    assert highlight("ข้อมูลในฐานข้อมูล", "ฐานข้อมูล").count("<mark>") == 1
+
+
+def test_a_long_chunk_is_cut_around_its_first_match():
+    text = "filler " * 200 + "the refund clause " + "tail " * 200
+    marked = highlight(text, "refund", width=200)
+    assert "<mark>refund</mark>" in marked
+    assert marked.startswith("…") and marked.endswith("…")
+    assert len(marked) < 260
+
+
+def test_a_location_in_words():
+    assert location_text({"page": 12}) == "page 12"
+    assert location_text({"slide": 3}) == "slide 3"
+    assert location_text({"sheet": "Q3"}) == "sheet Q3"
+    assert location_text({"page": 4, "heading": "Refunds"}) == "page 4 · “Refunds”"
+    assert location_text({}) == "" and location_text(None) == ""
+
+
+def test_the_search_page_shows_where_a_hit_is_and_marks_the_words(client, run_jobs):
+    markdown = "# Refunds <script>\n\nMoney back within thirty days: zorblax applies.\n"
+    upload(client, ("policy.md", markdown.encode()))
+    run_jobs()
+    html = client.get("/search?q=zorblax").get_data(as_text=True)
+    row = re.search(r'<td class="location">(.*?)</td>\s*<td class="chunk-text">(.*?)</td>', html,
+                    re.S)
+    assert row, html
+    assert row.group(1) == "“Refunds &lt;script&gt;”"
+    assert "<mark>zorblax</mark> applies." in row.group(2)
+    assert "<script>" not in html.split("<main", 1)[1]
+
+
+def test_a_succeeded_task_s_page_previews_its_first_chunks(client, run_jobs):
+    text = "".join(f"Paragraph {n} talks about topic{n} at some length. " * 25 + "\n\n"
+                   for n in range(10))
+    task = upload(client, ("long.txt", text.encode())).get_json()["tasks"][0]
+    run_jobs()
+    html = client.get(task["page_url"]).get_data(as_text=True)
+    preview = re.search(r'<section class="preview"[^>]*>(.*?)</section>', html, re.S)
+    assert preview and "hidden" not in preview.group(0).split(">", 1)[0]
+    items = re.findall(r"<li>", preview.group(1))
+    chunks = client.get(f"/api/tasks/{task['id']}/chunks").get_json()
+    assert len(items) == 5 and chunks["total"] > 5
+    assert f"(5 of {chunks['total']})" in preview.group(1)
+    assert "Paragraph 0 talks about topic0" in preview.group(1)
+
+
+def test_a_task_that_has_not_succeeded_previews_nothing(client):
+    task = upload(client, ("queued.txt", b"Not processed yet.")).get_json()["tasks"][0]
+    html = client.get(task["page_url"]).get_data(as_text=True)
+    assert re.search(r'<section class="preview"[^>]* hidden>', html)
+    answer = client.get(f"/api/tasks/{task['id']}/chunks")
+    assert answer.status_code == 409 and answer.get_json()["error"]["code"] == "no_chunks"
