@@ -57,6 +57,8 @@ class Attempt:
         self.reporter = parts_.reporter(
             fence, job=job, ttl_seconds=self.settings.retention_seconds,
             steps=tasks.view(record)["steps"], attempt=fence.attempt)
+        # Operators see in rq-dashboard which document a job reads, escaped like all its meta.
+        job.meta["document"] = dashboard_text(record["filename"])
         self.checkpoints = checkpoints.Checkpoints(self.connection, self.task_id, self.version,
                                                    self.settings.retention_seconds)
 

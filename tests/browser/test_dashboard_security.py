@@ -13,6 +13,7 @@ from typing import Iterator
 
 import pytest
 import requests
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from rq import Queue
 from rq.job import Job
 
@@ -135,7 +136,8 @@ def _dashboard_fields(job) -> str:
 def test_an_upload_named_with_markup_runs_no_script_on_its_job_page(operator_web, workers,
                                                                     redis_server, open_page):
     word = unique_word()
-    # ~4,000 pages take seconds to read: the job page is seen while the job is parsing.
+    # The job page is opened while the job runs or after: its meta names the document, escaped,
+    # from its first progress write on.
     pdf = make_pdf_pages([f"Page {n} of the {word} report." for n in range(4000)])
     response = requests.post(f"{operator_web.url}/api/documents", timeout=30,
                              files=[("files", (MARKUP_NAME, pdf, "application/pdf"))])
@@ -145,9 +147,18 @@ def test_an_upload_named_with_markup_runs_no_script_on_its_job_page(operator_web
 
     page = open_page(operator_web.url, http_credentials=CREDENTIALS)
     page.add_init_script(RECORD_VIOLATIONS)
-    page.goto(f"/rq/0/view/job/{task_id}")
-    # The name is shown as text: the job's meta carries it escaped.
-    page.locator("#job-data", has_text="onerror='window.__xss=3'").wait_for(timeout=20_000)
+    # The name is shown as text: the job's meta carries it escaped (reloaded until the first
+    # attempt has written it).
+    shown = page.locator("#job-data", has_text="onerror='window.__xss=3'")
+
+    def load() -> bool:
+        page.goto(f"/rq/0/view/job/{task_id}")
+        try:
+            shown.wait_for(timeout=3_000)
+        except PlaywrightTimeout:
+            return False
+        return True
+    poll(load, timeout=60, interval=0.1, message="the job page showing the document's name")
     assert page.locator("#job-data img").count() == 0, "markup of the upload reached the DOM"
 
     seen: list[str] = []
