@@ -1,10 +1,9 @@
 """The pipeline version: what decides whether an already ingested file must be ingested again.
 
-It changes with the code's pipeline, the chunk settings, OCR turned off, the embedder's model, and
-with the
-vectors' dimension where the embedder knows it before its first call (the local one; a remote
-model's shows as "auto"), so that an upgrade re-ingests instead of returning stale duplicates
-(DESIGN §7, §9). Worked out once per process (jobs.parts.Parts.version, jobs.intake.Intake),
+It changes with the code's pipeline, the chunk settings, OCR turned off, the embedder's model,
+and with the vectors' dimension where the embedder knows it before its first call (the local
+one; a remote model's shows as "auto"), so that an upgrade re-ingests instead of returning stale
+duplicates (DESIGN §7, §9). Worked out once per process (jobs.parts.Parts.version, jobs.intake.Intake),
 before any embedding, so a remote model's dimension learnt later never changes it.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rooms of the layout hold (LAYOUT.md, README's Layout): jobs never imports webapp, Flask
+"""The rooms of the layout hold (README's Layout section): jobs never imports webapp, Flask
 or the runner; webapp and the runner use only the top of jobs (its public API); webapp starts
 no processes (runner/ does)."""
 from __future__ import annotations

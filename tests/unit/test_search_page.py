@@ -7,7 +7,7 @@ import re
 from markupsafe import Markup
 
 from tests.unit.conftest import upload
-from webapp.display import highlight, location_text
+from webapp.display import highlight, location_text, result_text
 
 
 def test_the_matched_words_are_marked_and_everything_else_escaped():
@@ -70,3 +70,10 @@ def test_a_task_that_has_not_succeeded_previews_nothing(client):
     assert re.search(r'<section class="preview"[^>]* hidden>', html)
     answer = client.get(f"/api/tasks/{task['id']}/chunks")
     assert answer.status_code == 409 and answer.get_json()["error"]["code"] == "no_chunks"
+
+
+def test_a_result_reads_as_a_sentence_in_the_singular_too():
+    assert result_text({"pages": 1, "characters": 1234, "chunks": 1}) == (
+        "1 page, 1,234 characters, 1 chunk.")
+    assert result_text({"pages": 12, "ocr_pages": 3, "characters": 20481, "chunks": 24}) == (
+        "12 pages (3 read by OCR), 20,481 characters, 24 chunks.")
