@@ -44,8 +44,7 @@ READ_BYTES = MIB
 CRASHED = "reader_crashed"
 #: Address space above the parse's own bound kept for OCR, taken only once OCR starts (jobs.ocr),
 #: so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
-#: their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never touched
-#: (docs/benchmarks.md, "OCR").
+#: their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never touched.
 OCR_ADDRESS_SPACE = 1024 * MIB
 
 

@@ -35,7 +35,9 @@ class IntakeWorker(Worker):
     Each job runs in a fresh fork of this process; the parent imports the pipeline, installs
     its parts (jobs.parts: settings, embedder) and runs the pipeline once in memory
     (jobs.warmup) before its first job, so that every fork starts warm instead of importing
-    numpy, pypdf and python-docx anew (~0.8 s per document). Only RQ's public hooks are used:
+    numpy and the parsers' libraries anew (~0.25 s per document, docs/benchmarks.md,
+    "Documents"); the parsers are imported here too, so a failed warm-up costs no speed. Only
+    RQ's public hooks are used:
     the constructor's work_horse_killed_handler and `work`.
     """
 
@@ -44,6 +46,8 @@ class IntakeWorker(Worker):
         from jobs.logs import configure
         from jobs.settings import Settings
         import jobs.pipeline  # noqa: F401  (warm the parent; forks inherit it)
+        from jobs.parsers import import_parsers
+        import_parsers()
         configure()
         kwargs.setdefault("work_horse_killed_handler", on_work_horse_killed)
         super().__init__(*args, **kwargs)

@@ -35,6 +35,11 @@ def _parsers() -> dict[str, Parser]:
             "webp": images.parse_webp}
 
 
+def import_parsers() -> None:
+    """Import every parser's library now (a worker before its first fork), not in each child."""
+    _parsers()
+
+
 def parse_document(data: bytes, kind: str, options: ParseOptions | None = None) -> ParsedDocument:
     """The blocks of a document of `kind` (one of `SUPPORTED_KINDS`).
 

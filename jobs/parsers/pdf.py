@@ -2,7 +2,7 @@
 rendered and read by OCR (jobs.ocr), only those pages.
 
 Why pypdfium2 (PDFium, the engine of Chrome's PDF viewer) and not pypdf: on the same files it
-extracts the same text about five times faster (docs/benchmarks.md, "PDF text extraction"),
+extracts the same text 2.5 to 13 times as fast (docs/benchmarks.md, "PDF text extraction"),
 opens AES-encrypted files without a cryptography package, recovers a file cut before its
 cross-reference table where pypdf gives up, and it is the renderer OCR needs anyway: one
 library reads and renders. A file PDFium cannot open is damaged (or locked by a password).
@@ -70,7 +70,9 @@ def _page_text(document: pdfium.PdfDocument, index: int) -> str:
             textpage.close()
     finally:
         page.close()
-    return normalise_newlines(text).replace("\x00", "").strip()
+    # PDFium writes a hyphen that breaks a word at a line's end as U+0002 and drops the line
+    # break: the word is whole again, as a person reads (and searches for) it.
+    return normalise_newlines(text).replace("\x00", "").replace("\x02", "").strip()
 
 
 def _ocr(document: pdfium.PdfDocument, pages: list[int], options: ParseOptions,

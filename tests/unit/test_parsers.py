@@ -47,6 +47,11 @@ def test_pdf_pages_counted_and_joined_by_blank_lines():
     assert [block.location for block in parsed.blocks] == [{"page": 1}, {"page": 3}]
 
 
+def test_a_word_hyphenated_at_a_line_end_is_whole_again():
+    parsed = parse_document(make_pdf_pages(["It was a long and dan-\ngerous road home."]), "pdf")
+    assert parsed.text == "It was a long and dangerous road home."
+
+
 def test_pdf_without_text_layer_and_ocr_off():
     error = error_of(make_pdf_no_text(), "pdf", ParseOptions(ocr="off"))
     assert error.code == "no_text"
