@@ -19,6 +19,7 @@ from redis.client import Pipeline
 from redis.exceptions import WatchError
 
 from jobs import keys, states
+from jobs.announcements import announce
 from jobs.clock import now_iso
 from jobs.failures import CancelRequested, TransientError
 
@@ -90,9 +91,11 @@ class AttemptFence:
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
         """
-        reply = [v.decode() for v in self.connection.eval(
-            _START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(),
-            states.START.target, *states.START.sources)]
+        pipe = self.connection.pipeline(transaction=False)
+        pipe.eval(_START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(),
+                  states.START.target, *states.START.sources)
+        announce(pipe, self.task_id)   # a refused start announces nothing that moved: harmless
+        reply = [v.decode() for v in pipe.execute()[0]]
         outcome, value = reply[0], reply[1]
         if outcome == "refused":
             raise Refused(value)
@@ -118,9 +121,12 @@ class AttemptFence:
 
     def _write(self, owned_as: str, fields: dict[str, Any], ttl_seconds: int, meta: bytes,
                pipe: Pipeline | None) -> None:
-        target = pipe if pipe is not None else self.connection
+        target = pipe if pipe is not None else self.connection.pipeline(transaction=False)
         target.eval(_WRITE, 2, self.key, self.job_key, self.attempt_id, owned_as, ttl_seconds,
                     meta, *_pairs(fields))
+        announce(target, self.task_id)
+        if pipe is None:
+            target.execute()
 
     def check(self, pipe: Pipeline | None = None) -> None:
         """Raise CancelRequested or Superseded unless this attempt still owns the running task.

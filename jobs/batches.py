@@ -33,8 +33,8 @@ class TaskJson:
 
 class TaskJsonCache:
     """Task JSON per task id, never stale (see the module's docstring). Bounded: the older half
-    is dropped when full. Threads share it (gunicorn's gthread): a race at worst renders one
-    task twice."""
+    is dropped when full. A process's requests share it (greenlets or threads): a race at worst
+    renders one task twice."""
 
     def __init__(self, limit: int = 20_000) -> None:
         self.limit = limit

@@ -136,3 +136,8 @@ def document_tasks(tenant: str, document_id: str) -> str:
 def web_session(session_id: str) -> str:
     """A signed-in page session: it lives while this key does, and signing out deletes it."""
     return f"{PREFIX}session:{session_id}"
+
+
+def changes_channel() -> str:
+    """The pub/sub channel on which every change of a task's visible state is announced."""
+    return f"{PREFIX}changes"

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from redis.client import Pipeline
 
 from jobs import keys, metrics
+from jobs.announcements import announce
 
 PENDING, RUNNING, RETRYING = "pending", "running", "retrying"
 SUCCEEDED, FAILED, CANCELED = "succeeded", "failed", "canceled"
@@ -103,9 +104,10 @@ def changed(pipe: Pipeline, tenant: str, task_id: str, status: str) -> None:
     the reconciler watch, the dead-letter indexes and the finished counters.
 
     Every status change goes through here (a submit creates a task `pending` in its own
-    script, with the limits it checks). Each write is idempotent, so a change recorded twice
-    (a re-sent command) leaves the same state.
+    script, with the limits it checks), and is announced to the pages watching the task. Each
+    write is idempotent, so a change recorded twice (a re-sent command) leaves the same state.
     """
+    announce(pipe, task_id)
     if status in LIVE:
         if status == PENDING:
             now = time.time()
@@ -126,6 +128,7 @@ def changed(pipe: Pipeline, tenant: str, task_id: str, status: str) -> None:
 
 def forget(pipe: Pipeline, tenant: str, task_id: str) -> None:
     """A task is removed (its document deleted): it leaves every index, with no counter."""
+    announce(pipe, task_id)
     pipe.zrem(keys.active(), task_id)
     pipe.zrem(keys.tenant_active(tenant), task_id)
     _not_a_dead_letter(pipe, tenant, task_id)
