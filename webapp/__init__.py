@@ -5,7 +5,7 @@ from typing import Any, Mapping
 
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
-from redis import Redis
+from redis import BlockingConnectionPool, Redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -14,11 +14,20 @@ from jobs import Intake, configure_logging
 csrf = CSRFProtect()
 
 
+#: Redis connections one web process holds at most. Under gevent a thousand requests may
+#: want one at the same moment (pages opening their streams together): they wait their turn
+#: (`POOL_WAIT_SECONDS`) instead of failing as "Too many connections".
+POOL_CONNECTIONS = 64
+POOL_WAIT_SECONDS = 5
+
+
 def connect(url: str) -> Redis:
     """A client that gives up quickly: while Redis is down the API answers 503 at once."""
-    return Redis.from_url(url, socket_connect_timeout=2, socket_timeout=10,
-                          health_check_interval=30,
-                          retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2))
+    pool = BlockingConnectionPool.from_url(
+        url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SECONDS,
+        socket_connect_timeout=2, socket_timeout=10, health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2))
+    return Redis(connection_pool=pool)
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -41,7 +50,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         configure_logging()
     settings = app.config["INTAKE"]
     connection = app.config.get("REDIS_CONNECTION") or connect(settings.redis_url)
-    app.extensions["intake"] = Intake(connection, settings)
+    service = app.extensions["intake"] = Intake(connection, settings)
+    app.extensions["watchers"] = events.broadcaster(service, app.config)
 
     csrf.init_app(app)
     csrf.exempt(api.bp)

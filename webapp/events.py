@@ -1,15 +1,19 @@
 """GET /api/batches/<id>/events: a batch's changes pushed as Server-Sent Events (DESIGN §5).
 
 Why a stream at all: a page of 200 documents would otherwise poll the whole batch every second.
-Here the server reads the batch from Redis (one pipelined read, as GET /api/batches/<id> does)
-about twice a second and sends only what changed: an `event: task` per task whose state moved,
-an `event: batch` when the summary moved.
+Here the page is sent only what changed: an `event: task` per task whose state moved, an
+`event: batch` when the summary moved.
 
-Why bounded: gunicorn's gthread workers hold a thread for each open stream, so a stream lasts
-at most `EVENTS_MAX_SECONDS` (25 s, under the Procfile's 30 s graceful timeout) and starts with
-a `retry:` hint; EventSource reconnects by itself. A stream ends at once when the batch (or, with
-`?task=<id>`, that task) is terminal, after sending the final state, so a finished page stops.
-Each connection starts with the whole current state: a reconnect costs what one poll costs.
+Why it costs almost nothing while nothing changes: a stream reads Redis once, when it opens;
+after that it waits on its batch's watcher (webapp.watchers), which the process's one
+subscription to the workers' announcements wakes, with one read of a changed batch for every
+stream watching it. Under the Procfile's gevent workers an open stream is a greenlet, not a
+thread. A stream still ends after `EVENTS_MAX_SECONDS` (25 s, under the Procfile's 30 s graceful
+timeout, so a deploy never waits on streams) and starts with a `retry:` hint; EventSource
+reconnects by itself.
+A stream ends at once when the batch (or, with `?task=<id>`, that task) is terminal, after
+sending the final state, so a finished page stops. Each connection starts with the whole current
+state: a reconnect costs what one poll costs.
 """
 from __future__ import annotations
 
@@ -18,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from flask import Blueprint, Response, current_app, request, stream_with_context
-from redis.exceptions import RedisError
 
-from jobs import BATCH_LIVE, TERMINAL, NoSuchBatch, compact_json
+from jobs import BATCH_LIVE, TERMINAL, Intake, NoSuchBatch, compact_json
 from webapp import tenancy
 from webapp.errors import ApiError
 from webapp.extensions import intake
 from webapp.ids import is_id
+from webapp.watchers import GONE, Broadcaster
 
 bp = Blueprint("events", __name__, url_prefix="/api")
 
@@ -37,10 +41,9 @@ BATCH_FIELDS = ("id", "status", "progress", "counts", "size", "poll_after_ms", "
 
 @dataclass(frozen=True)
 class Timing:
-    """How long a stream lasts, how often it reads Redis, when it sends a heartbeat."""
+    """How long a stream lasts, when it sends a heartbeat, how soon a client reconnects."""
 
     max_seconds: float = 25.0
-    read_seconds: float = 0.5
     heartbeat_seconds: float = 10.0
     retry_ms: int = 2000
 
@@ -48,10 +51,21 @@ class Timing:
     def from_config(cls, config: Mapping[str, Any]) -> "Timing":
         """Tests shorten the timing with EVENTS_* keys in the app's config mapping."""
         return cls(max_seconds=float(config.get("EVENTS_MAX_SECONDS", cls.max_seconds)),
-                   read_seconds=float(config.get("EVENTS_READ_SECONDS", cls.read_seconds)),
                    heartbeat_seconds=float(config.get("EVENTS_HEARTBEAT_SECONDS",
                                                       cls.heartbeat_seconds)),
                    retry_ms=int(config.get("EVENTS_RETRY_MS", cls.retry_ms)))
+
+
+def broadcaster(service: Intake, config: Mapping[str, Any]) -> Broadcaster:
+    """The app's Broadcaster: it reads a batch as GET /api/batches/<id> does."""
+    def read(tenant: str, batch_id: str) -> dict[str, Any] | None:
+        try:
+            return service.batches.get(tenant, batch_id)
+        except NoSuchBatch:  # expired or deleted meanwhile
+            return None
+    return Broadcaster(lambda: service.connection, read,
+                       min_interval=float(config.get("EVENTS_MIN_INTERVAL_SECONDS", 0.25)),
+                       refresh_seconds=float(config.get("EVENTS_REFRESH_SECONDS", 15.0)))
 
 
 @bp.get("/batches/<hexid:batch_id>/events")
@@ -62,18 +76,29 @@ def batch_events(batch_id: str) -> Response:
     only = request.args.get("task") or None
     if only is not None and (not is_id(only) or not any(t["id"] == only for t in batch["tasks"])):
         raise ApiError(404, "not_found", "No such task in this batch.")
-    def read() -> dict[str, Any] | None:
-        try:
-            return service.batches.get(tenant, batch_id)
-        except NoSuchBatch:  # expired or deleted meanwhile
-            return None
-
-    stream = BatchStream(read, Timing.from_config(current_app.config), only)
-    response = Response(stream_with_context(stream.events(batch)),
+    watchers: Broadcaster = current_app.extensions["watchers"]
+    stream = BatchStream(Timing.from_config(current_app.config), only)
+    response = Response(stream_with_context(watched(watchers, tenant, batch_id, batch, stream)),
                         mimetype="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # a proxy (nginx) must pass events at once
     return response
+
+
+def watched(watchers: Broadcaster, tenant: str, batch_id: str, batch: dict[str, Any],
+            stream: "BatchStream") -> Iterator[str]:
+    """The stream's events, its watcher held while it is open and let go however it ends."""
+    watcher = watchers.watch(tenant, batch_id, batch)
+    seen = 0
+
+    def next_batch(timeout: float) -> dict[str, Any] | None:
+        nonlocal seen
+        seen, snapshot = watcher.wait(seen, timeout)
+        return None if snapshot is GONE else snapshot
+    try:
+        yield from stream.events(batch, next_batch)
+    finally:
+        watchers.unwatch(watcher)
 
 
 def message(event: str, payload: Any) -> str:
@@ -84,17 +109,17 @@ def message(event: str, payload: Any) -> str:
 class BatchStream:
     """The changes of one batch since the stream began, as SSE text."""
 
-    def __init__(self, read: Callable[[], dict[str, Any] | None], timing: Timing,
-                 only_task: str | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.read, self.timing, self.only_task = read, timing, only_task
-        self.clock, self.sleep = clock, sleep
+    def __init__(self, timing: Timing, only_task: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.timing, self.only_task, self.clock = timing, only_task, clock
         self.sent_tasks: dict[str, tuple] = {}
         self.sent_batch: tuple | None = None
 
-    def events(self, batch: dict[str, Any]) -> Iterator[str]:
-        """Yield the retry hint, then changes every `read_seconds`, heartbeats when quiet, and
-        stop at a terminal state, when the time is up, or when the batch can no longer be read."""
+    def events(self, batch: dict[str, Any],
+               next_batch: Callable[[float], dict[str, Any] | None]) -> Iterator[str]:
+        """Yield the retry hint, then the changes of each new state `next_batch(timeout)` gives
+        (the same state again when nothing changed within `timeout`; None: the batch is gone),
+        heartbeats when quiet, and stop at a terminal state or when the time is up."""
         yield f"retry: {self.timing.retry_ms}\n\n"
         started = last_sent = self.clock()
         while True:
@@ -103,19 +128,17 @@ class BatchStream:
             if changes:
                 yield changes
                 last_sent = now
-            out_of_time = now - started + self.timing.read_seconds > self.timing.max_seconds
-            if self.finished(batch) or out_of_time:
+            if self.finished(batch) or now - started >= self.timing.max_seconds:
                 return
             if now - last_sent >= self.timing.heartbeat_seconds:
                 yield ": ping\n\n"
                 last_sent = now
-            self.sleep(self.timing.read_seconds)
-            try:
-                batch = self.read()
-            except RedisError:  # the client reconnects; its next request answers 503
+            wait = min(self.timing.heartbeat_seconds - (now - last_sent),
+                       self.timing.max_seconds - (now - started))
+            following = next_batch(max(wait, 0.01))
+            if following is None:  # expired or deleted meanwhile
                 return
-            if batch is None:  # expired or deleted meanwhile
-                return
+            batch = following
 
     def changes(self, batch: dict[str, Any]) -> str:
         """SSE text for every task whose watched fields moved, then the summary if it moved."""

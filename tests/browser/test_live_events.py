@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import requests
 
+from jobs import announce
+
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import unique_word
 
@@ -136,7 +138,8 @@ def test_a_live_stream_ends_within_its_bound_and_the_page_reconnects(open_page, 
 
 def test_the_no_progress_hint_follows_the_heartbeat(open_page, web, api, workers, redis_server):
     """A running task whose `updated_at` is 3 min old gets the hint from the pushed state; a fresh
-    heartbeat takes it away. The state is written straight into Redis while no worker runs."""
+    heartbeat takes it away. The state is written straight into Redis (and announced, as a
+    worker's writes are) while no worker runs."""
     for name in list(workers.names):
         workers.stop(name)
     try:
@@ -152,10 +155,12 @@ def test_the_no_progress_hint_follows_the_heartbeat(open_page, web, api, workers
         redis = redis_server.client()
         redis.hset(f"intake:task:{task_id}", mapping={
             "status": "running", "current_step": "embedding", "progress": 40, "updated_at": old})
+        announce(redis, task_id)  # as every writer of a task does (jobs.announcements)
         poll(lambda: hint.is_visible() and hint.inner_text(), lambda text: text == "No progress for 3 min",
              timeout=5, message="the hint appears")
         redis.hset(f"intake:task:{task_id}", mapping={
             "progress": 41, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())})
+        announce(redis, task_id)
         poll(lambda: hint.is_visible(), lambda shown: not shown, timeout=5,
              message="a fresh heartbeat hides the hint")
     finally:
