@@ -1,5 +1,5 @@
 """The Procfile runs what the code says (DESIGN §12): its worker line is the one command of
-jobs.workers (flags and queue order included) and its web line a threaded gunicorn on $PORT."""
+jobs.workers (flags and queue order included) and its web line a gevent gunicorn on $PORT."""
 from __future__ import annotations
 
 import shlex
@@ -10,7 +10,6 @@ from jobs.settings import QUEUE_NAMES
 from jobs.workers import WORKER_FLAGS, worker_command
 
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
-THREADED_WORKER_CLASSES = {"gthread", "gevent", "eventlet"}
 
 
 def read_procfile(path: Path = PROCFILE) -> dict[str, list[str]]:
@@ -49,9 +48,11 @@ def test_worker_line_is_the_command_the_dev_runner_and_tests_start() -> None:
     assert read_procfile()["worker"][1:] == command[3:]
 
 
-def test_web_line_is_a_threaded_gunicorn_on_all_interfaces_and_port() -> None:
+def test_web_line_is_a_gevent_gunicorn_on_all_interfaces_and_port() -> None:
     argv = read_procfile()["web"]
     assert argv[0] == "gunicorn"
     assert option(argv, "--bind") == "0.0.0.0:$PORT"
-    assert option(argv, "--worker-class") in THREADED_WORKER_CLASSES
+    # An open event stream or a slow client must hold a greenlet, never one of a few threads.
+    assert option(argv, "--worker-class") == "gevent"
+    assert int(option(argv, "--worker-connections")) >= 1000
     assert argv[-1] == "webapp.wsgi:app"
