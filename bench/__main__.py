@@ -6,9 +6,11 @@ server; then, with production `rq worker` processes, the pipeline against bare R
 progress writes of one job (bench.metawrites), a 200-task batch poll (bench.batchpoll), a
 search over 10,000 chunks (bench.search), and, in this process once the servers are stopped,
 the parse step on a 300-page PDF against bare pypdfium2 and OCR's pages per second
-(bench.pdf). Prints progress on stderr, then a table on stdout, and as the LAST line one JSON
-object of the figures with "goals_met" (figures without a goal are only reported). See
-docs/benchmarks.md.
+(bench.pdf), and last, with servers of its own (the Procfile's `web:` line as written, one
+instance), polls and uploads with 1,000 open event streams and polls with 200 half-sent
+requests, each against none (bench.streams). Prints progress on stderr, then a table on
+stdout, and as the LAST line one JSON object of the figures with "goals_met" (figures without
+a goal are only reported). See docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any, Callable
 
 import redis
 
-from bench import batchpoll, measure, pdf, pipeline, scaling, search
+from bench import batchpoll, measure, pdf, pipeline, scaling, search, streams
 from bench.servers import Services, cpu_seconds, services
 from jobs import keys
 
@@ -46,6 +48,9 @@ GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "meta_writes_per_s_max": ("<= 4", lambda v: v <= 4),
     "search_ratio": ("<= 10", lambda v: v <= 10.0),
     "pdf_pages_per_s_ratio": (">= 0.8", lambda v: v >= 0.8),
+    "event_streams_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
+    "event_streams_upload_ratio": ("<= 1.5", lambda v: v <= 1.5),
+    "slow_clients_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
 }
 #: Figures shown and written with no goal: nothing to meet on this machine.
 REPORTED = ("ocr_pages_per_s",)
@@ -169,7 +174,7 @@ def report(figures: dict[str, float], context: list[str]) -> None:
 
 def main() -> int:
     nonce = uuid.uuid4().hex[:8]
-    log("starting redis-server and gunicorn (gthread, 2 workers x 16 threads, as the Procfile)")
+    log("starting redis-server and gunicorn (bench.app with the Procfile's web flags)")
     with services() as svc:
         base = svc.base
         store = redis.Redis.from_url(svc.redis_url)
@@ -199,6 +204,7 @@ def main() -> int:
         found = search.run(svc, one_task(base, nonce), nonce)
         store.close()
     documents = pdf.run(log)
+    streaming = streams.run(log)
     meta = scale["meta"]
     figures = {
         "submit_ratio": round(submit["ratio"], 4),
@@ -212,6 +218,7 @@ def main() -> int:
         "search_ratio": round(found["ratio"], 4),
         "pdf_pages_per_s_ratio": round(documents["ratio"], 4),
         "ocr_pages_per_s": round(documents["ocr"]["pages_per_s"], 3),
+        **streams.figures(streaming),
     }
     context = [
         f"submit: median {submit['subject_ms']:.2f} ms POST /api/documents vs "
@@ -259,6 +266,7 @@ def main() -> int:
         f"per-round ratios q1/median/q3 {fmt(found['round_ratios'])}; index written in "
         f"{found['seconds']:.1f} s",
         *pdf.describe(documents),
+        *streams.describe(streaming),
     ]
     report(figures, context)
     met = all(GOALS[name][1](value) for name, value in figures.items() if name in GOALS)

@@ -7,6 +7,7 @@ when the `with` block ends, whatever happened inside it.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,8 +28,6 @@ from runner.processes import free_port
 from runner.redis_service import server_argv
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-GUNICORN_THREADS = 16
-GUNICORN_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -104,16 +103,14 @@ def redis_server(workdir: Path) -> Iterator[tuple[str, int]]:
 
 @contextmanager
 def gunicorn(redis_url: str, workdir: Path) -> Iterator[tuple[str, int]]:
-    """gunicorn serving bench.app:app the way the Procfile serves webapp.wsgi:app; yields its
-    base URL and the master's pid."""
+    """gunicorn serving bench.app:app (Intake plus the bare baselines) with the Procfile's web
+    flags, read from it now, on a loopback port; yields its base URL and the master's pid."""
     port = free_port()
     log = workdir / "gunicorn.log"
-    argv = [str(Path(sys.executable).parent / "gunicorn"), "--worker-class", "gthread",
-            "--threads", str(GUNICORN_THREADS), "--workers", str(GUNICORN_WORKERS),
-            "--bind", f"127.0.0.1:{port}", "--timeout", "60", "--graceful-timeout", "30",
-            # The Procfile's flags; gunicorn 27's default control socket is one fixed path per
-            # user, which two servers on one machine would fight over.
-            "--no-control-socket", "bench.app:app"]
+    argv = shlex.split(procfile_command("web"))
+    argv[0] = str(Path(sys.executable).parent / "gunicorn")
+    argv[argv.index("--bind") + 1] = f"127.0.0.1:{port}"
+    argv[-1] = "bench.app:app"
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
     env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
                PYTHONPATH=str(REPO_ROOT))
@@ -194,3 +191,51 @@ def workers(redis_url: str, count: int, workdir: Path, *, env: dict[str, str] | 
                 pass
             process.wait()
         connection.close()
+
+
+def procfile_command(process_type: str = "web") -> str:
+    """The command line of one process type in the repository's Procfile, as written there
+    (read at each call: the Procfile is the source of truth, not a copy of its flags here)."""
+    for raw in (REPO_ROOT / "Procfile").read_text().splitlines():
+        name, sep, command = raw.partition(":")
+        if sep and name.strip() == process_type and command.strip():
+            return command.strip()
+    raise RuntimeError(f"the Procfile has no `{process_type}:` line")
+
+
+@contextmanager
+def procfile_web(redis_url: str, workdir: Path) -> Iterator[tuple[str, int, str]]:
+    """One `web:` process started exactly as the Procfile's `web:` line says, read now: the line
+    through /bin/sh (as a Procfile runner does; `exec`, so the pid is gunicorn's master) with
+    PORT set to a free port, the venv's bin first on PATH, and the environment `gunicorn()`
+    gives (REDIS_URL, a SECRET_KEY, no INTAKE_*). Yields its base URL, the master's pid and
+    the line. Stopped with SIGINT (gunicorn's quick shutdown: the benchmark's streams are
+    gone by then), then SIGKILL of its process group after 15 s."""
+    line = procfile_command("web")
+    port = free_port()
+    log = workdir / "web.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
+    env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
+               PYTHONPATH=str(REPO_ROOT), PORT=str(port),
+               PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""))
+    with open(log, "wb") as out:
+        process = subprocess.Popen(["/bin/sh", "-c", f"exec {line}"], cwd=REPO_ROOT, env=env,
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    probe = requests.Session()
+    probe.trust_env = False
+    try:
+        wait_until(lambda: probe.get(f"{base}/api/health", timeout=2).status_code == 200,
+                   60, "the Procfile's web process answering /api/health", process, log)
+        probe.close()
+        yield base, process.pid, line
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                # Not reaped yet, so the group's id is still this master's own.
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
