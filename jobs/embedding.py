@@ -288,11 +288,12 @@ def _status_error(response: requests.Response) -> TransientError | PermanentErro
                           code="embedding_rejected", retryable=True)
 
 
-def make_embedder(settings: Settings) -> Embedder:
-    """The embedder the settings ask for: HTTP when INTAKE_EMBEDDING_URL is set, else local."""
+def make_embedder(settings: Settings, timeout: float | None = None) -> Embedder:
+    """The embedder the settings ask for: HTTP when INTAKE_EMBEDDING_URL is set, else local.
+    `timeout`: the HTTP one's, when not INTAKE_EMBEDDING_TIMEOUT (a search's is short)."""
     if settings.embedding_url:
         return HttpEmbedder(settings.embedding_url,
                             settings.embedding_model or DEFAULT_HTTP_MODEL,
                             api_key=settings.embedding_api_key,
-                            timeout=settings.embedding_timeout)
+                            timeout=settings.embedding_timeout if timeout is None else timeout)
     return LocalEmbedder()

@@ -29,9 +29,11 @@ class Intake:
         self.settings = settings
         self.queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
         self.batches = BatchReader(connection)
-        embedder = make_embedder(settings)
+        # The query embedder: the workers' model, with a search's short timeout.
+        embedder = make_embedder(settings, timeout=settings.search_embedding_timeout)
         self.pipeline_version = pipeline_version(settings, embedder)  # once: a submit's key
-        self.searcher = Searcher(connection, embedder)
+        self.searcher = Searcher(connection, embedder,
+                                 breaker_seconds=settings.search_breaker_seconds)
 
     def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
                force: bool = False, trace_id: str | None = None) -> dict[str, Any]:

@@ -138,6 +138,11 @@ def web_session(session_id: str) -> str:
     return f"{PREFIX}session:{session_id}"
 
 
+def search_breaker() -> str:
+    """Set while search does not call the embedding service (it failed a query): its TTL."""
+    return f"{PREFIX}search:breaker"
+
+
 def changes_channel() -> str:
     """The pub/sub channel on which every change of a task's visible state is announced."""
     return f"{PREFIX}changes"

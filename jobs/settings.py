@@ -24,6 +24,8 @@ class Settings:
     embedding_model: str = ""
     embedding_api_key: str = ""
     embedding_timeout: float = 30.0
+    search_embedding_timeout: float = 2.0
+    search_breaker_seconds: int = 30
     max_attempts: int = 4
     retry_base_seconds: int = 1
     job_timeout: int = 600
@@ -84,6 +86,9 @@ class Settings:
         return cls.from_mapping(os.environ)
 
     def validate(self) -> None:
+        if self.search_embedding_timeout <= 0 or self.search_breaker_seconds < 1:
+            raise ValueError("INTAKE_SEARCH_EMBEDDING_TIMEOUT must be > 0 and "
+                             "INTAKE_SEARCH_BREAKER_SECONDS ≥ 1")
         if self.max_attempts < 1:
             raise ValueError("INTAKE_MAX_ATTEMPTS must be at least 1")
         if self.retry_base_seconds < 1:

@@ -8,8 +8,8 @@ from functools import partial
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, IntakeError, LimitReached, NoChunks,
-                  NotNow, held_logs, write_logs)
+from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, LimitReached, NoChunks, NotNow,
+                  SearchUnavailable, held_logs, write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -146,7 +146,7 @@ def search() -> str:
     if query:
         try:
             results = intake().search(tenancy.current_tenant(), query, k)
-        except IntakeError as exc:  # the embedding service is down or misconfigured
-            problem = f"Search is unavailable right now: {exc}"
+        except SearchUnavailable as exc:  # the embedding service is down or misconfigured
+            problem = exc.message
     return render_template("search.html", query=query, k=k, max_k=MAX_SEARCH_K,
                            results=results, problem=problem)
