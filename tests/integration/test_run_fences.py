@@ -37,6 +37,8 @@ RUN_TIMEOUT = 90.0  # a 3-batch document at 3 s a batch, twice, on a loaded mach
 def simple_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
     stack = start_stack(redis_server, tmp_path_factory, "simple", 4, {
         "INTAKE_EMBEDDING_URL": _embedding_server.url, "INTAKE_EMBEDDING_TIMEOUT": "5",
+        # Every embedding takes 3 s here, a search's query too: past the 2 s default.
+        "INTAKE_SEARCH_EMBEDDING_TIMEOUT": "5",
         "INTAKE_MAX_ATTEMPTS": "2", "INTAKE_RETRY_BASE_SECONDS": "1",
     }, embedding=_embedding_server, workers=1, worker_class="rq.SimpleWorker")
     try:
