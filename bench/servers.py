@@ -111,22 +111,34 @@ def gunicorn(redis_url: str, workdir: Path) -> Iterator[tuple[str, int]]:
     argv[0] = str(Path(sys.executable).parent / "gunicorn")
     argv[argv.index("--bind") + 1] = f"127.0.0.1:{port}"
     argv[-1] = "bench.app:app"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
-    env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
-               PYTHONPATH=str(REPO_ROOT))
     with open(log, "wb") as out:
-        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out,
+        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=web_env(redis_url), stdout=out,
                                    stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(base, "gunicorn", process, log)
+        yield base, process.pid
+    finally:
+        _stop(process, 30)
+
+
+def web_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """A benchmark web process's environment: none of the caller's INTAKE_* settings, its Redis,
+    a SECRET_KEY of its own, the repository importable; plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
+    env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
+               PYTHONPATH=str(REPO_ROOT), **extra)
+    return env
+
+
+def wait_for_health(base: str, what: str, process: subprocess.Popen, log: Path) -> None:
     probe = requests.Session()
     probe.trust_env = False
     try:
         wait_until(lambda: probe.get(f"{base}/api/health", timeout=2).status_code == 200,
-                   60, "gunicorn answering /api/health", process, log)
-        probe.close()
-        yield base, process.pid
+                   60, f"{what} answering /api/health", process, log)
     finally:
-        _stop(process, 30)
+        probe.close()
 
 
 @contextmanager
@@ -214,21 +226,15 @@ def procfile_web(redis_url: str, workdir: Path) -> Iterator[tuple[str, int, str]
     line = procfile_command("web")
     port = free_port()
     log = workdir / "web.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
-    env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
-               PYTHONPATH=str(REPO_ROOT), PORT=str(port),
-               PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""))
+    env = web_env(redis_url, PORT=str(port),
+                  PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     with open(log, "wb") as out:
         process = subprocess.Popen(["/bin/sh", "-c", f"exec {line}"], cwd=REPO_ROOT, env=env,
                                    stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
-    probe = requests.Session()
-    probe.trust_env = False
     try:
-        wait_until(lambda: probe.get(f"{base}/api/health", timeout=2).status_code == 200,
-                   60, "the Procfile's web process answering /api/health", process, log)
-        probe.close()
+        wait_for_health(base, "the Procfile's web process", process, log)
         yield base, process.pid, line
     finally:
         if process.poll() is None:

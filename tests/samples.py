@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+import zipfile
 from typing import Callable
 
 import docx
@@ -130,7 +131,6 @@ def make_html(title: str, body_text: str) -> bytes:
 def rewrite_zip(data: bytes, changes: dict[str, Callable[[bytes | None], bytes | None]]) -> bytes:
     """A copy of the zip `data` in which each named member is replaced by what its function
     returns for the old content (None for a new member); returning None drops the member."""
-    import zipfile
     source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
         names = source.namelist() + [name for name in changes if name not in source.namelist()]
@@ -374,4 +374,17 @@ def merge_pdfs(*pdfs: bytes) -> bytes:
         writer.append(pypdf.PdfReader(io.BytesIO(pdf)))
     out = io.BytesIO()
     writer.write(out)
+    return out.getvalue()
+
+
+def zip_bomb(data: bytes, member: str) -> bytes:
+    """The zip package `data` with `member` replaced by 300 MiB of zeros, about 1 MiB deflated."""
+    source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as target:
+        for name in source.namelist():
+            if name != member:
+                target.writestr(name, source.read(name))
+        with target.open(member, "w", force_zip64=True) as bomb:
+            for _ in range(300):
+                bomb.write(bytes(1 << 20))
     return out.getvalue()

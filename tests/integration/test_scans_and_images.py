@@ -8,9 +8,7 @@ and is never retried.
 """
 from __future__ import annotations
 
-import io
 import textwrap
-import zipfile
 from urllib.parse import quote
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, upload, wait_terminal
 from tests.samples import (make_epub, make_pdf_pages, make_pptx, make_scan_pdf, make_text_image,
-                           make_xlsx, merge_pdfs)
+                           make_xlsx, merge_pdfs, zip_bomb)
 
 pytestmark = pytest.mark.integration
 
@@ -26,19 +24,6 @@ OCR_BOUND = 240.0   # seconds for a few pages of OCR on a loaded 2-core machine,
 BAD_BOUND = 90.0    # seconds for a bad file to end `failed`
 OLE_ENCRYPTED = (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504)
                  + "EncryptionInfo\0EncryptedPackage".encode("utf-16-le") + bytes(1024))
-
-
-def _inflating(data: bytes, member: str) -> bytes:
-    """The package with `member` replaced by 300 MiB of zeros (about 1 MiB deflated)."""
-    source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as target:
-        for name in source.namelist():
-            if name != member:
-                target.writestr(name, source.read(name))
-        with target.open(member, "w", force_zip64=True) as bomb:
-            for _ in range(300):
-                bomb.write(bytes(1 << 20))
-    return out.getvalue()
 
 
 def _hits(client: ApiClient, query: str, task_id: str) -> list[dict]:
@@ -98,10 +83,10 @@ def bad_batch(web, worker_pool):
     worker_pool.ensure(2)
     image = make_text_image(["Cut off halfway"])
     files = [
-        ("bomb.pptx", _inflating(make_pptx([{"title": "A slide"}]), "ppt/slides/slide1.xml")),
-        ("bomb.xlsx", _inflating(make_xlsx({"Data": [["Name"], ["Apples"]]}),
+        ("bomb.pptx", zip_bomb(make_pptx([{"title": "A slide"}]), "ppt/slides/slide1.xml")),
+        ("bomb.xlsx", zip_bomb(make_xlsx({"Data": [["Name"], ["Apples"]]}),
                                  "xl/worksheets/sheet1.xml")),
-        ("bomb.epub", _inflating(make_epub("T", "A", [("One", "Words. " * 50)]),
+        ("bomb.epub", zip_bomb(make_epub("T", "A", [("One", "Words. " * 50)]),
                                  "EPUB/chapter1.xhtml")),
         ("locked.xlsx", OLE_ENCRYPTED),
         ("cut.png", image[: len(image) // 2]),
