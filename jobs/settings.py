@@ -21,6 +21,9 @@ class Settings:
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     embedding_url: str = ""
+    # PostgreSQL with pgvector for the HTTP embedder's dense vectors (jobs.vectors); unset, `make
+    # run` starts one (runner.postgres_service). The local embedder never uses it.
+    vector_database_url: str = ""
     embedding_model: str = ""
     embedding_api_key: str = ""
     embedding_timeout: float = 30.0
@@ -89,6 +92,9 @@ class Settings:
         if self.search_embedding_timeout <= 0 or self.search_breaker_seconds < 1:
             raise ValueError("INTAKE_SEARCH_EMBEDDING_TIMEOUT must be > 0 and "
                              "INTAKE_SEARCH_BREAKER_SECONDS ≥ 1")
+        if self.vector_database_url and not self.vector_database_url.startswith(
+                ("postgresql://", "postgres://")):
+            raise ValueError("INTAKE_VECTOR_DATABASE_URL must be a postgresql:// URL")
         if self.max_attempts < 1:
             raise ValueError("INTAKE_MAX_ATTEMPTS must be at least 1")
         if self.retry_base_seconds < 1:
