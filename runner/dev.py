@@ -24,6 +24,7 @@ from rq import Worker
 from werkzeug.serving import run_simple
 
 from jobs import worker_command
+from runner.postgres_service import VECTOR_DATABASE_ENV, start_vector_database
 from runner.processes import ManagedProcess, kill_sessions, stop_all
 from runner.redis_service import (NOT_DURABLE_NOTICE, STOP_TIMEOUT, EmbeddedRedis, RedisBackend,
                                   start_redis)
@@ -159,12 +160,18 @@ def _configure_logging() -> None:
 
 def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
                    instance_dir: Path) -> tuple[RedisBackend, WorkerSupervisor]:
-    """Redis, then the workers; each one's stop is pushed on `stack` as soon as it exists."""
+    """Redis, the vector database if the HTTP embedder needs one (runner.postgres_service),
+    then the workers; each one's stop is pushed on `stack` as soon as it exists."""
     backend = start_redis(instance_dir / "redis")
     stack.callback(backend.stop)
     if isinstance(backend, EmbeddedRedis):
         _say(NOT_DURABLE_NOTICE)
     env = {**os.environ, "REDIS_URL": backend.url, "SECRET_KEY": secret_key}
+    vectors = start_vector_database(instance_dir / "postgres")
+    if vectors is not None:
+        stack.callback(vectors.stop)  # LIFO: after the workers, before Redis
+        env[VECTOR_DATABASE_ENV] = vectors.url
+        _say(f"Vector database: {vectors.description}")
     supervisor = WorkerSupervisor(backend.url, workers, env)
     stack.callback(supervisor.stop)  # LIFO: the workers stop before Redis
     supervisor.start()
@@ -188,7 +195,10 @@ def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: i
     previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
     try:
         backend, supervisor = start_services(stack, workers, secret_key, instance_dir)
-        app = app_factory({"REDIS_URL": backend.url, "SECRET_KEY": secret_key, "INTAKE_LOCAL_MODE": True})
+        vectors = {VECTOR_DATABASE_ENV: supervisor.env[VECTOR_DATABASE_ENV]} \
+            if supervisor.env.get(VECTOR_DATABASE_ENV) else {}
+        app = app_factory({"REDIS_URL": backend.url, "SECRET_KEY": secret_key, "INTAKE_LOCAL_MODE": True,
+                           **vectors})
         base = f"http://{host}:{port}"
         _say(f"\nIntake dev runner\n  Web:       {base}/\n  Dashboard: {base}/rq\n"
              f"  Redis:     {backend.description}\n"
