@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.postgres import postgres_url  # noqa: F401  (a fixture, started on request)
+
 HERE = Path(__file__).parent
 
 
