@@ -154,20 +154,7 @@ def fmt(values: tuple[float, ...]) -> str:
 
 
 def report(figures: dict[str, float], context: list[str]) -> None:
-    rows = [("figure", "value", "goal", "met?")]
-    for name, value in figures.items():
-        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
-        if name in REPORTED:
-            rows.append((name, shown, "reported", "-"))
-            continue
-        goal, check = GOALS[name]
-        rows.append((name, shown, goal, "yes" if check(value) else "NO"))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for i, row in enumerate(rows):
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
-    print()
+    measure.print_table(figures, GOALS, REPORTED)
     for line in context:
         print(line)
 
@@ -262,7 +249,7 @@ def main() -> int:
         f"({found['chunks']} chunks indexed, {found['matching_chunks']} contain a query word: "
         f"{found['word_chunks'][0]} and {found['word_chunks'][1]}; "
         f"{found['answer_bytes'] / 1024:.1f} KiB answer) vs {found['baseline_ms']:.2f} ms "
-        f"GET /api/tasks/<id>; first search (snapshot build) {found['cold_ms']:.0f} ms; "
+        f"GET /api/tasks/<id>; first search {found['cold_ms']:.0f} ms; "
         f"per-round ratios q1/median/q3 {fmt(found['round_ratios'])}; index written in "
         f"{found['seconds']:.1f} s",
         *pdf.describe(documents),

@@ -208,3 +208,22 @@ def latency_ratio(subject: tuple[Any, str], baseline: tuple[Any, str], *, warmup
     return {"ratio": median(mine) / median(theirs),
             "round_ratios": quartiles([median(a) / median(b) for a, b in pairs]),
             "subject_ms": 1000 * median(mine), "baseline_ms": 1000 * median(theirs)}
+
+
+def print_table(figures: dict[str, Any], goals: dict[str, tuple[str, Callable[[float], bool]]],
+                reported: tuple[str, ...] = ()) -> None:
+    """The figures as a table of value, goal and whether it is met (`reported`: no goal)."""
+    rows = [("figure", "value", "goal", "met?")]
+    for name, value in figures.items():
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        if name in reported:
+            rows.append((name, shown, "reported", "-"))
+            continue
+        goal, check = goals[name]
+        rows.append((name, shown, goal, "yes" if check(value) else "NO"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    print()

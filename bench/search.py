@@ -3,13 +3,13 @@
 The knowledge base is written directly, not through workers: 100 documents of 100 chunks
 (~700 characters of words drawn from a Zipf-like vocabulary of 20,000 made-up words, fixed
 seed), embedded with the pipeline's default `LocalEmbedder` and written with `jobs.index
-.queue_upsert`, the very call the pipeline's last step makes (same script, same format). That
-takes seconds instead of the minute 100 larger documents would take through the workers, and
-what is measured, the read side, is the same. The query is two words, one common (in ~60 % of
+.write`: the staging and the flip the pipeline's last step makes (same scripts, same layout).
+That takes seconds instead of the minute 100 larger documents would take through the workers,
+and what is measured, the read side, is the same. The query is two words, one common (in ~60 % of
 the chunks) and one rarer (~7 %), so that it scores thousands of chunks. Sequential requests on
 keep-alive sessions, rounds alternating AB, BA, …; the figure is the ratio of the pooled
-medians. The first search after indexing builds the web process's snapshot (all documents in
-one pipelined read, then the inverted index): reported apart, as "cold".
+medians. The first search after indexing is reported apart, as "cold" (it once built a
+per-process snapshot; now it only loads the search script).
 """
 from __future__ import annotations
 
@@ -67,18 +67,15 @@ def build_index(connection: redis.Redis, nonce: str) -> dict[str, Any]:
     texts, words = chunk_texts(DOCUMENTS * CHUNKS_PER_DOCUMENT)
     embedder = LocalEmbedder()
     version = time.time_ns() // 1000
-    for first in range(0, DOCUMENTS, 10):
-        pipe = connection.pipeline(transaction=False)
-        for n in range(first, min(first + 10, DOCUMENTS)):
-            chunk_slice = texts[n * CHUNKS_PER_DOCUMENT:(n + 1) * CHUNKS_PER_DOCUMENT]
-            vectors = embedder.embed(chunk_slice)
-            assert isinstance(vectors, SparseRows)
-            index.queue_upsert(pipe, index.IndexedDocument(
+    for n in range(DOCUMENTS):
+        chunk_slice = texts[n * CHUNKS_PER_DOCUMENT:(n + 1) * CHUNKS_PER_DOCUMENT]
+        vectors = embedder.embed(chunk_slice)
+        assert isinstance(vectors, SparseRows)
+        if not index.write(connection, index.IndexedDocument(
                 tenant=TENANT, document_id=f"search-{nonce}-{n}.txt",
                 filename=f"search-{n}.txt", task_id=f"{n:032x}", version=version,
-                texts=chunk_slice, vectors=vectors))
-        if not all(pipe.execute()):
-            raise RuntimeError("an index upsert was refused")
+                texts=chunk_slice, vectors=vectors)):
+            raise RuntimeError("an index write was refused")
     # At 110 words a chunk, rank 10 is in ~60 % of the chunks and rank 150 in ~7 %.
     common, rare = words[10], words[150]
     split = [set(t.lower().rstrip(".").split()) for t in texts]

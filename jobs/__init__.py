@@ -6,7 +6,7 @@ from jobs.announcements import announce, changed_task, changes_channel
 from jobs.clock import parse_iso
 from jobs.dead_letters import count as dead_letter_count
 from jobs.exceptions import (IntakeRefusal, LimitReached, NoChunks, NoSuchBatch, NoSuchDocument,
-                             NoSuchTask, NotFound, NotNow, NotRetryable, SearchUnavailable,
+                             NoSuchTask, NotFound, NotNow, NotRetryable,
                              UploadExpired)
 from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
@@ -30,7 +30,7 @@ from jobs.workers import worker_command
 __all__ = [
     "ATTEMPT_WORDS", "BATCH_LIVE", "BATCH_STATUSES", "attempt_words", "parse_iso", "Intake", "IntakeError", "IntakeRefusal", "LimitReached",
     "MAX_SEARCH_K", "MIB", "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
-    "NotRetryable", "PermanentError", "SearchUnavailable", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
+    "NotRetryable", "PermanentError", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",
     "announce", "changed_task", "changes_channel", "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "end_session",
     "held_logs", "is_id", "match_pattern", "measure_upload", "read_metrics", "rejection_reason",

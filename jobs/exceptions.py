@@ -86,18 +86,6 @@ class NoChunks(NotNow):
         self.status, self.action = status, "chunks"
 
 
-class SearchUnavailable(IntakeRefusal):
-    """Search cannot embed its query now: the embedding service failed a query moments ago
-    (or just now), and it is left alone for `retry_after` seconds. 503, with Retry-After."""
-
-    code = "search_unavailable"
-
-    def __init__(self, reason: str, retry_after: int) -> None:
-        super().__init__(f"Search is unavailable for about {retry_after} s: {reason} Documents "
-                         "already indexed are safe; try again then.")
-        self.retry_after = retry_after
-
-
 class LimitReached(IntakeRefusal):
     """A submit refused whole because a limit would be passed: nothing was registered.
 

@@ -1,76 +1,128 @@
-"""The knowledge base: each document's chunks and vectors in Redis, replaced atomically, searched
-by cosine similarity.
+"""The knowledge base's write side: a document's chunks go into Redis (and dense vectors into
+the vector engine) ahead of one atomic flip that makes them the document's searchable version.
 
-A document is written by one Lua script in the same MULTI as its task's `succeeded` state, so a reader
-sees either the old version or the new one, never half of either, and a document becomes
-searchable exactly when its task succeeds. A version number (the run's submission time) keeps an
-older run from overwriting a newer one. Vectors are stored as the embedder made them: dense
-(``vectors``: a float32 matrix) or sparse (``format = sparse``: the CSR arrays of `SparseRows`).
-Search holds a per-tenant snapshot keyed by a generation counter, so unchanged data is never
-reloaded: a dense matrix, or for sparse rows an inverted index (jobs.sparse) so that a query
-only reads the postings of its own few buckets. Redis stays the only source of truth.
+Why staged, then flipped: a large document has hundreds of thousands of postings. Written in
+one script, they would hold Redis (and every search) for a second; written in small pipelined
+pieces under chunk ids nobody can see yet, they cost searches nothing. Then the flip, queued
+in the same MULTI as the task's `succeeded` state, sets those ids live in a bitmap and clears
+the old version's: a reader sees the old version or the new one, never half of either, and the
+document is searchable exactly when its task succeeds. A version number (the run's submission
+time) keeps an older run from replacing a newer one. Indexing one document touches only its own
+entries: nothing is rebuilt for the others.
+
+What a flip or a delete leaves behind (the rows and texts of dead ids, their vectors, and dead
+ids inside posting strings) is garbage: `collect_garbage` deletes it after the fact, and
+compacts a posting string once a quarter of it is dead.
 """
 from __future__ import annotations
 
 import json
-import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from redis import Redis
+from redis import Redis, WatchError
 from redis.client import Pipeline
 
-from jobs import keys
-from jobs.embedding import Embedding, SparseRows
+from jobs import keys, postings
+from jobs.embedding import Embedding, LocalEmbedder, SparseRows
 from jobs.failures import PermanentError
-from jobs.sparse import InvertedIndex, top_k
 
-# KEYS: document hash, tenant's document set, tenant's generation, tenant's chunk count
-# ARGV: version, task_id, document_id, filename, texts json, chunk count, dim, format
-#       ('dense' | 'sparse'), locations json, then vectors (dense) or indptr, indices, values
-_UPSERT = """
-local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts')
-if current[1] and tonumber(current[1]) > tonumber(ARGV[1]) then return 0 end
+#: Bytes of rows and texts per round trip while staging, and (term, level) groups of postings
+#: per script call: small enough that Redis serves searches in between (a call of 1,000 groups
+#: takes it ~1 ms), large enough that a 10,000-chunk document takes a few hundred calls.
+PIECE_BYTES = 512 * 1024
+GROUPS_PER_CALL = 1000
+#: A run of chunk ids written but never flipped (its worker died) is garbage after this long.
+STAGED_TTL_SECONDS = 3600
+LEXICAL = LocalEmbedder()
+
+
+class VectorWriter(Protocol):
+    """What the index needs of a vector engine (jobs.vectors.VectorStore is one)."""
+
+    def write(self, tenant: str, first: int, vectors: np.ndarray) -> None: ...
+
+    def delete(self, tenant: str, first: int, stop: int) -> None: ...
+
+
+# Shared by the flip and the removal: set a run of chunk ids live or dead in the bitmap (runs
+# are multiples of 8, so whole bytes), and hand a dead run to the garbage collector.
+_RUNS = """
+local function set_run(bitmap, first, stop, byte)
+  redis.call('SETRANGE', bitmap, math.floor(first / 8),
+             string.rep(byte, math.floor((stop - first) / 8)))
+end
+local function retire(bitmap, garbage, first, stop)
+  set_run(bitmap, tonumber(first), tonumber(stop), '\\0')
+  redis.call('RPUSH', garbage, first .. ':' .. stop)
+end
+"""
+
+# KEYS: document hash, tenant's document set, generation, tenant's chunk count, live bitmap,
+#       staged runs, garbage runs.
+# ARGV: version, task_id, document_id, filename, chunks, first, stop, format, dim, vectors
+#       ('store' | 'none'), run ("first:stop").
+_FLIP = _RUNS + """
+local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop')
+if current[4] == ARGV[6] then return 1 end  -- this very flip, sent again
+if current[1] and tonumber(current[1]) > tonumber(ARGV[1]) then
+  if redis.call('ZREM', KEYS[6], ARGV[11]) == 1 then redis.call('RPUSH', KEYS[7], ARGV[11]) end
+  return 0
+end
 local before = tonumber(current[2] or '0')
 if current[1] and not current[2] and current[3] then before = #cjson.decode(current[3]) end
+if current[4] then retire(KEYS[5], KEYS[7], current[4], current[5]) end
+set_run(KEYS[5], tonumber(ARGV[6]), tonumber(ARGV[7]), '\\255')
+redis.call('ZREM', KEYS[6], ARGV[11])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
-           'filename', ARGV[4], 'texts', ARGV[5], 'chunks', ARGV[6], 'dim', ARGV[7],
-           'format', ARGV[8], 'locations', ARGV[9])
-if ARGV[8] == 'sparse' then
-  redis.call('HSET', KEYS[1], 'indptr', ARGV[10], 'indices', ARGV[11], 'values', ARGV[12])
-else
-  redis.call('HSET', KEYS[1], 'vectors', ARGV[10])
-end
+           'filename', ARGV[4], 'chunks', ARGV[5], 'first', ARGV[6], 'stop', ARGV[7],
+           'format', ARGV[8], 'dim', ARGV[9], 'vectors', ARGV[10])
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
-redis.call('INCRBY', KEYS[4], tonumber(ARGV[6]) - before)
+redis.call('INCRBY', KEYS[4], tonumber(ARGV[5]) - before)
 return 1
 """
 
-# KEYS: tenant's chunk count, document hash. What the tenant holds, and the document's own
-# earlier version (counted from its texts, in Redis, where it was indexed before counts were kept).
-_HELD = """
-local current = redis.call('HMGET', KEYS[2], 'chunks', 'texts')
-local previous = tonumber(current[1] or '0')
-if not current[1] and current[2] then previous = #cjson.decode(current[2]) end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous}
-"""
-
-# KEYS: document hash, tenant's document set, tenant's generation, tenant's chunk count.
-_REMOVE = """
-local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts')
+# KEYS: as _FLIP. A document indexed before chunk ids existed has only its hash to delete.
+_REMOVE = _RUNS + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts', 'first', 'stop')
 local chunks = tonumber(current[1] or '0')
 if not current[1] and current[2] then chunks = #cjson.decode(current[2]) end
+if current[3] then retire(KEYS[5], KEYS[7], current[3], current[4]) end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('DECRBY', KEYS[4], chunks)
 return 1
 """
-_DATA_FIELDS = {"dense": ("vectors",), "sparse": ("indptr", "indices", "values")}
+
+# ARGV: prefix, then (bucket name, level, chunk ids) per group. Keys are derived from the
+# prefix (see keys.kb_prefix): a bucket's postings at one level, and its levels.
+_APPEND_POSTINGS = """
+local prefix = ARGV[1]
+for i = 2, #ARGV, 3 do
+  redis.call('APPEND', prefix .. 'p:' .. ARGV[i] .. ':' .. ARGV[i + 1], ARGV[i + 2])
+  redis.call('SETRANGE', prefix .. 'l:' .. ARGV[i], tonumber(ARGV[i + 1]), '\\1')
+end
+"""
+
+# KEYS: staged runs, garbage runs. ARGV: run.
+_DISCARD = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
+"""
+
+# KEYS: tenant's chunk count, document hash. What the tenant holds, and the document's own
+# indexed version (counted from its texts where it was indexed before counts were kept).
+_HELD = """
+local current = redis.call('HMGET', KEYS[2], 'chunks', 'texts')
+local previous = tonumber(current[1] or '0')
+if not current[1] and current[2] then previous = #cjson.decode(current[2]) end
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous}
+"""
 
 
 @dataclass(frozen=True)
@@ -89,42 +141,120 @@ class IndexedDocument:
 
 
 @dataclass(frozen=True)
-class PreparedUpsert:
-    """A document's upsert, encoded once (texts as JSON, vectors as bytes) ahead of its MULTI."""
+class StagedDocument:
+    """A document written under fresh chunk ids [first, stop), not yet searchable."""
 
-    keys: tuple[str, ...]
-    args: tuple[Any, ...]
+    tenant: str
+    document_id: str
+    first: int
+    stop: int
+    flip_keys: tuple[str, ...]
+    flip_args: tuple[Any, ...]
+
+    @property
+    def run(self) -> str:
+        return f"{self.first}:{self.stop}"
 
 
-def prepare_upsert(doc: IndexedDocument) -> PreparedUpsert:
-    """Encode a document for `queue_upsert`; raises ValueError for vectors that do not fit."""
+def _check(doc: IndexedDocument) -> tuple[str, int, np.ndarray | None, list[dict[str, Any]]]:
+    """(format, dimension, dense vectors or None, locations); raises ValueError on a mismatch."""
     if isinstance(doc.vectors, SparseRows):
-        form, dim, data = "sparse", doc.vectors.dimension, list(doc.vectors.to_bytes())
+        form, dim, dense = "sparse", doc.vectors.dimension, None
     else:
-        vectors = np.ascontiguousarray(doc.vectors, dtype=np.float32)
-        if vectors.ndim != 2:
+        dense = np.ascontiguousarray(doc.vectors, dtype=np.float32)
+        if dense.ndim != 2:
             raise ValueError("dense vectors must be a 2-D array")
-        form, dim, data = "dense", vectors.shape[1], [vectors.tobytes()]
+        form, dim = "dense", dense.shape[1]
     if len(doc.vectors) != len(doc.texts):
         raise ValueError(f"{len(doc.texts)} chunks but {len(doc.vectors)} vectors")
     locations = doc.locations or [{} for _ in doc.texts]
     if len(locations) != len(doc.texts):
         raise ValueError(f"{len(doc.texts)} chunks but {len(locations)} locations")
-    return PreparedUpsert(
-        (keys.kb_document(doc.tenant, doc.document_id), keys.kb_documents(doc.tenant),
-         keys.kb_generation(doc.tenant), keys.tenant_chunks(doc.tenant)),
-        (doc.version, doc.task_id, doc.document_id, doc.filename, json.dumps(doc.texts, ensure_ascii=False),
-         len(doc.texts), dim, form, json.dumps(locations, ensure_ascii=False), *data))
+    return form, dim, dense, locations
 
 
-def queue_upsert(pipe: Pipeline, doc: IndexedDocument | PreparedUpsert) -> None:
-    """Queue the replacement of a document on a MULTI pipeline.
+def stage(connection: Redis, doc: IndexedDocument,
+          vectors: VectorWriter | None = None) -> StagedDocument:
+    """Write a document under new chunk ids, in pieces, ready for `queue_flip`.
+
+    Every document gets lexical postings (for dense documents too: that is the search that
+    still answers while the embedding service is down). Dense vectors go to `vectors`; without
+    a vector engine they are not kept and the document is searched by its words alone.
+    """
+    form, dim, dense, locations = _check(doc)
+    lexical = doc.vectors if isinstance(doc.vectors, SparseRows) and (
+        doc.vectors.dimension == LEXICAL.dimension) else LEXICAL.embed(doc.texts)
+    size = (len(doc.texts) + 7) // 8 * 8 or 8
+    stop = int(connection.incrby(keys.kb_next_chunk(doc.tenant), size))
+    first = stop - size
+    tenant, run = doc.tenant, f"{first}:{stop}"
+    connection.zadd(keys.kb_staged(tenant), {run: time.time()})
+    encoded = postings.encode(lexical, first)
+    digest = keys.document_digest(doc.document_id)
+    _write_pieces(connection, tenant, digest, first, doc.texts, locations, encoded)
+    if dense is not None and vectors is not None:
+        vectors.write(tenant, first, dense)
+    stored = "store" if dense is not None and vectors is not None else "none"
+    return StagedDocument(
+        tenant, doc.document_id, first, stop,
+        (keys.kb_document(tenant, doc.document_id), keys.kb_documents(tenant),
+         keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
+         keys.kb_staged(tenant), keys.kb_garbage(tenant)),
+        (doc.version, doc.task_id, doc.document_id, doc.filename, len(doc.texts), first, stop,
+         form, dim, stored, run))
+
+
+def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts: list[str],
+                  locations: list[dict[str, Any]], encoded: postings.Postings) -> None:
+    """Rows and texts as a few large HSETs; postings by a script, GROUPS_PER_CALL at a time,
+    so that Redis never spends more than a millisecond or two on one call."""
+    rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
+    pipe, held = connection.pipeline(transaction=False), 0
+    rows: dict[int, bytes] = {}
+    records: dict[int, str] = {}
+    for n, (text, row, place) in enumerate(zip(texts, encoded.rows, locations)):
+        records[first + n] = json.dumps([digest, n, text, place], ensure_ascii=False)
+        rows[first + n] = row
+        held += len(row) + len(records[first + n])
+        if held >= PIECE_BYTES or n == len(texts) - 1:
+            pipe.hset(rows_key, mapping=rows)
+            pipe.hset(texts_key, mapping=records)
+            pipe.execute()
+            rows, records, held = {}, {}, 0
+    prefix = keys.kb_prefix(tenant)
+    groups = encoded.groups
+    for start in range(0, len(groups), GROUPS_PER_CALL):
+        args: list[Any] = [prefix]
+        for name, level, ids in groups[start:start + GROUPS_PER_CALL]:
+            args += [name, level, ids]
+        connection.eval(_APPEND_POSTINGS, 0, *args)
+
+
+def queue_flip(pipe: Pipeline, staged: StagedDocument) -> None:
+    """Queue the switch to the staged version on a MULTI pipeline.
 
     The caller adds its task's `succeeded` write to the same pipeline, so both land together.
     The script's reply is 0 when a newer version was already indexed (that one stays).
     """
-    prepared = doc if isinstance(doc, PreparedUpsert) else prepare_upsert(doc)
-    pipe.eval(_UPSERT, len(prepared.keys), *prepared.keys, *prepared.args)
+    pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args)
+
+
+def discard(connection: Redis, staged: StagedDocument) -> None:
+    """A staged version that will not be flipped (the attempt failed or lost its task); once
+    flipped, it is no longer staged and this does nothing."""
+    connection.eval(_DISCARD, 2, keys.kb_staged(staged.tenant), keys.kb_garbage(staged.tenant),
+                    staged.run)
+
+
+def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None) -> bool:
+    """Stage and flip one document outside any task (migrations, benchmarks, tests); True
+    when it is now the indexed version."""
+    staged = stage(connection, doc, vectors)
+    pipe = connection.pipeline()
+    queue_flip(pipe, staged)
+    flipped = bool(pipe.execute()[0])
+    collect_garbage(connection, doc.tenant, vectors)
+    return flipped
 
 
 def quota_keys(tenant: str, document_id: str) -> list[str]:
@@ -148,121 +278,125 @@ def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, c
             code="knowledge_base_full", step="indexing", retryable=True)
 
 
-def _kind(query: Embedding) -> tuple[str, int]:
-    """The (format, dimension) of a query embedding: only documents of that kind can match."""
-    if isinstance(query, SparseRows):
-        if len(query) != 1:
-            raise ValueError("a sparse query must have exactly one row")
-        return "sparse", query.dimension
-    return "dense", int(np.shape(query)[-1])
-
-
-@dataclass
-class _Snapshot:
-    """One tenant's searchable chunks of one kind, as of one generation."""
-
-    generation: int
-    kind: tuple[str, int]
-    chunks: list[tuple[str, str, str, int, str, dict[str, Any]]]
-    # task_id, document_id, filename, chunk number, text, location
-    dense: np.ndarray | None = None
-    sparse: InvertedIndex | None = None
-
-    def scores(self, query: Embedding) -> np.ndarray:
-        if self.sparse is not None:
-            return self.sparse.scores(query)
-        return self.dense @ np.asarray(query, dtype=np.float32).ravel()
-
-
-class SearchIndex:
-    """Cosine search over a tenant's chunks, with a snapshot cached per tenant and generation."""
-
-    def __init__(self, connection: Redis) -> None:
-        self.connection = connection
-        self._cache: dict[str, _Snapshot] = {}
-        self._lock = threading.Lock()
-
-    def search(self, tenant: str, query: Embedding, k: int) -> list[dict[str, Any]]:
-        """The `k` best chunks with a positive score, best first (ties: earlier chunk first).
-
-        `query` is a dense 1-D vector or `SparseRows` with one row; documents embedded in
-        another format or dimension cannot be compared with it and are skipped.
-        """
-        snapshot = self._snapshot(tenant, _kind(query))
-        if not snapshot.chunks:
-            return []
-        scores = snapshot.scores(query)
-        results = []
-        for i in top_k(scores, k):
-            task_id, document_id, filename, chunk, text, location = snapshot.chunks[i]
-            results.append({"text": text, "score": round(float(scores[i]), 6), "task_id": task_id,
-                            "document_id": document_id, "filename": filename, "chunk": chunk,
-                            "location": dict(location)})
-        return results
-
-    def _snapshot(self, tenant: str, kind: tuple[str, int]) -> _Snapshot:
-        generation = int(self.connection.get(keys.kb_generation(tenant)) or 0)
-        cached = self._cache.get(tenant)
-        if cached is not None and cached.generation == generation and cached.kind == kind:
-            return cached
-        with self._lock:
-            cached = self._cache.get(tenant)  # another thread may have just built it
-            if cached is None or cached.generation != generation or cached.kind != kind:
-                cached = self._cache[tenant] = _load(self.connection, tenant, generation, kind)
-            return cached
-
-
-def _load(connection: Redis, tenant: str, generation: int, kind: tuple[str, int]) -> _Snapshot:
-    """Read every document of the tenant in one pipelined round trip; skip other kinds."""
-    form, dim = kind
-    doc_keys = sorted(connection.smembers(keys.kb_documents(tenant)))
-    pipe = connection.pipeline(transaction=False)
-    for key in doc_keys:
-        pipe.hmget(key, "task_id", "document_id", "filename", "texts", "locations", "format",
-                   "dim", *_DATA_FIELDS[form])
-    blocks: list[Any] = []
-    chunks: list[tuple[str, str, str, int, str, dict[str, Any]]] = []
-    for (task_id, document_id, filename, texts, locations, doc_form, doc_dim,
-         *data) in pipe.execute():
-        # Documents indexed before the 'format' field existed are dense.
-        if (task_id is None or (doc_form or b"dense").decode() != form
-                or int(doc_dim or 0) != dim or None in data):
-            continue
-        texts = json.loads(texts)
-        if form == "sparse":
-            blocks.append(SparseRows.from_bytes(*data, dimension=dim))
-        else:
-            blocks.append(np.frombuffer(data[0], dtype=np.float32).reshape(len(texts), dim))
-        names = (task_id.decode(), document_id.decode(), filename.decode())
-        places = json.loads(locations) if locations else [{}] * len(texts)
-        chunks.extend((*names, n, text, place)
-                      for n, (text, place) in enumerate(zip(texts, places)))
-    if form == "sparse":
-        rows = SparseRows.concatenate(blocks) if blocks else SparseRows.empty(dim)
-        return _Snapshot(generation, kind, chunks, sparse=InvertedIndex(rows))
-    dense = np.vstack(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
-    return _Snapshot(generation, kind, chunks, dense=dense)
-
-
 def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: str,
                     offset: int, limit: int) -> tuple[int, list[dict[str, Any]]] | None:
     """The total and one page of the chunks the task indexed, or None when the knowledge base
     holds no chunks of that task (never indexed, deleted, or replaced by a newer version)."""
-    owner, texts, locations = connection.hmget(keys.kb_document(tenant, document_id),
-                                               "task_id", "texts", "locations")
-    if owner is None or owner.decode() != task_id or texts is None:
+    owner, chunks, first = connection.hmget(keys.kb_document(tenant, document_id),
+                                            "task_id", "chunks", "first")
+    if owner is None or owner.decode() != task_id or first is None:
         return None
-    texts = json.loads(texts)
-    places = json.loads(locations) if locations else [{}] * len(texts)
-    page = range(offset, min(offset + limit, len(texts)))
-    return len(texts), [{"chunk": n, "text": texts[n], "location": places[n]} for n in page]
+    total, first = int(chunks), int(first)
+    page = list(range(offset, min(offset + limit, total)))
+    if not page:
+        return total, []
+    records = connection.hmget(keys.kb_texts(tenant), [first + n for n in page])
+    found = []
+    for n, record in zip(page, records):
+        if record is not None:
+            _digest, _n, text, location = json.loads(record)
+            found.append({"chunk": n, "text": text, "location": location or {}})
+    return total, found
 
 
-def remove_document(connection: Redis, tenant: str, document_id: str) -> bool:
-    """Delete a document's chunks; True when there was one."""
-    return bool(connection.eval(
-        _REMOVE, 4, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
-        keys.kb_generation(tenant), keys.tenant_chunks(tenant)))
+def remove_document(connection: Redis, tenant: str, document_id: str,
+                    vectors: VectorWriter | None = None) -> bool:
+    """Delete a document's chunks; True when there was one. It leaves search at once; its
+    entries are deleted right after."""
+    removed = bool(connection.eval(
+        _REMOVE, 7, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
+        keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
+        keys.kb_staged(tenant), keys.kb_garbage(tenant)))
+    if removed:
+        collect_garbage(connection, tenant, vectors)
+    return removed
+
+
+def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None = None,
+                    runs: int = 1000) -> int:
+    """Delete the entries of up to `runs` dead runs of chunk ids; returns how many runs.
+
+    A run stays at the head of the list until its entries are gone, so a crash midway only
+    means the next collection does it again. Runs staged long ago and never flipped join first.
+    """
+    horizon = time.time() - STAGED_TTL_SECONDS
+    for run in connection.zrangebyscore(keys.kb_staged(tenant), "-inf", horizon):
+        connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), run)
+    done = 0
+    while done < runs:
+        run = connection.lindex(keys.kb_garbage(tenant), 0)
+        if run is None:
+            break
+        first, stop = (int(n) for n in run.split(b":"))
+        _delete_run(connection, tenant, first, stop)
+        if vectors is not None:
+            vectors.delete(tenant, first, stop)
+        connection.lrem(keys.kb_garbage(tenant), 1, run)
+        done += 1
+    return done
+
+
+def _delete_run(connection: Redis, tenant: str, first: int, stop: int, step: int = 1000) -> None:
+    """Delete the rows and texts of [first, stop), counting the dead ids of each posting key;
+    compact the keys where they reach a quarter."""
+    rows_key, texts_key, dead_key = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_dead(
+        tenant)
+    touched: set[str] = set()
+    for start in range(first, stop, step):
+        ids = list(range(start, min(start + step, stop)))
+        rows = [row for row in connection.hmget(rows_key, ids) if row is not None]
+        dead = {keys.kb_postings(tenant, name, level): count
+                for name, level, count in postings.posting_groups(b"".join(rows))}
+        pipe = connection.pipeline(transaction=False)
+        pipe.hdel(rows_key, *ids)
+        pipe.hdel(texts_key, *ids)
+        for key, count in dead.items():
+            pipe.hincrby(dead_key, key, count)
+        pipe.execute()
+        touched.update(dead)
+    for key in sorted(touched):
+        compact_if_worth_it(connection, tenant, key)
+
+
+def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
+    """Rewrite a posting string without its dead chunk ids once they are a quarter of it.
+
+    WATCH keeps a concurrent APPEND (a document being staged) from being lost: on a conflict
+    the compaction is simply tried again.
+    """
+    dead_key, live_key = keys.kb_dead(tenant), keys.kb_live(tenant)
+    while True:
+        with connection.pipeline() as pipe:
+            try:
+                pipe.watch(key)
+                dead = int(pipe.hget(dead_key, key) or 0)
+                size = int(pipe.strlen(key)) // postings.CHUNK_ID.itemsize
+                if dead == 0 or dead * 4 < size:
+                    return False
+                ids = np.frombuffer(pipe.get(key) or b"", dtype=postings.CHUNK_ID).astype(
+                    np.int64)
+                live = _live_bits(pipe, live_key, ids)
+                kept = ids[live].astype(postings.CHUNK_ID).tobytes()
+                pipe.multi()
+                if kept:
+                    pipe.set(key, kept)
+                else:
+                    pipe.delete(key)
+                pipe.hdel(dead_key, key)
+                pipe.execute()
+                return True
+            except WatchError:
+                continue
+
+
+def _live_bits(reader: Redis | Pipeline, live_key: str, ids: np.ndarray) -> np.ndarray:
+    """Which of `ids` are live (one GETRANGE of the bitmap bytes they span)."""
+    if not len(ids):
+        return np.zeros(0, dtype=bool)
+    low, high = int(ids.min()) // 8, int(ids.max()) // 8
+    raw = reader.getrange(live_key, low, high) or b""
+    bits = np.unpackbits(np.frombuffer(raw.ljust(high - low + 1, b"\0"), dtype=np.uint8))
+    return bits[ids - low * 8].astype(bool)
 
 
 def ensure_chunk_counts(connection: Redis) -> None:

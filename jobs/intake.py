@@ -11,11 +11,11 @@ from typing import Any
 from redis import Redis
 from rq import Queue
 
-from jobs import dead_letters, health, index, lifecycle, states, tasks
+from jobs import dead_letters, health, index, lifecycle, parts, states, tasks
 from jobs.batches import BatchReader
 from jobs.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.embedding import make_embedder
-from jobs.search import Searcher
+from jobs.search import SearchAnswer, Searcher
 from jobs.settings import QUEUE_NAMES, Settings
 from jobs.submit import Upload, submit_documents
 from jobs.versions import pipeline_version
@@ -33,7 +33,8 @@ class Intake:
         embedder = make_embedder(settings, timeout=settings.search_embedding_timeout)
         self.pipeline_version = pipeline_version(settings, embedder)  # once: a submit's key
         self.searcher = Searcher(connection, embedder,
-                                 breaker_seconds=settings.search_breaker_seconds)
+                                 breaker_seconds=settings.search_breaker_seconds,
+                                 vectors=parts.vector_store(settings))
 
     def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
                force: bool = False, trace_id: str | None = None) -> dict[str, Any]:
@@ -107,7 +108,7 @@ class Intake:
                     limit: int = 50) -> dict[str, Any]:
         return dead_letters.page(self.connection, tenant, offset=offset, limit=limit)
 
-    def search(self, tenant: str, query: str, k: int = 10) -> list[dict[str, Any]]:
+    def search(self, tenant: str, query: str, k: int = 10) -> SearchAnswer:
         return self.searcher.search(tenant, query, k)
 
     def health(self) -> dict[str, Any]:

@@ -57,6 +57,57 @@ def kb_generation(tenant: str) -> str:
     return f"{PREFIX}kb:{tenant}:gen"
 
 
+def kb_prefix(tenant: str) -> str:
+    """What the search script derives a tenant's index keys from (see the kb_* keys below):
+    ``p:<bucket>:<level>`` postings, ``l:<bucket>`` the levels a bucket has, ``doc:<digest>``."""
+    return f"{PREFIX}kb:{tenant}:"
+
+
+def kb_postings(tenant: str, bucket_name: str, level: int) -> str:
+    """Chunk ids (4 bytes each) whose weight for one term bucket is at one impact level."""
+    return f"{kb_prefix(tenant)}p:{bucket_name}:{level}"
+
+
+def kb_levels(tenant: str, bucket_name: str) -> str:
+    """One byte per impact level, non-zero where the bucket has postings at that level."""
+    return f"{kb_prefix(tenant)}l:{bucket_name}"
+
+
+def kb_rows(tenant: str) -> str:
+    """chunk id → the chunk's own terms and weights (jobs.postings), to score a candidate."""
+    return f"{kb_prefix(tenant)}rows"
+
+
+def kb_texts(tenant: str) -> str:
+    """chunk id → JSON [document digest, chunk number, text, location]."""
+    return f"{kb_prefix(tenant)}texts"
+
+
+def kb_live(tenant: str) -> str:
+    """A bitmap of chunk ids: set while the chunk belongs to a document's indexed version."""
+    return f"{kb_prefix(tenant)}live"
+
+
+def kb_next_chunk(tenant: str) -> str:
+    """The next free chunk id: ids are reserved in runs of 8 and never reused."""
+    return f"{kb_prefix(tenant)}next"
+
+
+def kb_staged(tenant: str) -> str:
+    """Runs of chunk ids written ahead of their flip ("first:stop" → when), for a crash."""
+    return f"{kb_prefix(tenant)}staged"
+
+
+def kb_garbage(tenant: str) -> str:
+    """Runs of chunk ids no longer live ("first:stop"), whose rows and texts are to be deleted."""
+    return f"{kb_prefix(tenant)}garbage"
+
+
+def kb_dead(tenant: str) -> str:
+    """posting key → how many of its chunk ids are dead: compacted once they are a quarter."""
+    return f"{kb_prefix(tenant)}dead"
+
+
 def failed_all() -> str:
     """Every tenant's dead letters, for operators."""
     return f"{PREFIX}failed"

@@ -174,7 +174,7 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
     attempt finds its task canceled, then gone, so it can never put the document back. Raises
     NoSuchDocument when there was nothing to remove.
     """
-    from jobs import index, tasks  # the index and records are what is being removed
+    from jobs import index, parts, tasks  # the index and records are what is removed
 
     task_ids = [t.decode() for t in connection.smembers(keys.document_tasks(tenant, document_id))]
     for task_id in task_ids:
@@ -184,7 +184,12 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
             pass
     records = [r for r in tasks.load_many(connection, task_ids)
                if r is not None and r.get("tenant") == tenant]
-    had_chunks = index.remove_document(connection, tenant, document_id)
+    store = parts.vector_store(settings)
+    try:
+        had_chunks = index.remove_document(connection, tenant, document_id, store)
+    finally:
+        if store is not None:
+            store.close()
     pipe = connection.pipeline()
     for record in records:
         task_id = record["id"]

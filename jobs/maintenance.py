@@ -18,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq.registry import StartedJobRegistry
 
-from jobs import housekeeping, keys, reconcile
+from jobs import housekeeping, keys, parts, reconcile
 from jobs.settings import QUEUE_NAMES, Settings
 
 INTERVAL_SECONDS = 4
@@ -34,7 +34,12 @@ def run_if_due(connection: Redis, settings: Settings) -> bool:
         StartedJobRegistry(name, connection=connection).cleanup()
     reconcile.reconcile(connection, settings)
     if connection.set(keys.housekeeping_lock(), 1, nx=True, ex=HOUSEKEEPING_SECONDS):
-        housekeeping.run(connection, settings.retention_seconds)
+        store = parts.vector_store(settings)
+        try:
+            housekeeping.run(connection, settings.retention_seconds, store)
+        finally:
+            if store is not None:
+                store.close()
     return True
 
 

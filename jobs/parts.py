@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from jobs.embedding import Embedder, make_embedder
 from jobs.progress import ProgressReporter
 from jobs.settings import Settings
 from jobs.versions import pipeline_version
+
+if TYPE_CHECKING:
+    from jobs.vectors import VectorStore
 
 
 @dataclass(frozen=True)
@@ -62,3 +65,13 @@ def using(parts: Parts) -> Iterator[Parts]:
         yield parts
     finally:
         install(previous)
+
+
+def vector_store(settings: Settings) -> "VectorStore | None":
+    """A connection to the vector engine of dense embeddings, or None where there is none (the
+    local embedder needs none). Opened per use: a forked work-horse must not share its parent's
+    database connection."""
+    if not (settings.embedding_url and settings.vector_database_url):
+        return None
+    from jobs.vectors import VectorStore  # psycopg is loaded only where it is used
+    return VectorStore(settings.vector_database_url)

@@ -15,6 +15,7 @@ one is left to RQ's Retry, and the task shows `retrying` until the next attempt 
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 import numpy as np
@@ -109,11 +110,12 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter, record, tenant = attempt.reporter, attempt.record, attempt.tenant
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
     result = {**summary, "chunks": len(chunks)}
-    prepared = index.prepare_upsert(index.IndexedDocument(
+    store = parts.vector_store(attempt.settings)
+    staged = index.stage(attempt.connection, index.IndexedDocument(
         tenant=tenant, document_id=record["document_id"], filename=record["filename"],
         task_id=attempt.task_id, version=int(record.get("version") or 0),
         texts=[chunk.text for chunk in chunks], vectors=vectors,
-        locations=[chunk.location for chunk in chunks]))
+        locations=[chunk.location for chunk in chunks]), store)
 
     def within_quota(pipe: Pipeline) -> None:
         index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
@@ -121,7 +123,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
 
     def index_and_clean_up(pipe: Pipeline) -> None:
         reporter.end_step("indexing")  # as the write is sent; its true end follows it below
-        index.queue_upsert(pipe, prepared)
+        index.queue_flip(pipe, staged)
         blobs.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
         states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target)
@@ -129,10 +131,22 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.close()
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
-    reporter.commit({"status": states.SUCCEED.target, "ended_at": now_iso(), "result": result,
-                     "error": "", "next_attempt_at": "", "pipeline_version": attempt.version},
-                    queue_more=index_and_clean_up, check=within_quota,
-                    watch=index.quota_keys(tenant, record["document_id"]))
+    try:
+        reporter.commit({"status": states.SUCCEED.target, "ended_at": now_iso(),
+                         "result": result, "error": "", "next_attempt_at": "",
+                         "pipeline_version": attempt.version},
+                        queue_more=index_and_clean_up, check=within_quota,
+                        watch=index.quota_keys(tenant, record["document_id"]))
+        # What the version it replaced leaves (rows, texts, vectors): on no one's path, and
+        # housekeeping collects what a failure here leaves.
+        with contextlib.suppress(Exception):
+            index.collect_garbage(attempt.connection, tenant, store)
+    except BaseException:
+        index.discard(attempt.connection, staged)  # a no-op if the flip did land
+        raise
+    finally:
+        if store is not None:
+            store.close()
     reporter.end_step("indexing")  # after the write itself: the step's time includes it
     reporter.finish(lambda pipe: metrics.observe_steps(pipe, reporter.steps, reporter.attempt))
     logs.event("task_succeeded", record, attempt=reporter.attempt, **result,

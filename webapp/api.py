@@ -155,8 +155,12 @@ def search() -> Response:
     if not query:
         raise ApiError(400, "missing_query", "Give a query in the parameter `q`.")
     k = _int_arg("k", 10, 1, 50)
-    results = intake().search(tenancy.current_tenant(), query[:1000], k)
-    return json_response({"query": query, "results": results})
+    found = intake().search(tenancy.current_tenant(), query[:1000], k)
+    answer = {"query": query, "results": found.results, "mode": found.mode,
+              "exact": found.exact}
+    if found.notice:
+        answer["notice"] = found.notice
+    return json_response(answer)
 
 
 @bp.get("/health")

@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from jobs import LimitReached, NotFound, NotNow, SearchUnavailable
+from jobs import LimitReached, NotFound, NotNow
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,6 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(NotNow)
     def _not_now(exc: NotNow) -> Response:
         return error_response(409, exc.code, exc.message)
-
-    @app.errorhandler(SearchUnavailable)
-    def _search_unavailable(exc: SearchUnavailable) -> Response:
-        return error_response(503, exc.code, exc.message, retry_after=exc.retry_after)
 
     @app.errorhandler(LimitReached)
     def _limit(exc: LimitReached) -> Response:

@@ -65,8 +65,15 @@ SCHEMAS: dict[str, Any] = {
                                               "properties": {
             "chunk": {"type": "integer"}, "text": {"type": "string"},
             "location": {"$ref": "#/components/schemas/Location"}}}}}},
-    "SearchResults": {"type": "object", "required": ["query", "results"], "properties": {
+    "SearchResults": {"type": "object", "required": ["query", "results", "mode", "exact"],
+                      "properties": {
         "query": {"type": "string"},
+        "mode": {"type": "string", "enum": ["semantic", "lexical"],
+                 "description": "semantic: by the embedding service's vectors; lexical: by words"},
+        "exact": {"type": "boolean",
+                  "description": "false when a lexical search stopped at its budget of chunks"},
+        "notice": {"type": "string",
+                   "description": "why a semantic search answered by words (service down)"},
         "results": {"type": "array", "items": {"type": "object", "required": [
             "text", "score", "task_id", "document_id", "filename", "chunk", "location"],
             "properties": {

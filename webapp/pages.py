@@ -9,7 +9,7 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, LimitReached, NoChunks, NotNow,
-                  SearchUnavailable, held_logs, write_logs)
+                  held_logs, write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -142,11 +142,9 @@ def search() -> str:
         k = max(1, min(int(request.args.get("k") or 10), MAX_SEARCH_K))
     except ValueError:
         k = 10
-    results, problem = [], None
+    results, notice = [], ""
     if query:
-        try:
-            results = intake().search(tenancy.current_tenant(), query, k)
-        except SearchUnavailable as exc:  # the embedding service is down or misconfigured
-            problem = exc.message
+        found = intake().search(tenancy.current_tenant(), query, k)
+        results, notice = found.results, found.notice  # notice: answered by words, and why
     return render_template("search.html", query=query, k=k, max_k=MAX_SEARCH_K,
-                           results=results, problem=problem)
+                           results=results, notice=notice)

@@ -1,15 +1,14 @@
 """Every test in this folder is marked `integration` (deselect with `-m "not integration"`).
 
-The fixtures (redis_server, workers, web, api, embedding_server, make_workers …) live in
-fixtures.py, a plugin the root tests/conftest.py registers so the browser tests share them.
+The fixtures (redis_server, workers, web, api, embedding_server, make_workers, postgres_url …)
+live in fixtures.py (postgres_url in postgres.py, imported there), a plugin the root
+tests/conftest.py registers so the browser tests share them.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from tests.integration.postgres import postgres_url  # noqa: F401  (a fixture, started on request)
 
 HERE = Path(__file__).parent
 

@@ -46,6 +46,7 @@ import redis
 
 from tests.integration.embedding_server import EmbeddingServer
 from tests.integration.helpers import ApiClient
+from tests.integration.postgres import postgres_url  # noqa: F401  (a fixture, started on request)
 from tests.integration.processes import REPO_ROOT, ProcessGroup, base_env
 from tests.integration.servers import REDIS_SERVER, FakeRedisTcpServer, RedisServer, WebServer, WorkerPool
 
@@ -245,9 +246,12 @@ def stop_stack(stack: Stack) -> None:
 
 
 @pytest.fixture(scope="session")
-def fault_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
+def fault_stack(redis_server, _embedding_server, tmp_path_factory,
+                postgres_url) -> Iterator[Stack]:
+    """The HTTP embedder's stack: its dense vectors in the session's PostgreSQL (pgvector)."""
     stack = start_stack(redis_server, tmp_path_factory, "fault", 1,
-                        {"INTAKE_EMBEDDING_URL": _embedding_server.url, **FAULT_ENV},
+                        {"INTAKE_EMBEDDING_URL": _embedding_server.url, **FAULT_ENV,
+                         "INTAKE_VECTOR_DATABASE_URL": postgres_url},
                         embedding=_embedding_server)
     try:
         yield stack

@@ -17,7 +17,7 @@ import pytest
 from jobs.embedding import HttpEmbedder, LocalEmbedder, SparseRows, make_embedder
 from jobs.failures import PermanentError, TransientError
 from jobs.settings import Settings
-from jobs.sparse import InvertedIndex, top_k
+from tests.unit.sparse_reference import InvertedIndex, top_k
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = [

@@ -1,166 +1,239 @@
-"""The knowledge base on fakeredis: dense and sparse documents, versions, removal, the cache."""
+"""The knowledge base on fakeredis: staged writes and flips, versions, removal, garbage, the
+search script's exactness and its budget. (tests/integration runs the same on a real Redis.)"""
 from __future__ import annotations
+
+import json
+import random
 
 import numpy as np
 import pytest
 
-from jobs import index, keys
-from jobs.embedding import LocalEmbedder, SparseRows
-from jobs.index import IndexedDocument, SearchIndex, queue_upsert, remove_document
+from jobs import index, keys, kb_migration, postings
+from jobs.embedding import LocalEmbedder
+from jobs.index import IndexedDocument
+from jobs.retrieval import Retriever
+from jobs.search import Searcher
+from tests.unit.sparse_reference import InvertedIndex, top_k
 
 EMBEDDER = LocalEmbedder()
 
 
-def put(redis, document_id, texts, vectors, version=1, tenant="default"):
-    """Index one document the way the pipeline does; returns the script's reply (1 or 0)."""
-    pipe = redis.pipeline()
-    queue_upsert(pipe, IndexedDocument(tenant, document_id, f"{document_id}.txt",
-                                       f"{version:032d}", version, texts, vectors))
-    return pipe.execute()[0]
+class MemoryVectors:
+    """A vector engine in a dict, for unit tests of the index's bookkeeping only (the real one,
+    PostgreSQL with pgvector, is tested in tests/integration/test_vector_store.py)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, int], np.ndarray] = {}
+
+    def write(self, tenant, first, vectors):
+        for i, vector in enumerate(vectors):
+            self.rows[tenant, first + i] = vector
+
+    def delete(self, tenant, first, stop):
+        for cid in range(first, stop):
+            self.rows.pop((tenant, cid), None)
+
+    def nearest(self, tenant, query, limit):
+        scored = [(cid, float(v @ query)) for (t, cid), v in self.rows.items() if t == tenant]
+        return sorted(scored, key=lambda pair: -pair[1])[:limit]
+
+    def close(self):
+        pass
 
 
-def put_text(redis, document_id, texts, version=1, tenant="default"):
-    return put(redis, document_id, texts, EMBEDDER.embed(texts), version, tenant)
+def put(redis, document_id, texts, version=1, tenant="default", vectors=None, places=None,
+        store=None):
+    """Index one document as a finished task does; True when it became the indexed version."""
+    return index.write(redis, IndexedDocument(
+        tenant, document_id, f"{document_id}.txt", f"{version:032d}", version, texts,
+        EMBEDDER.embed(texts) if vectors is None else vectors, places or []), store)
 
 
-def query(text):
-    return EMBEDDER.embed([text])
+def search(redis, text, k=10, tenant="default", budget=None):
+    retriever = Retriever(redis) if budget is None else Retriever(redis, budget)
+    return retriever.lexical(tenant, EMBEDDER.embed([text]), k)
 
 
-def unit(*values):
-    vector = np.array(values, dtype=np.float32)
-    return vector / np.linalg.norm(vector)
+def texts_of(redis, text, k=10, tenant="default"):
+    return [h["text"] for h in search(redis, text, k, tenant).hits]
 
 
-def test_dense_documents_are_ranked_by_cosine(redis):
-    put(redis, "a", ["east", "north"], np.stack([unit(1, 0, 0, 0), unit(0, 1, 0, 0)]))
-    put(redis, "b", ["north-east"], np.stack([unit(1, 1, 0, 0)]))
-    hits = SearchIndex(redis).search("default", unit(1, 0.1, 0, 0), 5)
-    assert [h["text"] for h in hits] == ["east", "north-east", "north"]
-    assert hits[0] == {"text": "east", "score": pytest.approx(0.995037, abs=1e-6),
-                       "task_id": f"{1:032d}", "document_id": "a", "filename": "a.txt",
-                       "chunk": 0, "location": {}}
-    assert SearchIndex(redis).search("default", unit(0, 0, 1, 0), 5) == [], "no positive score"
-    assert redis.hget(keys.kb_document("default", "a"), "format") == b"dense"
-
-
-def test_sparse_documents_find_their_words(redis):
-    put_text(redis, "notes", ["The zebrafox jumps over the fence.", "Nothing to see here."])
-    put_text(redis, "docs", ["A quorblax lives in the docx.", "the the the"])
-    search = SearchIndex(redis)
-    hits = search.search("default", query("zebrafox"), 10)
-    assert [(h["document_id"], h["chunk"]) for h in hits] == [("notes", 0)]
-    assert [h["text"] for h in search.search("default", query("quorblax"), 1)] == [
-        "A quorblax lives in the docx."]
-    assert search.search("default", query("unheardofword"), 10) == []
-    assert search.search("default", query(""), 10) == [], "a query without words finds nothing"
-    ranked = search.search("default", query("the"), 10)
+def test_documents_are_found_by_their_words(redis):
+    put(redis, "notes", ["The zebrafox jumps over the fence.", "Nothing to see here."])
+    put(redis, "docs", ["A quorblax lives in the docx.", "the the the"])
+    found = search(redis, "zebrafox")
+    assert found.exact
+    assert [(h["document_id"], h["chunk"], h["filename"], h["task_id"]) for h in found.hits] == [
+        ("notes", 0, "notes.txt", f"{1:032d}")]
+    assert texts_of(redis, "quorblax", 1) == ["A quorblax lives in the docx."]
+    assert texts_of(redis, "unheardofword") == []
+    assert texts_of(redis, "") == [], "a query without words finds nothing"
+    ranked = search(redis, "the").hits
     assert ranked[0]["text"] == "the the the", "only 'the' in it: the highest weight"
     assert len(ranked) == 3 and all(h["score"] > 0 for h in ranked)
     stored = redis.hgetall(keys.kb_document("default", "notes"))
     assert stored[b"format"] == b"sparse" and int(stored[b"dim"]) == 2 ** 32
-    assert b"vectors" not in stored
+    assert b"texts" not in stored, "a document hash holds no chunk data any more"
+
+
+def test_scores_are_the_cosine_of_the_stored_weights(redis):
+    texts = ["alpha beta gamma", "alpha alpha delta"]
+    put(redis, "d", texts)
+    rows, query = EMBEDDER.embed(texts), EMBEDDER.embed(["alpha beta"])
+    expected = InvertedIndex(rows).scores(query)
+    got = {h["chunk"]: h["score"] for h in search(redis, "alpha beta").hits}
+    assert got == {0: pytest.approx(expected[0], abs=1e-4), 1: pytest.approx(expected[1], abs=1e-4)}
 
 
 def test_ties_go_to_the_earlier_chunk_and_k_limits(redis):
-    put_text(redis, "a", ["same words", "other", "same words", "same words"])
-    hits = SearchIndex(redis).search("default", query("same words"), 2)
-    assert [h["chunk"] for h in hits] == [0, 2]
+    put(redis, "a", ["same words", "other", "same words", "same words"])
+    assert [h["chunk"] for h in search(redis, "same words", 2).hits] == [0, 2]
+
+
+def test_the_search_is_exact_on_a_corpus_where_it_stops_early(redis):
+    rng = random.Random(7)
+    vocabulary = [f"w{n}" for n in range(300)]
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+    texts = [" ".join(rng.choices(vocabulary, weights=weights, k=40)) for _ in range(1500)]
+    for n in range(0, len(texts), 100):
+        put(redis, f"doc{n}", texts[n:n + 100])
+    reference = InvertedIndex(EMBEDDER.embed(texts))
+    for words in ("w3 w120", "w0", "w250 w1 w17", "w42"):
+        found = search(redis, words, k=10)
+        expected = reference.scores(EMBEDDER.embed([words]))
+        best = [float(expected[i]) for i in top_k(expected, 10)]
+        assert found.exact, words
+        assert [h["score"] for h in found.hits] == pytest.approx(best, abs=2e-4), words
+        assert found.scored < len(texts), f"{words}: it read every chunk"
+
+
+def test_a_search_past_its_budget_answers_from_the_highest_impacts(redis):
+    texts = [("common " * (1 + n % 5)) + f"filler{n}" for n in range(600)]
+    put(redis, "many", texts)
+    found = search(redis, "common", k=5, budget=256)
+    assert found.scored <= 256 + 256
+    assert len(found.hits) == 5
+    assert all("common common common common common" in h["text"] for h in found.hits)
+
+
+def test_a_staged_document_is_invisible_until_its_flip(redis):
+    doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"],
+                          EMBEDDER.embed(["zebrafox"]))
+    staged = index.stage(redis, doc)
+    assert texts_of(redis, "zebrafox") == []
+    pipe = redis.pipeline()
+    index.queue_flip(pipe, staged)
+    assert pipe.execute() == [1]
+    assert texts_of(redis, "zebrafox") == ["zebrafox"]
+    pipe = redis.pipeline()
+    index.queue_flip(pipe, staged)
+    assert pipe.execute() == [1], "the same flip sent again changes nothing"
+    index.discard(redis, staged)
+    index.collect_garbage(redis, "default")
+    assert texts_of(redis, "zebrafox") == ["zebrafox"], "discarding a flipped version is a no-op"
+    assert int(redis.get(keys.tenant_chunks("default"))) == 1
 
 
 def test_an_older_version_never_replaces_a_newer_one(redis):
-    assert put_text(redis, "doc", ["newer zebrafox"], version=5) == 1
-    assert put_text(redis, "doc", ["older quorblax"], version=4) == 0
-    search = SearchIndex(redis)
-    assert [h["text"] for h in search.search("default", query("zebrafox"), 5)] == ["newer zebrafox"]
-    assert search.search("default", query("quorblax"), 5) == []
-    assert put_text(redis, "doc", ["newest quorblax"], version=6) == 1
-    assert search.search("default", query("zebrafox"), 5) == []
-    assert [h["text"] for h in search.search("default", query("quorblax"), 5)] == [
-        "newest quorblax"]
+    assert put(redis, "doc", ["newer zebrafox"], version=5)
+    assert not put(redis, "doc", ["older quorblax"], version=4)
+    assert texts_of(redis, "zebrafox") == ["newer zebrafox"]
+    assert texts_of(redis, "quorblax") == []
+    assert put(redis, "doc", ["newest quorblax"], version=6)
+    assert texts_of(redis, "zebrafox") == []
+    assert texts_of(redis, "quorblax") == ["newest quorblax"]
+    assert redis.hlen(keys.kb_texts("default")) == 1, "the refused and the replaced are deleted"
+    assert redis.llen(keys.kb_garbage("default")) == 0
 
 
-def test_a_new_version_replaces_every_field(redis):
-    put_text(redis, "doc", ["sparse first"], version=1)
-    put(redis, "doc", ["dense now"], np.stack([unit(1, 0)]), version=2)
-    stored = redis.hgetall(keys.kb_document("default", "doc"))
-    assert stored[b"format"] == b"dense"
-    assert not {b"indptr", b"indices", b"values"} & set(stored), "DEL before HSET"
+def test_replacing_a_document_again_and_again_keeps_its_postings_compact(redis):
+    texts = [f"stable words here number{n}" for n in range(40)]
+    for version in range(1, 30):
+        put(redis, "doc", texts, version=version)
+    sizes = [redis.strlen(k) // 4 for k in redis.scan_iter(
+        match=keys.kb_prefix("default") + "p:*")]
+    # 29 versions wrote 29 × 40 ids under "stable"; compaction keeps under 4/3 of the live ones.
+    assert max(sizes) <= 40 * 4 // 3 + 1, f"dead ids pile up: {max(sizes)} postings"
+    assert redis.hlen(keys.kb_rows("default")) == 40
+    assert len(search(redis, "stable", k=50).hits) == 40
 
 
-def test_removal(redis):
-    put_text(redis, "doc", ["zebrafox"])
-    search = SearchIndex(redis)
-    assert search.search("default", query("zebrafox"), 5)
-    assert remove_document(redis, "default", "doc") is True
-    assert search.search("default", query("zebrafox"), 5) == []
-    assert remove_document(redis, "default", "doc") is False
+def test_removal_takes_a_document_out_of_search_and_deletes_its_entries(redis):
+    put(redis, "doc", ["zebrafox"])
+    put(redis, "other", ["quorblax"])
+    assert texts_of(redis, "zebrafox")
+    assert index.remove_document(redis, "default", "doc") is True
+    assert texts_of(redis, "zebrafox") == []
+    assert index.remove_document(redis, "default", "doc") is False
+    assert redis.hlen(keys.kb_rows("default")) == 1 and redis.hlen(keys.kb_texts("default")) == 1
+    assert int(redis.get(keys.tenant_chunks("default"))) == 1
+    assert texts_of(redis, "quorblax") == ["quorblax"]
 
 
-def test_the_cache_is_reused_until_the_generation_changes(redis, monkeypatch):
-    loads = []
-    real_load = index._load
-    monkeypatch.setattr(index, "_load", lambda *args: loads.append(args[1:]) or real_load(*args))
-    put_text(redis, "a", ["alpha zebrafox"])
-    search = SearchIndex(redis)
-    for _ in range(3):
-        assert search.search("default", query("zebrafox"), 5)
-    assert len(loads) == 1, "unchanged data is never reloaded"
-    assert search.search("default", query("quorblax"), 5) == []
-    put_text(redis, "b", ["beta quorblax"])
-    assert [h["document_id"] for h in search.search("default", query("quorblax"), 5)] == ["b"]
-    assert len(loads) == 2
-    assert search.search("other-tenant", query("quorblax"), 5) == [], "tenants are separate"
+def test_tenants_never_see_each_other(redis):
+    put(redis, "doc", ["zebrafox"], tenant="acme")
+    assert texts_of(redis, "zebrafox", tenant="acme") == ["zebrafox"]
+    assert texts_of(redis, "zebrafox", tenant="globex") == []
 
 
-def test_documents_of_another_kind_are_skipped(redis):
-    put(redis, "four", ["four dims"], np.stack([unit(1, 1, 0, 0)]))
-    put(redis, "eight", ["eight dims"], np.stack([unit(1, 1, 0, 0, 0, 0, 0, 0)]))
-    put_text(redis, "words", ["dims as words"])
-    search = SearchIndex(redis)
-    assert [h["document_id"] for h in search.search("default", unit(1, 0, 0, 0), 5)] == ["four"]
-    assert [h["document_id"] for h in search.search("default", unit(1, 0, 0, 0, 0, 0, 0, 0),
-                                                    5)] == ["eight"]
-    assert [h["document_id"] for h in search.search("default", query("dims"), 5)] == ["words"]
-    other_space = LocalEmbedder(dimension=2 ** 16).embed(["dims"])
-    assert search.search("default", other_space, 5) == []
+def test_a_run_staged_by_a_worker_that_died_is_collected(redis, monkeypatch):
+    doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"],
+                          EMBEDDER.embed(["zebrafox"]))
+    index.stage(redis, doc)
+    assert redis.hlen(keys.kb_rows("default")) == 1
+    index.collect_garbage(redis, "default")
+    assert redis.hlen(keys.kb_rows("default")) == 1, "a run being staged is left alone"
+    monkeypatch.setattr(index, "STAGED_TTL_SECONDS", -1)
+    index.collect_garbage(redis, "default")
+    assert redis.hlen(keys.kb_rows("default")) == 0
+    assert texts_of(redis, "zebrafox") == []
 
 
-def test_documents_indexed_before_the_format_field_read_as_dense(redis):
-    key = keys.kb_document("default", "old")
-    redis.hset(key, mapping={"version": 1, "task_id": "t", "document_id": "old",
-                             "filename": "old.txt", "texts": '["legacy"]',
-                             "vectors": unit(0, 1).tobytes(), "dim": 2})
-    redis.sadd(keys.kb_documents("default"), key)
-    hits = SearchIndex(redis).search("default", unit(0, 1), 5)
-    assert [h["text"] for h in hits] == ["legacy"]
+def test_dense_documents_go_to_the_vector_engine_and_keep_their_words(redis):
+    store = MemoryVectors()
+    east, north = np.eye(4, dtype=np.float32)[:2]
+    put(redis, "a", ["east wind", "north wind"], vectors=np.stack([east, north]), store=store)
+    assert len(store.rows) == 2
+    stored = redis.hgetall(keys.kb_document("default", "a"))
+    assert (stored[b"format"], stored[b"dim"], stored[b"vectors"]) == (b"dense", b"4", b"store")
+    retriever = Retriever(redis)
+    hits = retriever.hydrate("default", store.nearest("default", east, 5), 5)
+    assert [h["text"] for h in hits] == ["east wind", "north wind"]
+    assert texts_of(redis, "north") == ["north wind"], "the words are searchable too"
+    put(redis, "a", ["only west"], vectors=np.stack([east]), version=2, store=store)
+    assert len(store.rows) == 1, "the old version's vectors are deleted"
+    assert [h["text"] for h in retriever.hydrate("default", [(0, 0.9), (8, 0.5)], 5)] == [
+        "only west"], "a dead chunk the engine still answers is skipped"
+    index.remove_document(redis, "default", "a", store)
+    assert store.rows == {}
 
 
-def test_upsert_refuses_a_vector_count_that_does_not_match_the_chunks(redis):
-    with pytest.raises(ValueError):
-        put(redis, "doc", ["one", "two"], EMBEDDER.embed(["one"]))
-    with pytest.raises(ValueError):
-        put(redis, "doc", ["one"], np.zeros((2, 4), np.float32))
+class _Down:
+    model, dimension, batch_size = "m", 4, 8
+
+    def embed(self, texts):
+        from jobs.failures import TransientError
+        raise TransientError("timed out after 2 s")
 
 
-def test_a_sparse_query_must_be_one_row(redis):
-    put_text(redis, "doc", ["a b"])
-    with pytest.raises(ValueError):
-        SearchIndex(redis).search("default", EMBEDDER.embed(["a", "b"]), 5)
-    with pytest.raises(ValueError):
-        SearchIndex(redis).search("default", SparseRows.empty(2 ** 32), 5)
+def test_search_by_meaning_falls_back_to_words_and_says_so(redis):
+    store = MemoryVectors()
+    put(redis, "a", ["east wind"], vectors=np.eye(4, dtype=np.float32)[:1], store=store)
+    searcher = Searcher(redis, _Down(), breaker_seconds=30, vectors=store)
+    answer = searcher.search("default", "east", 5)
+    assert answer.mode == "lexical" and "timed out" in answer.notice
+    assert [h["text"] for h in answer.results] == ["east wind"]
+    assert 0 < redis.ttl(keys.search_breaker()) <= 30
+    assert "match your words only" in searcher.search("default", "east", 5).notice
 
 
 def test_search_hits_and_the_chunk_pages_carry_each_chunk_s_location(redis):
     texts = ["the cover", "refund terms apply", "delivery schedule"]
     places = [{"page": 1}, {"page": 2, "heading": "Terms"}, {}]
-    pipe = redis.pipeline()
-    queue_upsert(pipe, IndexedDocument("default", "contract", "contract.pdf", "t1", 1, texts,
+    index.write(redis, IndexedDocument("default", "contract", "contract.pdf", "t1", 1, texts,
                                        EMBEDDER.embed(texts), places))
-    pipe.execute()
-    hit, = SearchIndex(redis).search("default", query("refund"), 5)
+    hit, = search(redis, "refund").hits
     assert (hit["chunk"], hit["location"]) == (1, {"page": 2, "heading": "Terms"})
-
     total, page = index.document_chunks(redis, "default", "contract", "t1", 1, 5)
     assert total == 3
     assert page == [{"chunk": 1, "text": "refund terms apply", "location": places[1]},
@@ -170,7 +243,47 @@ def test_search_hits_and_the_chunk_pages_carry_each_chunk_s_location(redis):
     assert index.document_chunks(redis, "other", "contract", "t1", 0, 5) is None
 
 
-def test_a_location_count_that_does_not_match_the_chunks_is_refused(redis):
+def test_documents_of_the_old_layout_are_migrated_and_stay_searchable(redis):
+    texts = ["legacy zebrafox", "second chunk"]
+    rows = EMBEDDER.embed(texts)
+    indptr, indices, values = rows.to_bytes()
+    key = keys.kb_document("default", "old")
+    redis.hset(key, mapping={"version": 3, "task_id": "t", "document_id": "old",
+                             "filename": "old.txt", "texts": json.dumps(texts),
+                             "locations": json.dumps([{"page": 1}, {"page": 2}]),
+                             "format": "sparse", "dim": 2 ** 32, "indptr": indptr,
+                             "indices": indices, "values": values})
+    redis.sadd(keys.kb_documents("default"), key)
+    dense_key = keys.kb_document("default", "older")
+    redis.hset(dense_key, mapping={"version": 1, "task_id": "u", "document_id": "older",
+                                   "filename": "older.txt", "texts": '["dense quorblax"]',
+                                   "vectors": np.eye(2, dtype=np.float32)[0].tobytes(), "dim": 2})
+    redis.sadd(keys.kb_documents("default"), dense_key)
+    redis.set(keys.tenant_chunks("default"), 3)
+    store = MemoryVectors()
+    assert kb_migration.migrate(redis, store) == 2
+    assert kb_migration.migrate(redis, store) == 0, "once"
+    hit, = search(redis, "zebrafox").hits
+    assert (hit["document_id"], hit["task_id"], hit["location"]) == ("old", "t", {"page": 1})
+    assert texts_of(redis, "quorblax") == ["dense quorblax"]
+    assert len(store.rows) == 1
+    assert int(redis.get(keys.tenant_chunks("default"))) == 3, "the count is unchanged"
+    assert b"texts" not in redis.hgetall(key)
+
+
+def test_mismatched_vectors_or_locations_are_refused(redis):
     with pytest.raises(ValueError):
-        index.prepare_upsert(IndexedDocument("default", "d", "d.txt", "t", 1, ["a", "b"],
-                                             EMBEDDER.embed(["a", "b"]), [{"page": 1}]))
+        put(redis, "doc", ["one", "two"], vectors=EMBEDDER.embed(["one"]))
+    with pytest.raises(ValueError):
+        put(redis, "doc", ["one"], vectors=np.zeros((2, 4), np.float32))
+    with pytest.raises(ValueError):
+        put(redis, "doc", ["a", "b"], places=[{"page": 1}])
+    with pytest.raises(ValueError):
+        Retriever(redis).lexical("default", EMBEDDER.embed(["a", "b"]), 5)
+
+
+def test_a_query_of_many_words_reads_only_its_heaviest_terms():
+    row = EMBEDDER.embed([" ".join(f"word{n}" for n in range(100)) + " word1 word1"])
+    terms = postings.query_terms(row, limit=32)
+    assert len(terms) == 32
+    assert terms[0][1] == max(w for _, w in terms), "heaviest first"

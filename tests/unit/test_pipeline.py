@@ -10,8 +10,8 @@ import numpy as np
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import keys
-from jobs.embedding import LocalEmbedder, SparseRows
+from jobs import keys, parts, postings
+from jobs.embedding import LocalEmbedder
 from jobs.failures import TransientError
 from jobs.attempts import AttemptFence, Superseded
 from jobs.progress import ProgressReporter
@@ -119,17 +119,17 @@ def test_progress_writes_stay_within_four_a_second(redis, monkeypatch):
 
 
 def test_an_older_run_never_replaces_a_newer_index_entry(redis):
-    from jobs.index import IndexedDocument, SearchIndex, queue_upsert
+    from jobs.embedding import LocalEmbedder
+    from jobs.index import IndexedDocument, write
+    from jobs.retrieval import Retriever
 
     def put(version, text):
-        pipe = redis.pipeline()
-        queue_upsert(pipe, IndexedDocument("default", "doc", "doc.txt", f"{version:032d}",
-                                           version, [text], np.ones((1, 4), np.float32) / 2))
-        return pipe.execute()[0]
-    assert put(2, "newer") == 1
-    assert put(1, "older") == 0
-    hits = SearchIndex(redis).search("default", np.ones(4, np.float32) / 2, 5)
-    assert [h["text"] for h in hits] == ["newer"]
+        return write(redis, IndexedDocument("default", "doc", "doc.txt", f"{version:032d}",
+                                            version, [text], LocalEmbedder().embed([text])))
+    assert put(2, "newer words") is True
+    assert put(1, "older words") is False
+    hits = Retriever(redis).lexical("default", LocalEmbedder().embed(["words"]), 5).hits
+    assert [h["text"] for h in hits] == ["newer words"]
 
 
 def _stored(redis, task_id):
@@ -148,11 +148,11 @@ def test_sparse_batches_are_concatenated_in_order(client, run_jobs, redis):
     chunks = _task(client, task_id)["result"]["chunks"]
     assert chunks > 4, "several batches of two"
     stored = _stored(redis, task_id)
-    texts = json.loads(stored[b"texts"])
-    rows = SparseRows.from_bytes(stored[b"indptr"], stored[b"indices"], stored[b"values"],
-                                 int(stored[b"dim"]))
-    assert stored[b"format"] == b"sparse" and len(rows) == len(texts) == chunks
-    assert rows.to_bytes() == LocalEmbedder().embed(texts).to_bytes()
+    ids = list(range(int(stored[b"first"]), int(stored[b"first"]) + chunks))
+    texts = [json.loads(r)[2] for r in redis.hmget(keys.kb_texts("default"), ids)]
+    assert stored[b"format"] == b"sparse" and int(stored[b"chunks"]) == chunks
+    assert redis.hmget(keys.kb_rows("default"), ids) == postings.encode(
+        LocalEmbedder().embed(texts), ids[0]).rows, "the rows of all batches, in order"
     hits = client.get("/api/search?q=word11").get_json()["results"]
     assert hits and all("word11" in h["text"] for h in hits)
 
@@ -164,13 +164,25 @@ class _DenseEmbedder:
         return np.array([[1.0, 0.0, 0.0]] * len(texts), dtype=np.float32)
 
 
-def test_dense_batches_are_stacked(client, run_jobs, redis):
+def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
+    written = []
+
+    class Store:
+        def write(self, tenant, first, vectors):
+            written.append(vectors.shape)
+
+        def delete(self, tenant, first, stop):
+            pass
+
+        def close(self):
+            pass
+    monkeypatch.setattr(parts, "vector_store", lambda settings: Store())
     task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
     run_jobs(_DenseEmbedder())
     chunks = _task(client, task_id)["result"]["chunks"]
     stored = _stored(redis, task_id)
     assert stored[b"format"] == b"dense" and int(stored[b"dim"]) == 3
-    assert len(stored[b"vectors"]) == chunks * 3 * 4
+    assert written == [(chunks, 3)], "one matrix of every batch's rows"
 
 
 def test_a_held_back_step_is_written_as_soon_as_the_throttle_allows(redis):

