@@ -216,18 +216,20 @@ def procfile_command(process_type: str = "web") -> str:
 
 
 @contextmanager
-def procfile_web(redis_url: str, workdir: Path) -> Iterator[tuple[str, int, str]]:
+def procfile_web(redis_url: str, workdir: Path,
+                 extra: dict[str, str] | None = None) -> Iterator[tuple[str, int, str]]:
     """One `web:` process started exactly as the Procfile's `web:` line says, read now: the line
     through /bin/sh (as a Procfile runner does; `exec`, so the pid is gunicorn's master) with
     PORT set to a free port, the venv's bin first on PATH, and the environment `gunicorn()`
-    gives (REDIS_URL, a SECRET_KEY, no INTAKE_*). Yields its base URL, the master's pid and
-    the line. Stopped with SIGINT (gunicorn's quick shutdown: the benchmark's streams are
+    gives (REDIS_URL, a SECRET_KEY, no INTAKE_* but those of `extra`). Yields its base URL,
+    the master's pid and the line. Stopped with SIGINT (gunicorn's quick shutdown: the benchmark's streams are
     gone by then), then SIGKILL of its process group after 15 s."""
     line = procfile_command("web")
     port = free_port()
     log = workdir / "web.log"
     env = web_env(redis_url, PORT=str(port),
-                  PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+                  PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+                  **(extra or {}))
     with open(log, "wb") as out:
         process = subprocess.Popen(["/bin/sh", "-c", f"exec {line}"], cwd=REPO_ROOT, env=env,
                                    stdout=out, stderr=subprocess.STDOUT,
