@@ -10,13 +10,15 @@ subscription to the workers' announcements wakes, with one read of a changed bat
 stream watching it. Under the Procfile's gevent workers an open stream is a greenlet, not a
 thread. A stream still ends after `EVENTS_MAX_SECONDS` (25 s, under the Procfile's 30 s graceful
 timeout, so a deploy never waits on streams) and starts with a `retry:` hint; EventSource
-reconnects by itself.
+reconnects by itself. Each stream's own bound is drawn between 80 % and 100 % of that: a
+thousand pages opened together (a deploy, a benchmark) do not all reconnect in the same second.
 A stream ends at once when the batch (or, with `?task=<id>`, that task) is terminal, after
 sending the final state, so a finished page stops. Each connection starts with the whole current
 state: a reconnect costs what one poll costs.
 """
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
@@ -46,6 +48,8 @@ class Timing:
     max_seconds: float = 25.0
     heartbeat_seconds: float = 10.0
     retry_ms: int = 2000
+    #: A stream lasts max_seconds × (1 - spread × a random number in [0, 1)).
+    spread: float = 0.2
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "Timing":
@@ -112,6 +116,7 @@ class BatchStream:
     def __init__(self, timing: Timing, only_task: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.timing, self.only_task, self.clock = timing, only_task, clock
+        self.lifetime = timing.max_seconds * (1 - timing.spread * random.random())
         self.sent_tasks: dict[str, tuple] = {}
         self.sent_batch: tuple | None = None
 
@@ -128,13 +133,13 @@ class BatchStream:
             if changes:
                 yield changes
                 last_sent = now
-            if self.finished(batch) or now - started >= self.timing.max_seconds:
+            if self.finished(batch) or now - started >= self.lifetime:
                 return
             if now - last_sent >= self.timing.heartbeat_seconds:
                 yield ": ping\n\n"
                 last_sent = now
             wait = min(self.timing.heartbeat_seconds - (now - last_sent),
-                       self.timing.max_seconds - (now - started))
+                       self.lifetime - (now - started))
             following = next_batch(max(wait, 0.01))
             if following is None:  # expired or deleted meanwhile
                 return
