@@ -100,6 +100,13 @@ redis.call('DECRBY', KEYS[4], chunks)
 return 1
 """
 
+# KEYS: next chunk id, staged runs. ARGV: how many ids, now. Reserves a run, marked staged.
+_RESERVE = """
+local stop = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], (stop - tonumber(ARGV[1])) .. ':' .. stop)
+return stop
+"""
+
 # ARGV: prefix, then (bucket name, level, chunk ids) per group. Keys are derived from the
 # prefix (see keys.kb_prefix): a bucket's postings at one level, and its levels.
 _APPEND_POSTINGS = """
@@ -185,49 +192,65 @@ def stage(connection: Redis, doc: IndexedDocument,
     lexical = doc.vectors if isinstance(doc.vectors, SparseRows) and (
         doc.vectors.dimension == LEXICAL.dimension) else LEXICAL.embed(doc.texts)
     size = (len(doc.texts) + 7) // 8 * 8 or 8
-    stop = int(connection.incrby(keys.kb_next_chunk(doc.tenant), size))
+    tenant = doc.tenant
+    stop = int(connection.eval(_RESERVE, 2, keys.kb_next_chunk(tenant), keys.kb_staged(tenant),
+                               size, time.time()))
     first = stop - size
-    tenant, run = doc.tenant, f"{first}:{stop}"
-    connection.zadd(keys.kb_staged(tenant), {run: time.time()})
-    encoded = postings.encode(lexical, first)
-    digest = keys.document_digest(doc.document_id)
-    _write_pieces(connection, tenant, digest, first, doc.texts, locations, encoded)
-    if dense is not None and vectors is not None:
-        vectors.write(tenant, first, dense)
-    stored = "store" if dense is not None and vectors is not None else "none"
-    return StagedDocument(
+    run = f"{first}:{stop}"
+    staged = StagedDocument(
         tenant, doc.document_id, first, stop,
         (keys.kb_document(tenant, doc.document_id), keys.kb_documents(tenant),
          keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
          keys.kb_staged(tenant), keys.kb_garbage(tenant)),
         (doc.version, doc.task_id, doc.document_id, doc.filename, len(doc.texts), first, stop,
-         form, dim, stored, run))
+         form, dim, "store" if dense is not None and vectors is not None else "none", run))
+    try:
+        encoded = postings.encode(lexical, first)
+        digest = keys.document_digest(doc.document_id)
+        _write_pieces(connection, tenant, digest, first, doc.texts, locations, encoded)
+        if dense is not None and vectors is not None:
+            vectors.write(tenant, first, dense)
+    except BaseException:
+        discard(connection, staged)  # what was written of it is garbage now, not in an hour
+        raise
+    return staged
 
 
 def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts: list[str],
                   locations: list[dict[str, Any]], encoded: postings.Postings) -> None:
-    """Rows and texts as a few large HSETs; postings by a script, GROUPS_PER_CALL at a time,
-    so that Redis never spends more than a millisecond or two on one call."""
-    rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
+    """Rows and texts as large HSETs, postings by a script of at most GROUPS_PER_CALL groups,
+    so that Redis never spends more than a millisecond or two on one call; sent PIECE_BYTES at
+    a time (a small document: one round trip)."""
+    rows_key, texts_key, prefix = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_prefix(
+        tenant)
     pipe, held = connection.pipeline(transaction=False), 0
+
+    def sent(size: int) -> None:
+        nonlocal held
+        held += size
+        if held >= PIECE_BYTES:
+            pipe.execute()
+            held = 0
+
     rows: dict[int, bytes] = {}
     records: dict[int, str] = {}
     for n, (text, row, place) in enumerate(zip(texts, encoded.rows, locations)):
         records[first + n] = json.dumps([digest, n, text, place], ensure_ascii=False)
         rows[first + n] = row
-        held += len(row) + len(records[first + n])
-        if held >= PIECE_BYTES or n == len(texts) - 1:
+        if len(rows) == 1000 or n == len(texts) - 1:
             pipe.hset(rows_key, mapping=rows)
             pipe.hset(texts_key, mapping=records)
-            pipe.execute()
-            rows, records, held = {}, {}, 0
-    prefix = keys.kb_prefix(tenant)
+            size = sum(map(len, rows.values())) + sum(map(len, records.values()))
+            rows, records = {}, {}
+            sent(size)
     groups = encoded.groups
     for start in range(0, len(groups), GROUPS_PER_CALL):
         args: list[Any] = [prefix]
         for name, level, ids in groups[start:start + GROUPS_PER_CALL]:
             args += [name, level, ids]
-        connection.eval(_APPEND_POSTINGS, 0, *args)
+        pipe.eval(_APPEND_POSTINGS, 0, *args)
+        sent(sum(len(ids) + 16 for _, _, ids in groups[start:start + GROUPS_PER_CALL]))
+    pipe.execute()
 
 
 def queue_flip(pipe: Pipeline, staged: StagedDocument) -> None:
@@ -320,11 +343,16 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
     means the next collection does it again. Runs staged long ago and never flipped join first.
     """
     horizon = time.time() - STAGED_TTL_SECONDS
-    for run in connection.zrangebyscore(keys.kb_staged(tenant), "-inf", horizon):
-        connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), run)
+    pipe = connection.pipeline(transaction=False)
+    pipe.zrangebyscore(keys.kb_staged(tenant), "-inf", horizon)
+    pipe.lindex(keys.kb_garbage(tenant), 0)
+    stale, run = pipe.execute()   # one round trip when there is nothing to do
+    for old in stale:
+        connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), old)
     done = 0
     while done < runs:
-        run = connection.lindex(keys.kb_garbage(tenant), 0)
+        if stale or done:
+            run = connection.lindex(keys.kb_garbage(tenant), 0)
         if run is None:
             break
         first, stop = (int(n) for n in run.split(b":"))

@@ -96,13 +96,15 @@ end
 
 local function better(a, b) return a[1] > b[1] or (a[1] == b[1] and a[2] < b[2]) end
 
-local top, seen, scored, exact, turn = {}, {}, 0, 1, 0
+local top, seen, scored, exact, turn, reads = {}, {}, 0, 1, 0, 0
 local live_key, rows_key = prefix .. 'live', prefix .. 'rows'
 while true do
   local threshold = 0
   for _, t in ipairs(terms) do threshold = threshold + bound(t) end
   if threshold <= 0 or (#top >= k and top[k][1] >= threshold) then break end
-  if scored >= budget then exact = 0; break end
+  -- The budget bounds the rows scored, and the blocks read (dead ids are read, not scored).
+  if scored >= budget or reads >= budget / 8 then exact = 0; break end
+  reads = reads + 1
   -- Round robin over the terms with postings left (the threshold algorithm's sorted access):
   -- a short list (a rare word) is read to its end at once, a long one a block at a time.
   local best = nil

@@ -287,3 +287,16 @@ def test_a_query_of_many_words_reads_only_its_heaviest_terms():
     terms = postings.query_terms(row, limit=32)
     assert len(terms) == 32
     assert terms[0][1] == max(w for _, w in terms), "heaviest first"
+
+
+def test_a_staging_that_fails_midway_leaves_nothing_behind(redis):
+    from jobs.failures import TransientError
+
+    class Down(MemoryVectors):
+        def write(self, tenant, first, vectors):
+            raise TransientError("the vector database is unreachable")
+    with pytest.raises(TransientError):
+        put(redis, "a", ["east wind"], vectors=np.eye(4, dtype=np.float32)[:1], store=Down())
+    index.collect_garbage(redis, "default")
+    assert redis.hlen(keys.kb_rows("default")) == 0 and redis.zcard(keys.kb_staged("default")) == 0
+    assert texts_of(redis, "east") == []
