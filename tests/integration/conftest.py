@@ -1,8 +1,8 @@
 """Every test in this folder is marked `integration` (deselect with `-m "not integration"`).
 
 The fixtures (redis_server, workers, web, api, embedding_server, make_workers, postgres_url …)
-live in fixtures.py (postgres_url in postgres.py, imported there), a plugin the root
-tests/conftest.py registers so the browser tests share them.
+live in fixtures.py and postgres.py, plugins the root tests/conftest.py registers so the
+browser tests share them.
 """
 from __future__ import annotations
 

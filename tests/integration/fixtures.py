@@ -46,7 +46,6 @@ import redis
 
 from tests.integration.embedding_server import EmbeddingServer
 from tests.integration.helpers import ApiClient
-from tests.integration.postgres import postgres_url  # noqa: F401  (a fixture, started on request)
 from tests.integration.processes import REPO_ROOT, ProcessGroup, base_env
 from tests.integration.servers import REDIS_SERVER, FakeRedisTcpServer, RedisServer, WebServer, WorkerPool
 
