@@ -42,9 +42,14 @@ def legacy_document(fields: dict[bytes, bytes], tenant: str) -> index.IndexedDoc
 
 
 def migrate(connection: Redis, vectors: index.VectorWriter | None = None) -> int:
-    """Re-write every old-layout document of every tenant; returns how many."""
+    """Re-write every old-layout document of every tenant; returns how many.
+
+    Once a whole pass found none left, a marker says so and later calls return at once: no new
+    document is ever written in the old layout."""
+    if connection.exists(keys.kb_layout_migrated()):
+        return 0
     head, tail = keys.kb_documents("\0").split("\0")
-    moved = 0
+    moved, damaged = 0, 0
     for set_key in connection.scan_iter(match=keys.kb_documents("*"), count=500):
         tenant = set_key.decode()[len(head):-len(tail)]
         for doc_key in connection.smembers(set_key):
@@ -55,7 +60,10 @@ def migrate(connection: Redis, vectors: index.VectorWriter | None = None) -> int
                 index.write(connection, doc, vectors)
                 moved += 1
             except (ValueError, KeyError) as exc:  # a hash too damaged to read: keep it, say so
+                damaged += 1
                 log.warning("cannot migrate %s: %s", doc_key.decode(), exc)
     if moved:
         log.info("migrated %d documents to the chunk-id layout", moved)
+    if not damaged:
+        connection.set(keys.kb_layout_migrated(), 1)
     return moved

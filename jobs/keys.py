@@ -103,6 +103,11 @@ def kb_garbage(tenant: str) -> str:
     return f"{kb_prefix(tenant)}garbage"
 
 
+def kb_layout_migrated() -> str:
+    """Set once no document of any tenant is left in the layout before chunk ids."""
+    return f"{PREFIX}kb:layout-migrated"
+
+
 def kb_dead(tenant: str) -> str:
     """posting key → how many of its chunk ids are dead: compacted once they are a quarter."""
     return f"{kb_prefix(tenant)}dead"
