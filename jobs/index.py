@@ -62,8 +62,9 @@ end
 
 # KEYS: document hash, tenant's document set, generation, tenant's chunk count, live bitmap,
 #       staged runs, garbage runs.
-# ARGV: version, task_id, document_id, filename, chunks, first, stop, format, dim, vectors
-#       ('store' | 'none'), run ("first:stop").
+# ARGV: version, task_id, document_id, filename, chunks, first, stop, format, dim,
+#       vector_store ('store' | 'none'), run ("first:stop"), keep ('1': leave the fields of the
+#       layout before chunk ids in the hash, for web processes of that version; a migration).
 _FLIP = _RUNS + """
 local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop')
 if current[4] == ARGV[6] then return 1 end  -- this very flip, sent again
@@ -76,10 +77,10 @@ if current[1] and not current[2] and current[3] then before = #cjson.decode(curr
 if current[4] then retire(KEYS[5], KEYS[7], current[4], current[5]) end
 set_run(KEYS[5], tonumber(ARGV[6]), tonumber(ARGV[7]), '\\255')
 redis.call('ZREM', KEYS[6], ARGV[11])
-redis.call('DEL', KEYS[1])
+if ARGV[12] ~= '1' then redis.call('DEL', KEYS[1]) end
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
            'filename', ARGV[4], 'chunks', ARGV[5], 'first', ARGV[6], 'stop', ARGV[7],
-           'format', ARGV[8], 'dim', ARGV[9], 'vectors', ARGV[10])
+           'format', ARGV[8], 'dim', ARGV[9], 'vector_store', ARGV[10])
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('INCRBY', KEYS[4], tonumber(ARGV[5]) - before)
@@ -253,13 +254,15 @@ def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts
     pipe.execute()
 
 
-def queue_flip(pipe: Pipeline, staged: StagedDocument) -> None:
+def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = False) -> None:
     """Queue the switch to the staged version on a MULTI pipeline.
 
     The caller adds its task's `succeeded` write to the same pipeline, so both land together.
     The script's reply is 0 when a newer version was already indexed (that one stays).
+    `keep_legacy` (jobs.kb_migration) leaves the old layout's fields in the document's hash.
     """
-    pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args)
+    pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args,
+              "1" if keep_legacy else "0")
 
 
 def discard(connection: Redis, staged: StagedDocument) -> None:
@@ -269,12 +272,13 @@ def discard(connection: Redis, staged: StagedDocument) -> None:
                     staged.run)
 
 
-def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None) -> bool:
+def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None, *,
+          keep_legacy: bool = False) -> bool:
     """Stage and flip one document outside any task (migrations, benchmarks, tests); True
     when it is now the indexed version."""
     staged = stage(connection, doc, vectors)
     pipe = connection.pipeline()
-    queue_flip(pipe, staged)
+    queue_flip(pipe, staged, keep_legacy=keep_legacy)
     flipped = bool(pipe.execute()[0])
     collect_garbage(connection, doc.tenant, vectors)
     return flipped

@@ -195,7 +195,8 @@ def test_dense_documents_go_to_the_vector_engine_and_keep_their_words(redis):
     put(redis, "a", ["east wind", "north wind"], vectors=np.stack([east, north]), store=store)
     assert len(store.rows) == 2
     stored = redis.hgetall(keys.kb_document("default", "a"))
-    assert (stored[b"format"], stored[b"dim"], stored[b"vectors"]) == (b"dense", b"4", b"store")
+    assert (stored[b"format"], stored[b"dim"], stored[b"vector_store"]) == (
+        b"dense", b"4", b"store")
     retriever = Retriever(redis)
     hits = retriever.hydrate("default", store.nearest("default", east, 5), 5)
     assert [h["text"] for h in hits] == ["east wind", "north wind"]
@@ -268,7 +269,28 @@ def test_documents_of_the_old_layout_are_migrated_and_stay_searchable(redis):
     assert texts_of(redis, "quorblax") == ["dense quorblax"]
     assert len(store.rows) == 1
     assert int(redis.get(keys.tenant_chunks("default"))) == 3, "the count is unchanged"
-    assert b"texts" not in redis.hgetall(key)
+    assert b"texts" in redis.hgetall(key), "the previous release's web still reads the old fields"
+    kb_migration.drop_legacy_fields(redis)
+    assert b"texts" not in redis.hgetall(key) and b"indptr" not in redis.hgetall(key)
+    assert texts_of(redis, "zebrafox") == ["legacy zebrafox"]
+
+
+def test_the_old_fields_go_once_their_grace_is_over(redis, monkeypatch):
+    texts = ["legacy words"]
+    indptr, indices, values = EMBEDDER.embed(texts).to_bytes()
+    key = keys.kb_document("default", "old")
+    redis.hset(key, mapping={"version": 1, "task_id": "t", "document_id": "old",
+                             "filename": "old.txt", "texts": json.dumps(texts),
+                             "format": "sparse", "dim": 2 ** 32, "indptr": indptr,
+                             "indices": indices, "values": values})
+    redis.sadd(keys.kb_documents("default"), key)
+    assert kb_migration.migrate(redis) == 1
+    kb_migration.migrate(redis)
+    assert redis.hexists(key, "texts"), "within the grace"
+    monkeypatch.setattr(kb_migration, "LEGACY_GRACE_SECONDS", -1)
+    kb_migration.migrate(redis)
+    assert not redis.hexists(key, "texts") and redis.get(keys.kb_layout_migrated()) == b"clean"
+    assert texts_of(redis, "legacy") == ["legacy words"]
 
 
 def test_mismatched_vectors_or_locations_are_refused(redis):

@@ -1,0 +1,50 @@
+"""Upgrading an index written before chunk ids (DESIGN §13), on a real redis-server with the
+real web: `python -m jobs.kb_migration` gives every old-layout document the new layout, from
+its stored texts and vectors, and leaves the old fields for the previous release's web
+processes, so a search finds the document before, during and after the switch."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from urllib.parse import quote
+
+import pytest
+import redis
+
+from jobs import keys
+from jobs.embedding import LocalEmbedder
+from tests.integration.intake_api import get_json, unique_word
+from tests.integration.processes import REPO_ROOT, base_env
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_old_fields(
+        api, redis_server):
+    word = unique_word()
+    texts = [f"An old {word} contract.", "Its second chunk."]
+    indptr, indices, values = LocalEmbedder().embed(texts).to_bytes()
+    connection = redis.Redis.from_url(redis_server.url)
+    key = keys.kb_document("default", f"{word}-old.txt")
+    connection.delete(keys.kb_layout_migrated())
+    connection.hset(key, mapping={
+        "version": 1, "task_id": "a" * 32, "document_id": f"{word}-old.txt",
+        "filename": f"{word}-old.txt", "texts": json.dumps(texts),
+        "locations": json.dumps([{"page": 3}, {}]), "format": "sparse", "dim": 2 ** 32,
+        "indptr": indptr, "indices": indices, "values": values})
+    connection.sadd(keys.kb_documents("default"), key)
+    search = f"/api/search?q={quote(word)}"
+    assert get_json(api, search)["results"] == [], "not in the new layout yet"
+
+    done = subprocess.run([sys.executable, "-m", "jobs.kb_migration"], cwd=REPO_ROOT,
+                          env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "1 document migrated" in done.stdout
+
+    hit, = get_json(api, search)["results"]
+    assert (hit["document_id"], hit["chunk"], hit["location"]) == (f"{word}-old.txt", 0,
+                                                                   {"page": 3})
+    assert connection.hexists(key, "texts"), "the previous release's web still reads it"
+    connection.close()
