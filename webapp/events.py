@@ -10,7 +10,7 @@ subscription to the workers' announcements wakes, with one read of a changed bat
 stream watching it. Under the Procfile's gevent workers an open stream is a greenlet, not a
 thread. A stream still ends after `EVENTS_MAX_SECONDS` (25 s, under the Procfile's 30 s graceful
 timeout, so a deploy never waits on streams) and starts with a `retry:` hint; EventSource
-reconnects by itself. Each stream's own bound is drawn between 80 % and 100 % of that: a
+reconnects by itself. Each stream's own bound is drawn between 84 % and 100 % of that (21–25 s): a
 thousand pages opened together (a deploy, a benchmark) do not all reconnect in the same second.
 A stream ends at once when the batch (or, with `?task=<id>`, that task) is terminal, after
 sending the final state, so a finished page stops. Each connection starts with the whole current
@@ -49,7 +49,7 @@ class Timing:
     heartbeat_seconds: float = 10.0
     retry_ms: int = 2000
     #: A stream lasts max_seconds × (1 - spread × a random number in [0, 1)).
-    spread: float = 0.2
+    spread: float = 0.16  # 21–25 s: two heartbeats fit in the shortest
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "Timing":

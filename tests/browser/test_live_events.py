@@ -23,6 +23,7 @@ from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import unique_word
 
 STREAM_BOUND = 25.0
+SHORTEST = (1 - 0.16) * STREAM_BOUND   # webapp.events.Timing.spread
 MARGIN = 3.0
 
 
@@ -115,7 +116,9 @@ def test_a_live_stream_ends_within_its_bound_and_the_page_reconnects(open_page, 
         reader.join(timeout=5)
 
         assert received.ended_after is not None, "the stream never ended by itself"
-        assert STREAM_BOUND - 1 <= received.ended_after <= STREAM_BOUND + MARGIN, \
+        # Each stream's own bound is drawn in 84–100 % of it (pages opened together do not
+        # reconnect together: webapp.events).
+        assert SHORTEST - 1 <= received.ended_after <= STREAM_BOUND + MARGIN, \
             f"a live stream ended after {received.ended_after:.1f} s"
         assert received.messages[0][1:] == ("retry", 2000)
         pings = [at for at, name, text in received.messages if name == "comment" and text == "ping"]
@@ -124,7 +127,7 @@ def test_a_live_stream_ends_within_its_bound_and_the_page_reconnects(open_page, 
 
         offsets = [round(at - started, 1) for at in streams]
         assert 2 <= len(streams) <= 3, f"the page opened streams at {offsets} s"
-        assert streams[1] - streams[0] >= STREAM_BOUND - 1, offsets
+        assert streams[1] - streams[0] >= SHORTEST - 1, offsets
         assert others == [], f"the page also polled: {others}"
     finally:
         workers.start(2)
