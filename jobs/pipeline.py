@@ -111,11 +111,16 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
     result = {**summary, "chunks": len(chunks)}
     store = parts.vector_store(attempt.settings)
-    staged = index.stage(attempt.connection, index.IndexedDocument(
-        tenant=tenant, document_id=record["document_id"], filename=record["filename"],
-        task_id=attempt.task_id, version=int(record.get("version") or 0),
-        texts=[chunk.text for chunk in chunks], vectors=vectors,
-        locations=[chunk.location for chunk in chunks]), store)
+    try:
+        staged = index.stage(attempt.connection, index.IndexedDocument(
+            tenant=tenant, document_id=record["document_id"], filename=record["filename"],
+            task_id=attempt.task_id, version=int(record.get("version") or 0),
+            texts=[chunk.text for chunk in chunks], vectors=vectors,
+            locations=[chunk.location for chunk in chunks]), store)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
 
     def within_quota(pipe: Pipeline) -> None:
         index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
