@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
+from rq.worker_registration import REDIS_WORKER_KEYS
 
-from jobs import keys, states, tasks
+from jobs import eta, keys, states, tasks
 from jobs.exceptions import NoSuchBatch
 from jobs.jsontext import compact
 
@@ -29,6 +30,7 @@ class TaskJson:
     progress: int
     can_retry: bool
     text: str
+    seconds: float | None = None  # how long it took, once finished (jobs.eta)
 
 
 class TaskJsonCache:
@@ -52,7 +54,7 @@ class TaskJsonCache:
             return None
         view = tasks.view(record)
         entry = TaskJson(fields, view["status"], view["progress"], view["can_retry"],
-                         compact(view))
+                         compact(view), eta.seconds_taken(view))
         with self._lock:
             if len(self._entries) >= self.limit:
                 for old in list(itertools.islice(self._entries, self.limit // 2)):
@@ -75,11 +77,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "can_retry": retryable, "can_cancel": any(counts[s] for s in states.CANCEL.sources)}
 
 
-def view(batch: dict[str, str], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A batch's JSON without its tasks (DESIGN §5), from its record and its tasks' rows."""
+def view(batch: dict[str, str], rows: list[dict[str, Any]],
+         workers: int | None = None) -> dict[str, Any]:
+    """A batch's JSON without its tasks (DESIGN §5), from its record and its tasks' rows;
+    `eta_seconds` (jobs.eta) where the workers at work are given, else null."""
     summary = summarize(rows)
     return {"id": batch["id"], "created_at": batch.get("created_at", ""), **summary,
             "size": len(rows), "poll_after_ms": tasks.poll_after_ms(summary["status"]),
+            "eta_seconds": None if workers is None else eta.estimate(rows, workers),
             "url": f"/api/batches/{batch['id']}", "page_url": f"/batches/{batch['id']}"}
 
 
@@ -116,9 +121,14 @@ class BatchReader:
         entries = [entry for entry in (self.cache.render(task_id, fields) for task_id, fields
                                        in zip(ids, tasks.load_view_fields(self.connection, ids)))
                    if entry is not None]
-        rows = [{"status": e.status, "progress": e.progress, "can_retry": e.can_retry}
-                for e in entries]
-        return view(batch, rows), entries
+        rows = [{"status": e.status, "progress": e.progress, "can_retry": e.can_retry,
+                 "seconds": e.seconds} for e in entries]
+        # The workers at work: read only when an estimate is possible (a live batch with a
+        # finished document), so a finished batch's poll stays two round trips.
+        live = any(row["status"] in states.LIVE for row in rows)
+        workers = (int(self.connection.scard(REDIS_WORKER_KEYS))
+                   if live and any(row["seconds"] is not None for row in rows) else 0)
+        return view(batch, rows, workers), entries
 
     def task_ids(self, tenant: str, batch_id: str) -> list[str]:
         """The ids of a batch's tasks. Raises NoSuchBatch."""

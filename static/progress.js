@@ -174,9 +174,19 @@
     if (body) { body.replaceChildren.apply(body, rows); }
   }
 
+  // As webapp/display.py eta_text words it.
+  function etaText(seconds) {
+    if (!seconds) { return ""; }
+    if (seconds < 60) { return "less than a minute left"; }
+    if (seconds < 3600) { return "about " + Math.round(seconds / 60) + " min left"; }
+    return "about " + (seconds / 3600).toFixed(1) + " h left";
+  }
+
   function renderBatch(batch) {
     root.setAttribute("data-status", batch.status);
     setBar(root, "batch_progress", batch.progress);
+    var eta = field(root, "batch_eta");
+    if (eta && "eta_seconds" in batch) { setText(eta, etaText(batch.eta_seconds)); }
     var status = field(root, "batch_status");
     status.className = "status status-" + batch.status;
     setText(status, words.batch[batch.status] || batch.status);

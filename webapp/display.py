@@ -125,6 +125,17 @@ def highlight(text: str, query: str, width: int = 400) -> Markup:
                                                              else Markup(""))
 
 
+def eta_text(seconds: int | None) -> str:
+    """ "about 3 min left" (the page script words it the same: static/progress.js etaText)."""
+    if not seconds:
+        return ""
+    if seconds < 60:
+        return "less than a minute left"
+    if seconds < 3600:
+        return f"about {round(seconds / 60)} min left"
+    return f"about {seconds / 3600:.1f} h left"
+
+
 def now_ms() -> int:
     """The server's clock, so the script can correct for a client clock that is off."""
     return int(datetime.now(timezone.utc).timestamp() * 1000)
@@ -138,6 +149,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(step_text)
     app.add_template_filter(result_text)
     app.add_template_filter(location_text)
+    app.add_template_filter(eta_text)
     app.add_template_global(highlight)
     app.add_template_global(now_ms)
     app.add_template_global(STATUS_LABELS, "STATUS_LABELS")

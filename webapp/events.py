@@ -38,7 +38,7 @@ bp = Blueprint("events", __name__, url_prefix="/api")
 WATCHED = ("status", "progress", "current_step", "step_detail", "attempts", "updated_at",
            "error", "next_attempt_at")
 BATCH_FIELDS = ("id", "status", "progress", "counts", "size", "poll_after_ms", "can_retry",
-                "can_cancel")
+                "can_cancel", "eta_seconds")
 
 
 @dataclass(frozen=True)

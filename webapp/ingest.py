@@ -13,6 +13,7 @@ from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
 from jobs import BATCH_LIVE, TERMINAL, LimitReached, NotFound, NotNow
+from webapp.display import eta_text
 from webapp.uploads import accept
 
 BAR_WIDTH = 30
@@ -71,13 +72,17 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
 
 def _follow(service, tenant: str, batch_id: str) -> dict:  # type: ignore[no-untyped-def]
     """Redraw one progress line until the batch is terminal; returns its last state."""
+    width = 0
     while True:
         batch = service.batches.get(tenant, batch_id)
         done = sum(batch["counts"][s] for s in TERMINAL)
         filled = BAR_WIDTH * batch["progress"] // 100
+        left = eta_text(batch.get("eta_seconds")) if batch["status"] in BATCH_LIVE else ""
         line = (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {batch['progress']:3d}%  "
-                f"{done}/{batch['size']} done")
-        click.echo("\r" + line, nl=False)
+                f"{done}/{batch['size']} done" + (f", {left}" if left else ""))
+        # Padded: a shorter line (the estimate gone) must not leave the end of the last one.
+        click.echo("\r" + line.ljust(width), nl=False)
+        width = max(width, len(line))
         if batch["status"] not in BATCH_LIVE:
             click.echo()
             return batch

@@ -52,6 +52,10 @@ SCHEMAS: dict[str, Any] = {
                   "id": _ID, "status": {"type": "string", "enum": list(BATCH_STATUSES)},
                   "can_retry": _ALLOWED, "can_cancel": _ALLOWED,
                   "progress": {"type": "integer"}, "created_at": {"type": "string"},
+                  "eta_seconds": {"type": ["integer", "null"],
+                                  "description": "seconds left, from the batch's own finished "
+                                                 "documents and the workers at work; null "
+                                                 "until that can be estimated"},
                   "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
                   "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}}}},
     "Location": {"type": "object", "description": "Where a chunk starts; {} if unknown",

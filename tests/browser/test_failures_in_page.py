@@ -140,3 +140,19 @@ def test_cancel_from_the_page_while_running(fault, open_page):
     with ApiClient(fault.url) as client:
         task = client.get(f"/api/tasks/{task_id}").json()
     assert task["status"] == "canceled" and task["progress"] < 100
+
+
+def test_the_batch_page_says_how_long_is_left_while_it_runs(fault, open_page):
+    word = unique_word()
+    fault.embedding.mode = "slow:1.5"   # each document takes ≥ 1.5 s: the estimate can be seen
+    body = _upload(fault, [(f"eta-{word}-{n}.txt", f"Document {n}: {word}.".encode())
+                           for n in range(8)])
+    page = open_page(fault.url)
+    page.goto(body["page_url"])
+    eta = page.locator("[data-field=batch_eta]")
+    poll(lambda: eta.inner_text(), lambda text: text.endswith("left"), timeout=60,
+         interval=0.1, message="the page shows how long is left once a document finished")
+    assert re.fullmatch(r"less than a minute left|about \d+ min left", eta.inner_text())
+    poll(lambda: page.locator("[data-field=batch_status]").inner_text(),
+         lambda text: text == "Succeeded", timeout=90, message="the batch finishes")
+    assert eta.inner_text() == "", "nothing is left once the batch is done"
