@@ -5,6 +5,7 @@ The web layer uses only what is exported here.
 from jobs.announcements import announce, changed_task, changes_channel
 from jobs.clock import parse_iso
 from jobs.dead_letters import count as dead_letter_count
+from jobs.embedding import display_url
 from jobs.exceptions import (IntakeRefusal, LimitReached, NoChunks, NoSuchBatch, NoSuchDocument,
                              NoSuchTask, NotFound, NotNow, NotRetryable,
                              UploadExpired)
@@ -32,7 +33,7 @@ __all__ = [
     "MAX_SEARCH_K", "MIB", "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
     "NotRetryable", "PermanentError", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",
-    "announce", "changed_task", "changes_channel", "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "end_session",
+    "announce", "changed_task", "changes_channel", "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "display_url", "end_session",
     "held_logs", "is_id", "match_pattern", "measure_upload", "read_metrics", "rejection_reason",
     "session_tenant", "start_session", "worker_command", "write_logs",
 ]

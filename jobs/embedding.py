@@ -154,7 +154,7 @@ class LocalEmbedder:
                           (weights / norms[cell_rows]).astype(np.float32), self.dimension)
 
 
-def _display_url(url: str) -> str:
+def display_url(url: str) -> str:
     """`url` without any user:password part, fit for a message."""
     parts = urlsplit(url)
     host = parts.hostname or ""
@@ -234,7 +234,7 @@ class HttpEmbedder:
                 f"The embedding service did not answer within {self.timeout:g} s.",
                 code="embedding_timeout")
         return TransientError(
-            f"The embedding service at {_display_url(self.url)} could not be reached.",
+            f"The embedding service at {display_url(self.url)} could not be reached.",
             code="embedding_unavailable")
 
     def _configuration_error(self, exc: requests.RequestException) -> PermanentError:
@@ -242,7 +242,7 @@ class HttpEmbedder:
             problem = ("The embedding API key is not a valid header value. "
                        "Check INTAKE_EMBEDDING_API_KEY, then Retry.")
         else:
-            problem = (f"INTAKE_EMBEDDING_URL ({_display_url(self.url)}) is not a usable "
+            problem = (f"INTAKE_EMBEDDING_URL ({display_url(self.url)}) is not a usable "
                        f"http(s) URL. Fix it, then Retry.")
         return PermanentError(problem, code="embedding_rejected", retryable=True)
 

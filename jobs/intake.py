@@ -10,6 +10,7 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue
+from rq.worker_registration import REDIS_WORKER_KEYS
 
 from jobs import dead_letters, health, index, lifecycle, parts, states, tasks
 from jobs.batches import BatchReader
@@ -110,6 +111,10 @@ class Intake:
 
     def search(self, tenant: str, query: str, k: int = 10) -> SearchAnswer:
         return self.searcher.search(tenant, query, k)
+
+    def worker_count(self) -> int:
+        """How many RQ workers are registered on this Redis (alive within their TTL)."""
+        return int(self.connection.scard(REDIS_WORKER_KEYS))
 
     def health(self) -> dict[str, Any]:
         return health.report(self.connection)

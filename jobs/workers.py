@@ -74,11 +74,18 @@ WORKER_FLAGS: tuple[str, ...] = (
 )
 
 
-def worker_command(redis_url: str, *, name: str | None = None, burst: bool = False) -> list[str]:
-    """The argv of one `rq worker` process listening to Intake's queues in priority order."""
+def worker_command(redis_url: str, *, name: str | None = None, burst: bool = False,
+                   quiet: bool = False) -> list[str]:
+    """The argv of one `rq worker` process listening to Intake's queues in priority order.
+
+    `quiet` (the dev runner's terminal): RQ's own lines only from warnings up, so its
+    maintenance ("cleaning registries …" every few seconds per queue) does not bury what a
+    person reads there; Intake's task events are logged apart (jobs.logs) and still show."""
     argv = [sys.executable, "-m", "rq.cli", "worker", *WORKER_FLAGS, "--url", redis_url]
     if name:
         argv += ["--name", name]
     if burst:
         argv.append("--burst")
+    if quiet:
+        argv.append("--quiet")
     return argv + list(QUEUE_NAMES)

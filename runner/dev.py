@@ -72,8 +72,8 @@ class WorkerSupervisor:
     def _spawn(self, slot: int) -> ManagedProcess:
         suffix = f"-r{self.restarts}" if self.restarts else ""
         name = f"intake-dev-{slot}-{os.getpid()}{suffix}"
-        worker = ManagedProcess(name, worker_command(self.redis_url, name=name), self.env,
-                                cwd=self.cwd).start()
+        worker = ManagedProcess(name, worker_command(self.redis_url, name=name, quiet=True),
+                                self.env, cwd=self.cwd).start()
         assert worker.pid is not None
         self._sessions.add(worker.pid)  # its own session: kill_sessions finds its horse too
         self._workers[slot] = worker

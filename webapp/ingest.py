@@ -12,11 +12,15 @@ from flask import current_app
 from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
-from jobs import BATCH_LIVE, TERMINAL, LimitReached, NotFound, NotNow
+from jobs import BATCH_LIVE, TERMINAL, LimitReached, NotFound, NotNow, display_url
 from webapp.display import eta_text
 from webapp.uploads import accept
 
 BAR_WIDTH = 30
+#: How long the bar waits with no worker registered on its Redis before it says so and stops.
+NO_WORKER_SECONDS = 5.0
+#: The exit code then: the documents are queued and will run once a worker starts.
+NO_WORKER_EXIT = 3
 
 
 def _files(paths: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
@@ -67,14 +71,34 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
             click.echo(f"{task['id']}  {task['status']:<9}  {task['document_id']}")
         return
     final = _follow(service, tenant, batch["batch_id"])
+    if final is None:
+        sys.exit(NO_WORKER_EXIT)
     sys.exit(_summary(final) or (1 if checked.rejected else 0))
 
 
-def _follow(service, tenant: str, batch_id: str) -> dict:  # type: ignore[no-untyped-def]
-    """Redraw one progress line until the batch is terminal; returns its last state."""
-    width = 0
+def _follow(service, tenant: str, batch_id: str) -> dict | None:  # type: ignore[no-untyped-def]
+    """Redraw one progress line until the batch is terminal; returns its last state, or None
+    when nothing moved for NO_WORKER_SECONDS and no worker listens on this Redis (after saying
+    so: waiting would be forever)."""
+    width, alone_since, last = 0, None, None
     while True:
         batch = service.batches.get(tenant, batch_id)
+        moved, last = last != (batch["progress"], batch["counts"]), (batch["progress"],
+                                                                      batch["counts"])
+        if batch["status"] in BATCH_LIVE and not moved and not service.worker_count():
+            alone_since = alone_since or time.monotonic()
+            if time.monotonic() - alone_since >= NO_WORKER_SECONDS:
+                click.echo()
+                live = sum(batch["counts"][s] for s in ("pending", "running", "retrying"))
+                url = current_app.config["INTAKE"].redis_url
+                click.echo(f"No worker is listening on {display_url(url)}: {live} document"
+                           f"{'s wait' if live != 1 else ' waits'} in its queue and will run "
+                           "when one starts. Start workers on this Redis (`make run` starts two), or set "
+                           f"REDIS_URL to the Redis your workers use. Batch {batch_id}.",
+                           err=True)
+                return None
+        else:
+            alone_since = None
         done = sum(batch["counts"][s] for s in TERMINAL)
         filled = BAR_WIDTH * batch["progress"] // 100
         left = eta_text(batch.get("eta_seconds")) if batch["status"] in BATCH_LIVE else ""

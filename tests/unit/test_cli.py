@@ -46,3 +46,14 @@ def test_ingest_no_wait_prints_task_ids(app, tmp_path):
     (tmp_path / "a.txt").write_text("Words.")
     result = app.test_cli_runner().invoke(args=["ingest", "--no-wait", str(tmp_path)])
     assert result.exit_code == 0 and "pending" in result.output and "a.txt" in result.output
+
+
+def test_ingest_says_at_once_when_no_worker_listens_instead_of_waiting_forever(app, tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setattr("webapp.ingest.NO_WORKER_SECONDS", 0.3)
+    (tmp_path / "a.txt").write_text("Words.")
+    (tmp_path / "b.txt").write_text("More words.")
+    result = app.test_cli_runner().invoke(args=["ingest", str(tmp_path)])
+    assert result.exit_code == 3, result.output
+    assert "No worker is listening on redis://" in result.output
+    assert "2 documents wait in its queue" in result.output
