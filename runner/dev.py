@@ -24,6 +24,7 @@ from rq import Worker
 from werkzeug.serving import run_simple
 
 from jobs import worker_command
+from runner import record
 from runner.postgres_service import VECTOR_DATABASE_ENV, start_vector_database
 from runner.processes import ManagedProcess, kill_sessions, stop_all
 from runner.redis_service import (NOT_DURABLE_NOTICE, STOP_TIMEOUT, EmbeddedRedis, RedisBackend,
@@ -195,6 +196,8 @@ def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: i
     previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
     try:
         backend, supervisor = start_services(stack, workers, secret_key, instance_dir)
+        record.write(instance_dir, backend.url)  # for `flask ingest` in another terminal
+        stack.callback(record.remove, instance_dir)
         vectors = {VECTOR_DATABASE_ENV: supervisor.env[VECTOR_DATABASE_ENV]} \
             if supervisor.env.get(VECTOR_DATABASE_ENV) else {}
         app = app_factory({"REDIS_URL": backend.url, "SECRET_KEY": secret_key, "INTAKE_LOCAL_MODE": True,

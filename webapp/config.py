@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import secrets
+from pathlib import Path
 from typing import Any, Mapping
 
 from jobs import MIB, Settings
 
 ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL")
+INSTANCE_DIR = Path(__file__).resolve().parent.parent / "instance"  # the dev runner's
 
 
 def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -20,6 +22,13 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     source: dict[str, Any] = {k: v for k, v in os.environ.items()
                               if k in ENV_NAMES or k.startswith("INTAKE_")}
     source.update(overrides or {})
+    # No REDIS_URL anywhere: a dev runner running in this checkout is where the work goes.
+    found_runner = None
+    if not source.get("REDIS_URL") and not source.get("REDIS_CONNECTION"):
+        from runner.record import running_redis_url
+        found_runner = running_redis_url(INSTANCE_DIR)
+        if found_runner:
+            source["REDIS_URL"] = found_runner
     settings = Settings.from_mapping(source)
     config: dict[str, Any] = dict(source)
     config.update(
@@ -39,6 +48,7 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         SESSION_COOKIE_SECURE=_flag(source, "INTAKE_SECURE_COOKIES"),
         SESSION_COOKIE_HTTPONLY=True,
         JSON_SORT_KEYS=False,
+        REDIS_URL_FROM_DEV_RUNNER=found_runner is not None,
     )
     return config
 

@@ -2,6 +2,7 @@
 as the API (the same file checks, the same submit, the same task JSON)."""
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from webapp.display import eta_text
 from webapp.uploads import accept
 
 BAR_WIDTH = 30
+LOGGER_NAME = "intake"  # jobs.logs' logger
 #: How long the bar waits with no worker registered on its Redis before it says so and stops.
 NO_WORKER_SECONDS = 5.0
 #: The exit code then: the documents are queued and will run once a worker starts.
@@ -43,10 +45,18 @@ def _files(paths: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
 @click.option("--priority", type=click.Choice(["high", "normal", "bulk"]))
 @click.option("--force", is_flag=True, help="Ingest again even if unchanged.")
 @click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Intake's JSON log lines on stderr too (else: instance/ingest.log).")
 def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, force: bool,
-                   no_wait: bool) -> None:
+                   no_wait: bool, verbose: bool) -> None:
     """Upload files and folders (recursively; relative paths become document ids), then show a
-    progress bar until every document is done. Exit code 1 if any failed."""
+    progress bar until every document is done. Exit code 1 if any failed, 3 if no worker
+    listens on the Redis it uses."""
+    if not verbose:
+        _log_to_file(Path(current_app.instance_path) / "ingest.log")
+    if current_app.config.get("REDIS_URL_FROM_DEV_RUNNER"):
+        click.echo(f"Using the dev runner's Redis at {display_url(settings_url())} "
+                   "(instance/dev-runner.json; set REDIS_URL to use another).", err=True)
     found = list(_files(paths))
     if not found:
         raise click.ClickException("no files to ingest")
@@ -74,6 +84,20 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
     if final is None:
         sys.exit(NO_WORKER_EXIT)
     sys.exit(_summary(final) or (1 if checked.rejected else 0))
+
+
+def settings_url() -> str:
+    return current_app.config["INTAKE"].redis_url
+
+
+def _log_to_file(path: Path) -> None:
+    """Intake's log lines (one per document submitted) into `path`, not between the bar's
+    redraws on the terminal."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for handler in logging.getLogger(LOGGER_NAME).handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+                handler, logging.FileHandler):
+            handler.setStream(path.open("a", encoding="utf-8"))
 
 
 def _follow(service, tenant: str, batch_id: str) -> dict | None:  # type: ignore[no-untyped-def]

@@ -57,3 +57,50 @@ def test_ingest_says_at_once_when_no_worker_listens_instead_of_waiting_forever(a
     assert result.exit_code == 3, result.output
     assert "No worker is listening on redis://" in result.output
     assert "2 documents wait in its queue" in result.output
+
+
+def test_ingest_writes_its_log_lines_to_a_file_not_between_the_bar_s_redraws(app, tmp_path):
+    import io
+    import logging
+
+    from jobs.logs import JsonFormatter
+    logger = logging.getLogger("intake")
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    app.instance_path = str(tmp_path / "instance")
+    try:
+        (tmp_path / "a.txt").write_text("Words.")
+        result = app.test_cli_runner().invoke(args=["ingest", "--no-wait", str(tmp_path / "a.txt")])
+        assert result.exit_code == 0, result.output
+        assert terminal.getvalue() == "", "no log line on the terminal"
+        assert '"task_submitted"' in (tmp_path / "instance" / "ingest.log").read_text()
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def test_without_redis_url_the_cli_finds_a_running_dev_runner_s_redis(tmp_path, monkeypatch):
+    import subprocess
+
+    from runner import record
+    from webapp.config import load_config
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setattr("webapp.config.INSTANCE_DIR", tmp_path)
+    record.write(tmp_path, "redis://127.0.0.1:47123/0")
+    config = load_config()
+    assert config["INTAKE"].redis_url == "redis://127.0.0.1:47123/0"
+    assert config["REDIS_URL_FROM_DEV_RUNNER"] is True
+    monkeypatch.setenv("REDIS_URL", "redis://elsewhere:6379/0")
+    assert load_config()["INTAKE"].redis_url == "redis://elsewhere:6379/0", "REDIS_URL wins"
+    monkeypatch.delenv("REDIS_URL")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / record.RECORD_NAME).write_text(
+        f'{{"redis_url": "redis://127.0.0.1:47123/0", "pid": {gone.pid}}}')
+    assert load_config()["REDIS_URL_FROM_DEV_RUNNER"] is False, "a runner that exited is not used"
+    record.write(tmp_path, "redis://127.0.0.1:47123/0")
+    record.remove(tmp_path)
+    assert not (tmp_path / record.RECORD_NAME).exists()

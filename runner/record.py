@@ -1,0 +1,40 @@
+"""Where a running dev runner's Redis is, written under instance/ while it runs.
+
+Why: `flask --app webapp ingest` in another terminal, with no REDIS_URL set, would otherwise
+talk to the machine's Redis on 6379 (or none) while the runner's workers wait on their own
+Redis on another port. The runner writes its Redis URL and pid here; the web config reads it
+when REDIS_URL is not set and that pid is alive (webapp.config), and says so.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+RECORD_NAME = "dev-runner.json"
+
+
+def write(instance_dir: Path, redis_url: str) -> Path:
+    path = instance_dir / RECORD_NAME
+    instance_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"redis_url": redis_url, "pid": os.getpid()}))
+    return path
+
+
+def remove(instance_dir: Path) -> None:
+    path = instance_dir / RECORD_NAME
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def running_redis_url(instance_dir: Path) -> str | None:
+    """The Redis URL of a dev runner that is running now, or None."""
+    try:
+        found = json.loads((instance_dir / RECORD_NAME).read_text())
+        os.kill(int(found["pid"]), 0)
+        return str(found["redis_url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
