@@ -95,8 +95,9 @@ def _log_to_file(path: Path) -> None:
     redraws on the terminal."""
     path.parent.mkdir(parents=True, exist_ok=True)
     for handler in logging.getLogger(LOGGER_NAME).handlers:
-        if isinstance(handler, logging.StreamHandler) and not isinstance(
-                handler, logging.FileHandler):
+        # Only what goes to the terminal itself: a handler on any other stream is someone's.
+        if isinstance(handler, logging.StreamHandler) and handler.stream in (
+                sys.__stderr__, sys.__stdout__):
             handler.setStream(path.open("a", encoding="utf-8"))
 
 
