@@ -167,6 +167,14 @@ def _forked_child_uses_inherited_store(store: VectorStore, tenant: str, query: n
     out.put(store.nearest(tenant, query, 3))  # a work-horse's case: the parent's store, forked
 
 
+def _fresh_interpreter(script: str, payload: object) -> str:
+    """Run `script` in a new Python process with `payload` as JSON on its stdin; its stdout."""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, input=json.dumps(payload))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_another_process_sees_the_rows(store: VectorStore, postgres_url: str,
                                        corpus: tuple[str, np.ndarray]) -> None:
     tenant, vectors = corpus
@@ -177,11 +185,8 @@ def test_another_process_sees_the_rows(store: VectorStore, postgres_url: str,
               "store = VectorStore(url)\n"
               "print(json.dumps(store.nearest(tenant, np.array(query, dtype=np.float32), 3)))\n"
               "store.close()\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60,
-                          input=json.dumps([postgres_url, tenant, vectors[42].tolist()]))
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)[0][0] == 42
+    assert json.loads(_fresh_interpreter(script, [postgres_url, tenant,
+                                                  vectors[42].tolist()]))[0][0] == 42
     # A forked child using the store it inherited (with its open connection) opens its own,
     # and leaves the parent's connection working.
     assert store.nearest(tenant, vectors[7], 1)[0][0] == 7  # the parent's connection is open
@@ -205,10 +210,7 @@ def test_rows_written_by_a_child_process_are_seen_at_once(store: VectorStore,
               "url, tenant, rows = json.loads(sys.stdin.read())\n"
               "with VectorStore(url) as store:\n"
               "    store.write(tenant, 0, np.array(rows, dtype=np.float32))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60,
-                          input=json.dumps([postgres_url, tenant, vectors.tolist()]))
-    assert done.returncode == 0, done.stderr
+    _fresh_interpreter(script, [postgres_url, tenant, vectors.tolist()])
     assert store.nearest(tenant, vectors[3], 1)[0][0] == 3
 
 
