@@ -202,3 +202,9 @@ def search_breaker() -> str:
 def changes_channel() -> str:
     """The pub/sub channel on which every change of a task's visible state is announced."""
     return f"{PREFIX}changes"
+
+
+def folder_sync(tenant: str, source: str) -> str:
+    """The documents that `ingest --sync` of one source (a folder) brought into a tenant's
+    knowledge base, so the next sync removes only those whose file is gone."""
+    return f"{PREFIX}tenant:{tenant}:folder-sync:{document_digest(source)}"

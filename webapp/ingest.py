@@ -14,6 +14,7 @@ from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
 from jobs import BATCH_LIVE, TERMINAL, LimitReached, NotFound, NotNow, display_url
+from jobs.folder_sync import FolderRecord, removed
 from webapp.display import eta_text
 from webapp.uploads import accept
 
@@ -44,38 +45,58 @@ def _files(paths: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--priority", type=click.Choice(["high", "normal", "bulk"]))
 @click.option("--force", is_flag=True, help="Ingest again even if unchanged.")
+@click.option("--sync", "sync", is_flag=True,
+              help="Make the knowledge base follow ONE folder: new and changed files are "
+                   "submitted, unchanged ones skipped, the documents of deleted files removed.")
+@click.option("--source", help="With --sync: the name the folder's record is kept under "
+                               "(default: its absolute path).")
 @click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Intake's JSON log lines on stderr too (else: instance/ingest.log).")
 def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, force: bool,
-                   no_wait: bool, verbose: bool) -> None:
+                   sync: bool, source: str | None, no_wait: bool, verbose: bool) -> None:
     """Upload files and folders (recursively; relative paths become document ids), then show a
     progress bar until every document is done. Exit code 1 if any failed, 3 if no worker
     listens on the Redis it uses."""
+    if source and not sync:
+        raise click.UsageError("--source names the record of a --sync")
+    if sync and (len(paths) != 1 or not Path(paths[0]).is_dir()):
+        raise click.UsageError("--sync takes exactly one folder")
     if not verbose:
         _log_to_file(Path(current_app.instance_path) / "ingest.log")
     if current_app.config.get("REDIS_URL_FROM_DEV_RUNNER"):
         click.echo(f"Using the dev runner's Redis at {display_url(settings_url())} "
                    "(instance/dev-runner.json; set REDIS_URL to use another).", err=True)
+    service, settings = current_app.extensions["intake"], current_app.config["INTAKE"]
+    record = (FolderRecord(service.connection, tenant, source or str(Path(paths[0]).resolve()))
+              if sync else None)
     found = list(_files(paths))
     if not found:
+        if record is not None and record.documents():
+            raise click.ClickException(
+                f"{paths[0]} is empty: --sync would remove all {len(record.documents())} "
+                "documents it brought. Check the folder (a disk not mounted?); to remove them, "
+                "delete them through the API or the pages.")
         raise click.ClickException("no files to ingest")
-    service, settings = current_app.extensions["intake"], current_app.config["INTAKE"]
     handles = [path.open("rb") for path, _ in found]
     try:  # the files are read through once to be checked, then again, in pieces, to be stored
         storages = [FileStorage(stream=h, filename=doc_id) for h, (_, doc_id) in zip(handles, found)]
         checked = accept(storages, [doc_id for _, doc_id in found], settings)
         for rejection in checked.rejected:
             click.echo(f"rejected {rejection['filename']}: {rejection['message']}", err=True)
-        if not checked.uploads:
-            sys.exit(1)
-        try:
-            batch = service.submit(tenant, checked.uploads, priority=priority, force=force)
-        except LimitReached as exc:
-            raise click.ClickException(f"refused, try again later ({exc.limit})") from None
+        batch = None
+        if checked.uploads:
+            try:
+                batch = service.submit(tenant, checked.uploads, priority=priority, force=force)
+            except LimitReached as exc:
+                raise click.ClickException(f"refused, try again later ({exc.limit})") from None
     finally:
         for handle in handles:
             handle.close()
+    if record is not None:
+        _sync_removals(service, record, checked.uploads, [doc_id for _, doc_id in found], batch)
+    if batch is None:
+        sys.exit(1 if checked.rejected else 0)
     if no_wait:
         for task in batch["tasks"]:
             click.echo(f"{task['id']}  {task['status']:<9}  {task['document_id']}")
@@ -84,6 +105,25 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
     if final is None:
         sys.exit(NO_WORKER_EXIT)
     sys.exit(_summary(final) or (1 if checked.rejected else 0))
+
+
+def _sync_removals(service, record: FolderRecord, uploads: list,  # type: ignore[no-untyped-def]
+                   present: list[str], batch: dict | None) -> None:
+    """Record what this sync submitted, remove the documents of files gone since the last one,
+    and say what the sync did. A file refused this time (now unreadable) is still present: its
+    document stays as it was."""
+    record.add(upload.document_id for upload in uploads)
+    gone = removed(record.documents(), present)
+    for document_id in gone:
+        try:
+            service.delete_document(record.tenant, document_id)
+        except NotFound:  # already deleted through the API or a page
+            pass
+        record.forget(document_id)
+    tasks = batch["tasks"] if batch else []
+    unchanged = sum(1 for task in tasks if task["duplicate"])
+    click.echo(f"sync: {len(tasks) - unchanged} new or changed, {unchanged} unchanged, "
+               f"{len(gone)} removed")
 
 
 def settings_url() -> str:

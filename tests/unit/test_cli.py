@@ -106,3 +106,59 @@ def test_without_redis_url_the_cli_finds_a_running_dev_runner_s_redis(tmp_path, 
     record.write(tmp_path, "redis://127.0.0.1:47123/0")
     record.remove(tmp_path)
     assert not (tmp_path / record.RECORD_NAME).exists()
+
+
+def _found(service, word):
+    return {hit["document_id"] for hit in service.search("default", word).results}
+
+
+def test_ingest_sync_submits_new_and_changed_files_skips_the_rest_and_removes_deleted_ones(
+        app, run_jobs, tmp_path):
+    folder = tmp_path / "kb"
+    (folder / "notes").mkdir(parents=True)
+    (folder / "keep.txt").write_text("Keep this note about albatrosses.")
+    (folder / "edit.txt").write_text("A draft about cormorants.")
+    (folder / "notes" / "gone.txt").write_text("A note about dodos.")
+    first = _invoke_while_working(app, run_jobs, ["ingest", "--sync", str(folder)])
+    assert first.exit_code == 0, first.output
+    assert "sync: 3 new or changed, 0 unchanged, 0 removed" in first.output
+    service = app.extensions["intake"]
+    service.submit("default", [_upload("elsewhere.txt", b"Uploaded elsewhere: dodos too.")])
+    run_jobs()
+
+    (folder / "edit.txt").write_text("The final text about puffins.")
+    (folder / "notes" / "gone.txt").unlink()
+    (folder / "new.txt").write_text("A new note about gannets.")
+    second = _invoke_while_working(app, run_jobs, ["ingest", "--sync", str(folder)])
+    assert second.exit_code == 0, second.output
+    assert "sync: 2 new or changed, 1 unchanged, 1 removed" in second.output
+    assert _found(service, "gannets") == {"new.txt"}
+    assert _found(service, "puffins") == {"edit.txt"} and not _found(service, "cormorants")
+    assert _found(service, "dodos") == {"elsewhere.txt"}, "only what the sync brought is removed"
+    assert _found(service, "albatrosses") == {"keep.txt"}
+    batches = [b["id"] for b in service.batches.recent("default")["batches"]]
+    kept = [{t["document_id"]: t["id"] for t in service.batches.get("default", b)["tasks"]}
+            ["keep.txt"] for b in (batches[0], batches[-1])]
+    assert kept[0] == kept[1], "the unchanged file is the same task, not ingested again"
+
+    third = _invoke_while_working(app, run_jobs, ["ingest", "--sync", str(folder)])
+    assert "sync: 0 new or changed, 3 unchanged, 0 removed" in third.output
+
+
+def test_ingest_sync_refuses_an_empty_folder_instead_of_removing_everything(app, run_jobs,
+                                                                             tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Words about herons.")
+    assert _invoke_while_working(app, run_jobs, ["ingest", "--sync", str(folder)]).exit_code == 0
+    (folder / "a.txt").unlink()
+    result = app.test_cli_runner().invoke(args=["ingest", "--sync", str(folder)])
+    assert result.exit_code == 1 and "would remove all 1 documents it brought" in result.output
+    assert _found(app.extensions["intake"], "herons") == {"a.txt"}
+    two = app.test_cli_runner().invoke(args=["ingest", "--sync", str(folder), str(folder)])
+    assert two.exit_code == 2 and "exactly one folder" in two.output
+
+
+def _upload(name, data):
+    from jobs.submit import Upload
+    return Upload.from_bytes(name, name, data, "txt")
