@@ -12,7 +12,7 @@ from redis import Redis
 from rq import Queue
 from rq.worker_registration import REDIS_WORKER_KEYS
 
-from jobs import dead_letters, health, index, lifecycle, parts, states, tasks
+from jobs import deliveries, dead_letters, health, index, lifecycle, parts, states, tasks
 from jobs.batches import BatchReader
 from jobs.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.embedding import make_embedder
@@ -108,6 +108,12 @@ class Intake:
     def list_failed(self, tenant: str | None, *, offset: int = 0,
                     limit: int = 50) -> dict[str, Any]:
         return dead_letters.page(self.connection, tenant, offset=offset, limit=limit)
+
+    def webhook_deliveries(self, tenant: str, *, offset: int = 0,
+                           limit: int = 50) -> dict[str, Any]:
+        """The tenant's recent webhook events and how their delivery went, newest first."""
+        return {**deliveries.page(self.connection, tenant, offset=offset, limit=limit),
+                "enabled": bool(self.settings.webhook_url)}
 
     def search(self, tenant: str, query: str, k: int = 10) -> SearchAnswer:
         return self.searcher.search(tenant, query, k)
