@@ -7,7 +7,9 @@ Behaviour is switched at run time (thread-safe):
 - `mode = "hang"` never answers: the request is held until `reset()` or `close()`, then the
   connection is closed without a response;
 - `mode = "close"` closes the connection at once without an answer;
-- `fail_next(n, mode)` applies `mode` to the next n requests only, then the current mode.
+- `fail_next(n, mode, match=())` applies `mode` to the next n requests only (with `match`: the
+  next n whose body contains every one of those texts, so one test's faults hit only its own
+  event), then the current mode.
 `received` lists every `Delivery` (also the failed ones, with the mode applied); `events()`
 the parsed bodies of those answered 200; `verify(delivery, secret)` checks its
 `Intake-Signature` by recomputing the HMAC here, independently of Intake's code.
@@ -71,7 +73,7 @@ class WebhookReceiver:
         self._lock = threading.Lock()
         self._release = threading.Event()
         self.mode = "ok"
-        self._next: list[str] = []
+        self._next: list[tuple[str, tuple[bytes, ...]]] = []
         self.received: list[Delivery] = []
         receiver = self
 
@@ -84,7 +86,7 @@ class WebhookReceiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
-                mode = receiver._take_mode()
+                mode = receiver._take_mode(body)
                 with receiver._lock:
                     receiver.received.append(Delivery(
                         time.time(), mode, {k.lower(): v for k, v in self.headers.items()},
@@ -116,13 +118,17 @@ class WebhookReceiver:
                                         name="webhook-receiver")
         self._thread.start()
 
-    def _take_mode(self) -> str:
+    def _take_mode(self, body: bytes) -> str:
         with self._lock:
-            return self._next.pop(0) if self._next else self.mode
+            for i, (mode, match) in enumerate(self._next):
+                if all(text in body for text in match):
+                    del self._next[i]
+                    return mode
+            return self.mode
 
-    def fail_next(self, count: int, mode: str) -> None:
+    def fail_next(self, count: int, mode: str, match: tuple[str, ...] = ()) -> None:
         with self._lock:
-            self._next.extend([mode] * count)
+            self._next.extend([(mode, tuple(t.encode() for t in match))] * count)
 
     def set_mode(self, mode: str) -> None:
         with self._lock:
