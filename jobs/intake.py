@@ -10,7 +10,6 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue
-from rq.worker_registration import REDIS_WORKER_KEYS
 
 from jobs import deliveries, dead_letters, health, index, lifecycle, parts, states, tasks
 from jobs.batches import BatchReader
@@ -119,8 +118,9 @@ class Intake:
         return self.searcher.search(tenant, query, k)
 
     def worker_count(self) -> int:
-        """How many RQ workers are registered on this Redis (alive within their TTL)."""
-        return int(self.connection.scard(REDIS_WORKER_KEYS))
+        """How many ingestion workers are registered on this Redis (alive within their TTL);
+        webhook workers are not counted."""
+        return health.ingestion_workers(self.connection)
 
     def health(self) -> dict[str, Any]:
         return health.report(self.connection)
