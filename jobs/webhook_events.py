@@ -191,12 +191,10 @@ def job_id(event_id: str) -> str:
 
 def retry_delays(base_seconds: int) -> list[int]:
     """Jittered, doubling whole-second delays (capped at an hour) whose sum reaches a day."""
-    delays, total = [], 0
-    for delay in backoff_delays(200, base_seconds, cap_seconds=RETRY_CAP_SECONDS):
-        delays.append(delay)
-        total += delay
-        if total >= RETRY_WINDOW_SECONDS:
-            break
+    delays: list[int] = []
+    while sum(delays) < RETRY_WINDOW_SECONDS:
+        nominal = min(base_seconds * 2 ** len(delays), RETRY_CAP_SECONDS)
+        delays += backoff_delays(2, nominal, cap_seconds=RETRY_CAP_SECONDS)  # one, jittered
     return delays
 
 
