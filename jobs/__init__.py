@@ -26,7 +26,8 @@ from jobs.submit import Upload
 from jobs.submit import measure as measure_upload
 from jobs.tasks import ATTEMPT_WORDS, attempt_words, is_id
 from jobs.tokens import match_pattern
-from jobs.workers import worker_command
+from jobs.webhook_events import backlog as webhook_backlog
+from jobs.workers import webhook_worker_command, worker_command
 
 __all__ = [
     "ATTEMPT_WORDS", "BATCH_LIVE", "BATCH_STATUSES", "attempt_words", "parse_iso", "Intake", "IntakeError", "IntakeRefusal", "LimitReached",
@@ -35,5 +36,5 @@ __all__ = [
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",
     "announce", "changed_task", "changes_channel", "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "display_url", "end_session",
     "held_logs", "is_id", "match_pattern", "measure_upload", "read_metrics", "rejection_reason",
-    "session_tenant", "start_session", "worker_command", "write_logs",
+    "session_tenant", "start_session", "webhook_backlog", "webhook_worker_command", "worker_command", "write_logs",
 ]

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
-from rq.worker_registration import REDIS_WORKER_KEYS
-
 from jobs import eta, keys, states, tasks
+from jobs.health import ingestion_workers
 from jobs.exceptions import NoSuchBatch
 from jobs.jsontext import compact
 
@@ -126,7 +125,7 @@ class BatchReader:
         # The workers at work: read only when an estimate is possible (a live batch with a
         # finished document), so a finished batch's poll stays two round trips.
         live = any(row["status"] in states.LIVE for row in rows)
-        workers = (int(self.connection.scard(REDIS_WORKER_KEYS))
+        workers = (ingestion_workers(self.connection)
                    if live and any(row["seconds"] is not None for row in rows) else 0)
         return view(batch, rows, workers), entries
 

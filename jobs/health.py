@@ -7,6 +7,7 @@ from typing import Any
 from redis import Redis
 from rq import Queue, Worker
 from rq.scheduler import RQScheduler
+from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
 from jobs.settings import QUEUE_NAMES
 
@@ -25,3 +26,9 @@ def report(connection: Redis) -> dict[str, Any]:
         "queues": {name: Queue(name, connection=connection).count for name in QUEUE_NAMES},
         "scheduler": any(locks),
     }
+
+
+def ingestion_workers(connection: Redis) -> int:
+    """Registered workers that take documents: those listening to any ingestion queue (RQ's
+    per-queue worker sets), so a webhook worker (its queue alone) is not counted."""
+    return len(connection.sunion([WORKERS_BY_QUEUE_KEY % name for name in QUEUE_NAMES]))

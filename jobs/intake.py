@@ -10,9 +10,8 @@ from typing import Any
 
 from redis import Redis
 from rq import Queue
-from rq.worker_registration import REDIS_WORKER_KEYS
 
-from jobs import dead_letters, health, index, lifecycle, parts, states, tasks
+from jobs import deliveries, dead_letters, health, index, lifecycle, parts, states, tasks
 from jobs.batches import BatchReader
 from jobs.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.embedding import make_embedder
@@ -109,12 +108,19 @@ class Intake:
                     limit: int = 50) -> dict[str, Any]:
         return dead_letters.page(self.connection, tenant, offset=offset, limit=limit)
 
+    def webhook_deliveries(self, tenant: str, *, offset: int = 0,
+                           limit: int = 50) -> dict[str, Any]:
+        """The tenant's recent webhook events and how their delivery went, newest first."""
+        return {**deliveries.page(self.connection, tenant, offset=offset, limit=limit),
+                "enabled": bool(self.settings.webhook_url)}
+
     def search(self, tenant: str, query: str, k: int = 10) -> SearchAnswer:
         return self.searcher.search(tenant, query, k)
 
     def worker_count(self) -> int:
-        """How many RQ workers are registered on this Redis (alive within their TTL)."""
-        return int(self.connection.scard(REDIS_WORKER_KEYS))
+        """How many ingestion workers are registered on this Redis (alive within their TTL);
+        webhook workers are not counted."""
+        return health.ingestion_workers(self.connection)
 
     def health(self) -> dict[str, Any]:
         return health.report(self.connection)

@@ -208,3 +208,24 @@ def folder_sync(tenant: str, source: str) -> str:
     """The documents that `ingest --sync` of one source (a folder) brought into a tenant's
     knowledge base, so the next sync removes only those whose file is gone."""
     return f"{PREFIX}tenant:{tenant}:folder-sync:{document_digest(source)}"
+
+
+def task_batches(task_id: str) -> str:
+    """The batches that list a task and wait for it to finish (jobs.webhook_events): its own,
+    and a later one that reused it as a duplicate while it was live."""
+    return f"{TASK_PREFIX}{task_id}:batches"
+
+
+def batch_live(batch_id: str) -> str:
+    """A batch's tasks not yet finished (jobs.webhook_events): empty, the batch is complete."""
+    return f"{PREFIX}batch:{batch_id}:live"
+
+
+def webhook_event(event_id: str) -> str:
+    """One webhook event: what it says and how its delivery went."""
+    return f"{PREFIX}webhook:{event_id}"
+
+
+def tenant_webhooks(tenant: str) -> str:
+    """A tenant's recent webhook events (id → when), newest last."""
+    return f"{PREFIX}tenant:{tenant}:webhooks"

@@ -104,7 +104,7 @@ def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str
     if outcome != "ok":
         raise NotNow(previous, "cancel")
     pipe = connection.pipeline()
-    states.changed(pipe, tenant, task_id, move.target)
+    states.changed(pipe, tenant, task_id, move.target, settings=settings)
     blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
     if previous == states.RUNNING:
         pipe.sadd(keys.canceling(), job_id)
@@ -143,7 +143,7 @@ def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, 
         raise NotNow(previous, "retry")
     queue = queues.get((queue_raw or b"intake").decode()) or queues["intake"]
     pipe = connection.pipeline()
-    states.changed(pipe, tenant, task_id, move.target)
+    states.changed(pipe, tenant, task_id, move.target, settings=settings)
     metrics.count(pipe, "manual_retries_total")
     queue.enqueue_many([job_data(task_id, settings, job_id=job_id)], pipeline=pipe)
     pipe.execute()

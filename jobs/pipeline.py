@@ -127,13 +127,14 @@ def _run(attempt: Attempt) -> dict[str, Any]:
                                 attempt.settings.tenant_chunk_limit)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
-        reporter.end_step("indexing")  # as the write is sent; its true end follows it below
         index.queue_flip(pipe, staged)
         blobs.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
-        states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target)
+        states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target,
+                       settings=attempt.settings)
 
     reporter.close()
+    reporter.end_step("indexing")  # as the write is sent; its true end follows it below
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
     try:
@@ -269,7 +270,8 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
                                                       int(attempt.record["max_attempts"]), delay))
 
         def retry_later(pipe: Pipeline) -> None:
-            states.changed(pipe, tenant, task_id, states.WAIT_FOR_RETRY.target)
+            states.changed(pipe, tenant, task_id, states.WAIT_FOR_RETRY.target,
+                           settings=attempt.settings)
             metrics.count(pipe, "retries_total")
 
         reporter.commit(fields, queue_more=retry_later)
@@ -279,7 +281,7 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
                   step_detail=error.message, attempt_id="")
 
     def dead_letter(pipe: Pipeline) -> None:
-        states.changed(pipe, tenant, task_id, states.FAIL.target)
+        states.changed(pipe, tenant, task_id, states.FAIL.target, settings=attempt.settings)
         if error.retryable:
             blobs.keep_for_retry(pipe, task_id, attempt.settings.upload_retention_seconds)
         else:

@@ -107,18 +107,19 @@ class ProgressReporter:
 
     def commit(self, extra: dict[str, Any], queue_more: Callable[[Pipeline], None] | None = None,
                **options: Any) -> None:
-        """A write that changes the task's status, with `queue_more`'s writes in the same MULTI;
-        it applies only while this attempt owns the running task (`AttemptFence.commit`, which
+        """A write that changes the task's status, with `queue_more`'s writes in the same MULTI
+        after it (so what they read of the task, a webhook event's copy, is its new state); it
+        applies only while this attempt owns the running task (`AttemptFence.commit`, which
         takes `options`), else raises CancelRequested or Superseded."""
         def build(pipe: Pipeline) -> None:
-            if queue_more is not None:
-                queue_more(pipe)
             fields = {k: _field(v) for k, v in self._fields(extra).items()}
             pipe.hset(self.fence.key, mapping=fields)
             pipe.expire(self.fence.key, self.ttl_seconds)
             meta = self._meta(fields)
             if meta:
                 pipe.hset(self.fence.job_key, "meta", meta)
+            if queue_more is not None:
+                queue_more(pipe)
 
         with self._lock:
             self.fence.commit(build, **options)

@@ -127,7 +127,7 @@ def horse_lost(connection: Redis, job: Any) -> str | None:
         return None  # not this job's run any more: a Retry replaced it
     settings = parts.current().settings
     if job.retries_left:
-        return _lose_attempt(connection, task_id, task, delay=job.get_retry_interval())
+        return _lose_attempt(connection, settings, task_id, task, delay=job.get_retry_interval())
     return _lose(connection, settings, task_id, task, worker_lost())
 
 
@@ -144,15 +144,15 @@ def _judge(connection: Redis, settings: Settings, task_id: str, task: dict[str, 
     if job_status in (JobStatus.FAILED.value, JobStatus.STOPPED.value):
         return _lose(connection, settings, task_id, task, worker_lost())
     if job_status == JobStatus.CANCELED.value and states.CANCELED_ELSEWHERE.allows(status):
-        return _move(connection, task_id, task, states.CANCELED_ELSEWHERE,
+        return _move(connection, settings, task_id, task, states.CANCELED_ELSEWHERE,
                      step_detail="Canceled", ended_at=now_iso())
     waiting = (JobStatus.SCHEDULED.value, JobStatus.QUEUED.value)
     if job_status in waiting and states.LOSE_ATTEMPT.allows(status):
-        return _lose_attempt(connection, task_id, task, job_status=job_status)
+        return _lose_attempt(connection, settings, task_id, task, job_status=job_status)
     return None
 
 
-def _lose_attempt(connection: Redis, task_id: str, task: dict[str, Any],
+def _lose_attempt(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
                   job_status: str = JobStatus.SCHEDULED.value,
                   delay: float | None = None) -> str | None:
     """RQ retried the job of an attempt nobody recorded the end of: `retrying`."""
@@ -166,7 +166,7 @@ def _lose_attempt(connection: Redis, task_id: str, task: dict[str, Any],
     error.message = ("The worker processing this document stopped unexpectedly; it will be "
                      "tried again.")
     next_attempt = int(task["attempts"] or 0) + 1
-    outcome = _move(connection, task_id, task, states.LOSE_ATTEMPT,
+    outcome = _move(connection, settings, task_id, task, states.LOSE_ATTEMPT,
                     next_attempt_at=iso_in(delay or 0.0), error=json.dumps(error.as_dict(None)),
                     step_detail=tasks.attempt_words(next_attempt,
                                                     int(task["max_attempts"] or next_attempt)))
@@ -177,7 +177,7 @@ def _lose_attempt(connection: Redis, task_id: str, task: dict[str, Any],
 
 def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
           error: IntakeError) -> str | None:
-    outcome = _move(connection, task_id, task, states.LOSE, step_detail=error.message,
+    outcome = _move(connection, settings, task_id, task, states.LOSE, step_detail=error.message,
                     error=json.dumps(error.as_dict(None)), next_attempt_at="", ended_at=now_iso())
     if outcome:
         pipe = connection.pipeline()
@@ -187,8 +187,8 @@ def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, A
     return outcome
 
 
-def _move(connection: Redis, task_id: str, task: dict[str, Any], move: Transition,
-          **fields: str) -> str | None:
+def _move(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
+          move: Transition, **fields: str) -> str | None:
     """Compare-and-set the task to `move.target` (with `fields`); its bookkeeping follows."""
     fields.update(status=move.target, current_step=states.STEP_OF[move.target],
                   updated_at=now_iso())
@@ -199,7 +199,7 @@ def _move(connection: Redis, task_id: str, task: dict[str, Any], move: Transitio
     if not connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), *args):
         return None
     pipe = connection.pipeline()
-    states.changed(pipe, task["tenant"] or "default", task_id, move.target)
+    states.changed(pipe, task["tenant"] or "default", task_id, move.target, settings=settings)
     pipe.execute()
     return move.target
 

@@ -51,6 +51,11 @@ class Settings:
     ocr_languages: str = "en,zh"
     ocr_max_pages: int = 200
     ocr_page_timeout: float = 60.0
+    # Webhooks (jobs.webhook_events, jobs.webhooks): unset URL, nothing is recorded or sent.
+    webhook_url: str = ""
+    webhook_secret: str = ""
+    webhook_timeout: float = 10.0
+    webhook_retry_base_seconds: int = 10
 
     @property
     def retention_seconds(self) -> int:
@@ -107,6 +112,11 @@ class Settings:
             raise ValueError("INTAKE_OCR_MAX_PAGES must be ≥ 1 and INTAKE_OCR_PAGE_TIMEOUT > 0")
         if not self.ocr_language_list:
             raise ValueError("INTAKE_OCR_LANGUAGES must name at least one language, e.g. en,zh")
+        if self.webhook_url and not self.webhook_url.startswith(("http://", "https://")):
+            raise ValueError("INTAKE_WEBHOOK_URL must be an http:// or https:// URL")
+        if self.webhook_timeout <= 0 or self.webhook_retry_base_seconds < 1:
+            raise ValueError("INTAKE_WEBHOOK_TIMEOUT must be > 0 and "
+                             "INTAKE_WEBHOOK_RETRY_BASE_SECONDS a whole number of seconds ≥ 1")
         from jobs.ocr import LANGUAGES  # what the bundled OCR models read
         unknown = [code for code in self.ocr_language_list if code not in LANGUAGES]
         if unknown:

@@ -18,6 +18,7 @@ from redis.client import Pipeline
 
 from jobs import keys, metrics
 from jobs.announcements import announce
+from jobs.settings import Settings
 
 PENDING, RUNNING, RETRYING = "pending", "running", "retrying"
 SUCCEEDED, FAILED, CANCELED = "succeeded", "failed", "canceled"
@@ -99,15 +100,21 @@ def batch_status(counts: Mapping[str, int]) -> str:
     return PARTIAL
 
 
-def changed(pipe: Pipeline, tenant: str, task_id: str, status: str) -> None:
+def changed(pipe: Pipeline, tenant: str, task_id: str, status: str, *,
+            settings: Settings) -> None:
     """Queue what follows a task's move to `status`, whoever made it: the sets the limits and
-    the reconciler watch, the dead-letter indexes and the finished counters.
+    the reconciler watch, the dead-letter indexes, the finished counters and, with webhooks on
+    (`settings`), the webhook event and its delivery (jobs.webhook_events). Queue it after the
+    write of the task's new state: the event keeps a copy of the task as it is then.
 
     Every status change goes through here (a submit creates a task `pending` in its own
     script, with the limits it checks), and is announced to the pages watching the task. Each
     write is idempotent, so a change recorded twice (a re-sent command) leaves the same state.
     """
     announce(pipe, task_id)
+    if settings.webhook_url:  # webhooks on; off, nothing more is written
+        from jobs import webhook_events  # it builds on this module's statuses
+        webhook_events.task_changed(pipe, settings, tenant, task_id, status)
     if status in LIVE:
         if status == PENDING:
             now = time.time()

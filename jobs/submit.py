@@ -29,7 +29,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs import blobs, keys, logs, metrics, states
+from jobs import blobs, keys, logs, metrics, states, webhook_events
 from jobs.clock import now_iso
 from jobs.exceptions import LimitReached
 from jobs.failures import backoff_delays
@@ -272,6 +272,10 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         raise LimitReached(reply[0].decode())
     created = [(upload, task_id.decode()) for upload, task_id, existing
                in zip(firsts.values(), reply[1::2], reply[2::2]) if not existing]
+    if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
+        webhook_events.batch_submitted(
+            connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
+            complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
     if enqueue is not None and len(created) == len(new_ids):
         enqueue.execute()
     elif inline and created:

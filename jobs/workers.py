@@ -89,3 +89,32 @@ def worker_command(redis_url: str, *, name: str | None = None, burst: bool = Fal
     if quiet:
         argv.append("--quiet")
     return argv + list(QUEUE_NAMES)
+
+
+class WebhookWorker(Worker):
+    """RQ's forking worker for the webhook queue only (jobs.webhooks): a slow or dead endpoint
+    holds this process, never an ingestion worker. The delivery module and its HTTP client are
+    imported and the settings read once here, so every fork starts warm; the ingestion
+    workers' maintenance (the reconciler) is theirs, not this one's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from jobs import webhooks
+        from jobs.logs import configure
+        from jobs.settings import Settings
+        configure()
+        super().__init__(*args, **kwargs)
+        webhooks.install(Settings.from_env())
+
+
+def webhook_worker_command(redis_url: str, *, name: str | None = None,
+                           quiet: bool = False) -> list[str]:
+    """The argv of one `rq worker` process delivering webhooks (queue `intake-webhooks`), with
+    the scheduler that moves its retries back to the queue."""
+    from jobs.webhook_events import QUEUE
+    argv = [sys.executable, "-m", "rq.cli", "worker", *WORKER_FLAGS, "--url", redis_url]
+    argv[argv.index("--worker-class") + 1] = "jobs.workers.WebhookWorker"
+    if name:
+        argv += ["--name", name]
+    if quiet:
+        argv.append("--quiet")
+    return argv + [QUEUE]

@@ -23,7 +23,7 @@ from flask import Flask
 from rq import Worker
 from werkzeug.serving import run_simple
 
-from jobs import worker_command
+from jobs import webhook_worker_command, worker_command
 from runner import record
 from runner.postgres_service import VECTOR_DATABASE_ENV, start_vector_database
 from runner.processes import ManagedProcess, kill_sessions, stop_all
@@ -47,8 +47,10 @@ class WorkerSupervisor:
     HEALTHY_UPTIME = 30.0  # a worker that ran this long has its backoff reset
 
     def __init__(self, redis_url: str, count: int, env: Mapping[str, str], cwd: Path = PROJECT_ROOT,
-                 poll_interval: float = 0.5) -> None:
+                 poll_interval: float = 0.5, command: Callable[..., list[str]] = worker_command,
+                 label: str = "intake-dev") -> None:
         self.redis_url = redis_url
+        self.command, self.label = command, label  # what each slot runs, and its workers' names
         self.env = dict(env)
         self.cwd = cwd
         self.poll_interval = poll_interval
@@ -72,8 +74,8 @@ class WorkerSupervisor:
 
     def _spawn(self, slot: int) -> ManagedProcess:
         suffix = f"-r{self.restarts}" if self.restarts else ""
-        name = f"intake-dev-{slot}-{os.getpid()}{suffix}"
-        worker = ManagedProcess(name, worker_command(self.redis_url, name=name, quiet=True),
+        name = f"{self.label}-{slot}-{os.getpid()}{suffix}"
+        worker = ManagedProcess(name, self.command(self.redis_url, name=name, quiet=True),
                                 self.env, cwd=self.cwd).start()
         assert worker.pid is not None
         self._sessions.add(worker.pid)  # its own session: kill_sessions finds its horse too
@@ -176,6 +178,13 @@ def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
     supervisor = WorkerSupervisor(backend.url, workers, env)
     stack.callback(supervisor.stop)  # LIFO: the workers stop before Redis
     supervisor.start()
+    if env.get("INTAKE_WEBHOOK_URL"):  # events are recorded: a webhook worker delivers them
+        webhooks = WorkerSupervisor(backend.url, 1, env, command=webhook_worker_command,
+                                    label="intake-dev-webhooks")
+        stack.callback(webhooks.stop)
+        webhooks.start()
+        _say(f"Webhooks:  1 webhook worker (pid {webhooks.pids[0]}) sends events to "
+             "INTAKE_WEBHOOK_URL")
     return backend, supervisor
 
 

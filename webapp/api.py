@@ -149,6 +149,15 @@ def list_failed() -> Response:
     return json_response(page, etag=True)
 
 
+@bp.get("/webhooks/deliveries")
+def list_webhook_deliveries() -> Response:
+    """The tenant's recent webhook events, newest first, with each delivery's state."""
+    page = intake().webhook_deliveries(tenancy.current_tenant(),
+                                       offset=_int_arg("offset", 0, 0, 10**6),
+                                       limit=_int_arg("limit", 50, 1, 200))
+    return json_response(page, etag=True)
+
+
 @bp.get("/search")
 def search() -> Response:
     query = (request.args.get("q") or "").strip()

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs import QUEUE_NAMES, STEP_BUCKETS, dead_letter_count, read_metrics
+from jobs import QUEUE_NAMES, STEP_BUCKETS, dead_letter_count, read_metrics, webhook_backlog
 from webapp.extensions import intake
 
 bp = Blueprint("metrics", __name__)
@@ -19,7 +19,11 @@ HELP = {
     "retries_total": "Automatic retries scheduled after a transient failure.",
     "manual_retries_total": "New runs started by a person (Retry).",
     "tasks_lost_total": "Tasks whose worker or job was lost, found by the reconciler.",
+    "webhook_deliveries_total": "Webhook delivery attempts by outcome: delivered, "
+                                "failed_attempt (retried later) or gave_up (retries spent).",
 }
+
+LABELED = {"tasks_finished_total", "webhook_deliveries_total"}  # no family until counted
 
 
 class IntakeCollector(Collector):
@@ -42,6 +46,9 @@ class IntakeCollector(Collector):
                                 value=health["workers"]["count"])
         yield GaugeMetricFamily("intake_dead_letters", "Failed tasks listed as dead letters.",
                                 value=dead_letter_count(self.service.connection))
+        yield GaugeMetricFamily("intake_webhook_backlog",
+                                "Webhook deliveries waiting: queued, or parked for a retry.",
+                                value=webhook_backlog(self.service.connection))
 
 
 def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:
@@ -56,7 +63,7 @@ def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:
                 labels=sorted(labels))
         family.add_metric([labels[k] for k in sorted(labels)], value)
     for name in HELP:  # every counter exists from the first scrape, at 0
-        if name not in families and name != "tasks_finished_total":
+        if name not in families and name not in LABELED:
             families[name] = CounterMetricFamily("intake_" + name.removesuffix("_total"),
                                                  HELP[name], value=0)
     yield from families.values()

@@ -58,6 +58,24 @@ SCHEMAS: dict[str, Any] = {
                                                  "until that can be estimated"},
                   "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
                   "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}}}},
+    "Deliveries": {"type": "object", "required": ["deliveries", "total", "enabled"],
+                   "properties": {
+        "enabled": {"type": "boolean", "description": "INTAKE_WEBHOOK_URL is set"},
+        "offset": {"type": "integer"}, "limit": {"type": "integer"},
+        "total": {"type": "integer"},
+        "deliveries": {"type": "array", "items": {"type": "object", "required": [
+            "id", "type", "created_at", "status", "attempts"], "properties": {
+                "id": {"type": "string"}, "created_at": {"type": "string"},
+                "type": {"type": "string", "enum": ["task.succeeded", "task.failed",
+                                                    "task.canceled", "batch.completed"]},
+                "task_id": _NULLABLE_TEXT, "batch_id": _NULLABLE_TEXT,
+                "status": {"type": "string",
+                           "enum": ["pending", "delivered", "retrying", "failed"]},
+                "attempts": {"type": "integer"},
+                "last_status_code": {"type": ["integer", "null"]},
+                "last_error": _NULLABLE_TEXT, "delivered_at": _NULLABLE_TEXT,
+                "next_attempt_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
+                "subject_url": {"type": "string"}, "subject_page_url": {"type": "string"}}}}}},
     "Location": {"type": "object", "description": "Where a chunk starts; {} if unknown",
                  "properties": {"page": {"type": "integer", "minimum": 1},
                                 "slide": {"type": "integer", "minimum": 1},
@@ -163,6 +181,11 @@ PATHS: dict[str, Any] = {
         "parameters": [_query("offset"), _query("limit"), _query("all", "string")],
         "responses": {"200": _json(_LIST), "304": {"description": "Not modified"},
                       **_errors(401, 403)}}},
+    "/api/webhooks/deliveries": {"get": {
+        "summary": "The tenant's recent webhook events and their deliveries, newest first",
+        "parameters": [_query("offset"), _query("limit")],
+        "responses": {"200": _json("Deliveries"), "304": {"description": "Not modified"},
+                      **_errors(400, 401)}}},
     "/api/search": {"get": {
         "summary": "Top-k chunks of succeeded documents",
         "parameters": [_query("q", "string", True), _query("k")],

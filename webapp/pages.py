@@ -120,6 +120,12 @@ def retry_all_failed() -> Response:
     return redirect(url_for("pages.failed"), 303)
 
 
+@bp.get("/webhooks")
+def webhooks() -> str:
+    page = intake().webhook_deliveries(tenancy.current_tenant(), limit=200)
+    return render_template("webhooks.html", **page)
+
+
 @bp.get("/tasks/<hexid:task_id>")
 def task(task_id: str) -> str:
     found = intake().get_task(tenancy.current_tenant(), task_id)

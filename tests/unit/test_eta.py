@@ -46,6 +46,7 @@ def test_the_batch_json_has_eta_seconds_once_a_document_finished(client, redis):
                                           "started_at": "2026-12-02T10:00:00.000Z",
                                           "ended_at": "2026-12-02T10:00:12.000Z"})
     redis.sadd("rq:workers", "rq:worker:w1")
+    redis.sadd("rq:workers:intake", "rq:worker:w1")  # a worker of the ingestion queues
     answer = client.get(batch["url"]).get_json()
     assert answer["eta_seconds"] == 12, answer
     page = client.get(f"/batches/{batch['batch_id']}").get_data(as_text=True)

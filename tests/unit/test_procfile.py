@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from jobs.settings import QUEUE_NAMES
-from jobs.workers import WORKER_FLAGS, worker_command
+from jobs.workers import WORKER_FLAGS, webhook_worker_command, worker_command
 
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 
@@ -29,8 +29,8 @@ def option(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
 
 
-def test_procfile_has_web_and_worker() -> None:
-    assert set(read_procfile()) == {"web", "worker"}
+def test_procfile_has_web_worker_and_webhooks() -> None:
+    assert set(read_procfile()) == {"web", "worker", "webhooks"}
 
 
 def test_worker_line_has_the_worker_flags_then_the_queues_in_priority_order() -> None:
@@ -46,6 +46,13 @@ def test_worker_line_is_the_command_the_dev_runner_and_tests_start() -> None:
     command = worker_command("$REDIS_URL")
     assert command[:3] == [sys.executable, "-m", "rq.cli"]
     assert read_procfile()["worker"][1:] == command[3:]
+
+
+def test_webhooks_line_is_the_webhook_worker_command_on_its_queue_alone() -> None:
+    command = webhook_worker_command("$REDIS_URL")
+    assert read_procfile()["webhooks"][1:] == command[3:]
+    assert command[-1] == "intake-webhooks" and "--with-scheduler" in command
+    assert option(command, "--worker-class") == "jobs.workers.WebhookWorker"
 
 
 def test_web_line_is_a_gevent_gunicorn_on_all_interfaces_and_port() -> None:
