@@ -51,6 +51,11 @@ class Settings:
     ocr_languages: str = "en,zh"
     ocr_max_pages: int = 200
     ocr_page_timeout: float = 60.0
+    # The embedding API's budget, shared by every worker and the search (jobs.embedding_budget):
+    # requests per minute and requests in flight, 0 = unlimited; texts per request.
+    embedding_rpm: int = 0
+    embedding_concurrency: int = 0
+    embedding_batch_size: int = 64
 
     @property
     def retention_seconds(self) -> int:
@@ -107,6 +112,11 @@ class Settings:
             raise ValueError("INTAKE_OCR_MAX_PAGES must be ≥ 1 and INTAKE_OCR_PAGE_TIMEOUT > 0")
         if not self.ocr_language_list:
             raise ValueError("INTAKE_OCR_LANGUAGES must name at least one language, e.g. en,zh")
+        if self.embedding_rpm < 0 or self.embedding_concurrency < 0:
+            raise ValueError("INTAKE_EMBEDDING_RPM and INTAKE_EMBEDDING_CONCURRENCY must be ≥ 0 "
+                             "(0 = unlimited)")
+        if self.embedding_batch_size < 1:
+            raise ValueError("INTAKE_EMBEDDING_BATCH_SIZE must be at least 1")
         from jobs.ocr import LANGUAGES  # what the bundled OCR models read
         unknown = [code for code in self.ocr_language_list if code not in LANGUAGES]
         if unknown:
