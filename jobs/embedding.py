@@ -187,14 +187,21 @@ class Gate(Protocol):
 
 
 class OpenGate:
-    """No budget, nothing shared: every request goes at once (a process without Redis)."""
+    """No budget, nothing shared (a caller without Redis): a request goes at once, unless the
+    service asked this gate's user for a pause, which it waits out."""
+
+    def __init__(self) -> None:
+        self._until = 0.0
 
     @contextlib.contextmanager
     def admit(self) -> Iterator[int]:
+        pause = self._until - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
         yield 0
 
     def hold_off(self, seconds: float, reason: str) -> None:
-        pass
+        self._until = max(self._until, time.monotonic() + seconds)
 
     def limit_batch(self, size: int) -> None:
         pass

@@ -240,6 +240,13 @@ def test_a_retry_after_is_waited_out_and_the_request_resent(service, redis, stat
     assert time.monotonic() - started >= 0.95, "the resend waited for the pause"
 
 
+def test_without_a_gate_a_retry_after_is_still_waited_out(service):
+    limited_once(service, 503, "1")
+    started = time.monotonic()
+    assert HttpEmbedder(service.url, "m").embed(["text 1"]).shape == (1, 3)
+    assert time.monotonic() - started >= 0.95 and len(service.calls) == 2
+
+
 def test_a_retry_after_is_told_to_everyone(service, redis):
     limited_once(service, 429, "30")
     with pytest.raises(BudgetUnavailable):
