@@ -44,11 +44,20 @@ class PermanentError(IntakeError):
 
 
 class TransientError(IntakeError):
-    """The same attempt may work later (a timeout, a service that is down): retry with backoff."""
+    """The same attempt may work later (a timeout, a service that is down): retry with backoff.
+
+    `retry_after`: seconds the next attempt should not start before (a service's Retry-After,
+    the embedding budget's wait); the pipeline stretches RQ's backoff to cover it.
+    """
 
     transient = True
     retryable = True
     code = "transient"
+
+    def __init__(self, message: str, *, retry_after: float | None = None,
+                 **options: Any) -> None:
+        super().__init__(message, **options)
+        self.retry_after = retry_after
 
 
 def classify(exc: BaseException, step: str | None) -> IntakeError:

@@ -15,6 +15,7 @@ from jobs import deliveries, dead_letters, health, index, lifecycle, parts, stat
 from jobs.batches import BatchReader
 from jobs.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.embedding import make_embedder
+from jobs.embedding_budget import EmbeddingBudget
 from jobs.search import SearchAnswer, Searcher
 from jobs.settings import QUEUE_NAMES, Settings
 from jobs.submit import Upload, submit_documents
@@ -32,9 +33,11 @@ class Intake:
         # The query embedder: the workers' model, with a search's short timeout.
         embedder = make_embedder(settings, timeout=settings.search_embedding_timeout)
         self.pipeline_version = pipeline_version(settings, embedder)  # once: a submit's key
+        budget = EmbeddingBudget.from_settings(connection, settings,
+                                               timeout=settings.search_embedding_timeout)
         self.searcher = Searcher(connection, embedder,
                                  breaker_seconds=settings.search_breaker_seconds,
-                                 vectors=parts.vector_store(settings))
+                                 vectors=parts.vector_store(settings), budget=budget)
 
     def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
                force: bool = False, trace_id: str | None = None) -> dict[str, Any]:

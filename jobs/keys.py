@@ -199,6 +199,26 @@ def search_breaker() -> str:
     return f"{PREFIX}search:breaker"
 
 
+def embedding_window() -> str:
+    """The embedding requests of the last minute (a sorted set of tokens by Redis time, ms)."""
+    return f"{PREFIX}embedding:window"
+
+
+def embedding_holders() -> str:
+    """Embedding requests in flight (a sorted set of tokens by when their lease ends, ms)."""
+    return f"{PREFIX}embedding:holders"
+
+
+def embedding_pause() -> str:
+    """Set while no embedding request may go (a Retry-After): its TTL; its value, who asked."""
+    return f"{PREFIX}embedding:pause"
+
+
+def embedding_batch_limit() -> str:
+    """The most texts the embedding service took in one request after refusing more."""
+    return f"{PREFIX}embedding:batch-limit"
+
+
 def changes_channel() -> str:
     """The pub/sub channel on which every change of a task's visible state is announced."""
     return f"{PREFIX}changes"

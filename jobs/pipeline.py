@@ -16,6 +16,8 @@ one is left to RQ's Retry, and the task shows `retrying` until the next attempt 
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -27,7 +29,8 @@ from jobs import blobs, checkpoints, index, logs, metrics, ocr, parts, states, t
 from jobs.attempts import AttemptFence, Refused, Superseded
 from jobs.chunking import Chunk, chunk_blocks
 from jobs.clock import iso_in, now_iso
-from jobs.embedding import Embedding, SparseRows
+from jobs.embedding import Embedding, HttpEmbedder, SparseRows
+from jobs.embedding_budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError, classify
 from jobs.parsers import ParsedDocument, ParseOptions, parse_document
 from jobs.parts import Parts
@@ -39,6 +42,11 @@ from jobs.settings import MIB, Settings
 #: kept for embedding and indexing, so a scan too long to read fails with its reason instead of
 #: being killed by RQ's timeout and retried.
 PARSE_SHARE_OF_JOB = 0.8
+#: What waits for the embedding budget may reach of an attempt's INTAKE_JOB_TIMEOUT, less one
+#: request's timeout: the rest is kept for that request and the indexing, so an attempt that
+#: would wait longer fails with its reason (and resumes from its checkpoints) instead of being
+#: killed by RQ's timeout.
+BUDGET_WAIT_SHARE_OF_JOB = 0.9
 
 
 class Attempt:
@@ -46,6 +54,7 @@ class Attempt:
 
     def __init__(self, job: Any, record: dict[str, str], parts_: Parts,
                  fence: AttemptFence) -> None:
+        self.started = time.monotonic()
         self.job = job
         self.connection: Redis = job.connection
         self.record = record
@@ -206,16 +215,21 @@ def _parse(data: bytes, kind: str, settings: Settings,
 
 
 def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
-    """Embed in batches; each batch is checkpointed and followed by an ownership check."""
+    """Embed in batches; each batch is checkpointed and followed by an ownership check. An HTTP
+    embedder's requests pass the shared embedding budget (jobs.embedding_budget) first."""
     embedder = attempt.embedder
     reporter, total = attempt.reporter, len(chunks)
     reporter.begin_step("embedding", 30, f"Embedding chunks 0 of {total}")
+    gate = _budget_gate(attempt, embedder) if isinstance(embedder, HttpEmbedder) else None
     blocks = []
     for start in range(0, total, embedder.batch_size):
+        batch = chunks[start:start + embedder.batch_size]
         block = attempt.checkpoints.embedding(start)
+        if block is not None and len(block) != len(batch):
+            block = None  # saved under another batch size (another worker's): embed it again
         pipe = attempt.connection.pipeline()
         if block is None:
-            block = embedder.embed(chunks[start:start + embedder.batch_size])
+            block = embedder.embed(batch, gate=gate) if gate else embedder.embed(batch)
             attempt.checkpoints.save_embedding(start, block, pipe=pipe)
         blocks.append(block)
         done = min(start + embedder.batch_size, total)
@@ -225,6 +239,58 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
     if isinstance(blocks[0], SparseRows):
         return SparseRows.concatenate(blocks)
     return np.vstack(blocks)
+
+
+def _budget_gate(attempt: Attempt, embedder: HttpEmbedder) -> WaitingGate:
+    """The attempt's way through the embedding budget: its waits shown in step_detail, and
+    none reaching past what the attempt's job timeout leaves for them."""
+    timeout = getattr(attempt.job, "timeout", None) or attempt.settings.job_timeout
+    deadline = None
+    if timeout > 0:  # RQ's -1: no timeout
+        deadline = attempt.started + max(0.5 * timeout,
+                                         BUDGET_WAIT_SHARE_OF_JOB * timeout - embedder.timeout)
+    budget = EmbeddingBudget.from_settings(attempt.connection, attempt.settings,
+                                           timeout=embedder.timeout)
+    return WaitingGate(budget, on_wait=BudgetWaits(attempt), deadline=deadline)
+
+
+class BudgetWaits:
+    """Shows a wait for the embedding budget as the task's step_detail, which the reporter
+    throttles (the text changes once a second), then puts the step's own text back. The wait
+    is neither a failure nor an attempt: the status stays `running`. About once a second it
+    checks that the attempt still owns its task, so a cancel stops a long wait at once."""
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+        self.resume: str | None = None
+        self.began = 0.0
+        self.checked = 0.0
+
+    def __call__(self, wait: BudgetWait | None) -> None:
+        reporter, now = self.attempt.reporter, time.monotonic()
+        if wait is None:
+            if self.resume is not None:
+                reporter.update(reporter.progress, self.resume)
+                logs.event("embedding_budget_waited", self.attempt.record,
+                           attempt=reporter.attempt, seconds=round(now - self.began, 3))
+            self.resume = None
+            return
+        if self.resume is None:
+            self.resume, self.began = reporter.step_detail, now
+        if wait.text != reporter.step_detail:
+            reporter.update(reporter.progress, wait.text)
+        if now - self.checked >= 1.0:
+            self.checked = now
+            self.attempt.fence.check()
+
+
+def _stretch_retry(job: Any, seconds: float) -> None:
+    """Make the coming retry's delay (RQ's retry_intervals) at least `seconds`: a service's
+    Retry-After, or what the budget still makes a request wait."""
+    intervals = list(job.retry_intervals or [0])
+    index = max(len(intervals) - job.retries_left, 0)
+    intervals[index] = max(int(intervals[index]), math.ceil(seconds))
+    job.retry_intervals = intervals
 
 
 def _finish_canceled(attempt: Attempt) -> dict[str, Any]:
@@ -263,6 +329,8 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     fields: dict[str, Any] = {"error": error.as_dict(error.step or reporter.current_step)}
     tenant, task_id = attempt.tenant, attempt.task_id
     if job.retries_left:
+        if getattr(error, "retry_after", None):
+            _stretch_retry(job, error.retry_after)
         delay = job.get_retry_interval()
         reporter.current_step = "waiting_retry"
         fields.update(status=states.WAIT_FOR_RETRY.target, next_attempt_at=iso_in(delay),

@@ -7,6 +7,9 @@ at most INTAKE_SEARCH_EMBEDDING_TIMEOUT (2 s), and once the service failed a que
 any web process calls it for INTAKE_SEARCH_BREAKER_SECONDS (30 s: a circuit breaker whose state,
 a key with that TTL, is in Redis). Meanwhile every document still has its words indexed in
 Redis (jobs.index), so the answer is the lexical one, with a notice, instead of an error.
+A query's request counts against the shared embedding budget (jobs.embedding_budget) but never
+waits for it: while the service asked for a pause, or the budget has no place free now, the
+answer is the lexical one at once (and the breaker is left alone: nothing failed).
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import numpy as np
 from redis import Redis
 
 from jobs import keys
-from jobs.embedding import Embedder, LocalEmbedder, SparseRows
+from jobs.embedding import BudgetUnavailable, Embedder, HttpEmbedder, LocalEmbedder, SparseRows
+from jobs.embedding_budget import EmbeddingBudget, NowGate
 from jobs.failures import IntakeError
 from jobs.index import LEXICAL
 from jobs.retrieval import Retriever
@@ -46,9 +50,11 @@ class SearchAnswer:
 
 class Searcher:
     def __init__(self, connection: Redis, embedder: Embedder, breaker_seconds: int = 30,
-                 vectors: VectorReader | None = None) -> None:
+                 vectors: VectorReader | None = None,
+                 budget: EmbeddingBudget | None = None) -> None:
         self.connection = connection
         self.embedder = embedder
+        self.budget = budget
         self.breaker_seconds = breaker_seconds
         self.vectors = vectors
         self.retriever = Retriever(connection)
@@ -69,7 +75,11 @@ class Searcher:
             reason = (self.connection.get(keys.search_breaker()) or b"").decode()
             return self._lexical(tenant, query, k, _fallback_notice(reason, left))
         try:
-            vector = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
+            vector = np.asarray(self._embed_query(query), dtype=np.float32)[0]
+        except BudgetUnavailable as exc:
+            return self._lexical(tenant, query, k, (
+                f"Search by meaning is unavailable: {exc.message}. These results match your "
+                "words only."))
         except IntakeError as exc:
             reason = f"the embedding service failed a query ({exc.message})"
             self.connection.set(keys.search_breaker(), reason, ex=self.breaker_seconds, nx=True)
@@ -84,6 +94,11 @@ class Searcher:
         # vectors is no answer.
         found = [(cid, score) for cid, score in found if score > 0]
         return SearchAnswer(self.retriever.hydrate(tenant, found, k), "semantic")
+
+    def _embed_query(self, query: str) -> Any:
+        if self.budget is not None and isinstance(self.embedder, HttpEmbedder):
+            return self.embedder.embed([query], gate=NowGate(self.budget))
+        return self.embedder.embed([query])
 
     def _lexical(self, tenant: str, query: str, k: int, notice: str) -> SearchAnswer:
         row: SparseRows = LEXICAL.embed([query])

@@ -56,6 +56,11 @@ class Settings:
     webhook_secret: str = ""
     webhook_timeout: float = 10.0
     webhook_retry_base_seconds: int = 10
+    # The embedding API's budget, shared by every worker and the search (jobs.embedding_budget):
+    # requests per minute and requests in flight, 0 = unlimited; texts per request.
+    embedding_rpm: int = 0
+    embedding_concurrency: int = 0
+    embedding_batch_size: int = 64
 
     @property
     def retention_seconds(self) -> int:
@@ -117,6 +122,11 @@ class Settings:
         if self.webhook_timeout <= 0 or self.webhook_retry_base_seconds < 1:
             raise ValueError("INTAKE_WEBHOOK_TIMEOUT must be > 0 and "
                              "INTAKE_WEBHOOK_RETRY_BASE_SECONDS a whole number of seconds ≥ 1")
+        if self.embedding_rpm < 0 or self.embedding_concurrency < 0:
+            raise ValueError("INTAKE_EMBEDDING_RPM and INTAKE_EMBEDDING_CONCURRENCY must be ≥ 0 "
+                             "(0 = unlimited)")
+        if self.embedding_batch_size < 1:
+            raise ValueError("INTAKE_EMBEDDING_BATCH_SIZE must be at least 1")
         from jobs.ocr import LANGUAGES  # what the bundled OCR models read
         unknown = [code for code in self.ocr_language_list if code not in LANGUAGES]
         if unknown:

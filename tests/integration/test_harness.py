@@ -92,9 +92,12 @@ def test_embedding_server_modes(embedding_server):
     assert [d["index"] for d in data] == [0, 1] and data[0]["embedding"] == embed("alpha beta")
     assert len(data[0]["embedding"]) == DIMENSION
 
-    embedding_server.mode = "status:429"
+    embedding_server.mode = "status:503"
+    down = requests.post(url, json={"input": "x"}, timeout=5)
+    assert down.status_code == 503 and "Retry-After" not in down.headers
+    embedding_server.mode = "status:429:3"
     limited = requests.post(url, json={"input": "x"}, timeout=5)
-    assert limited.status_code == 429 and limited.headers["Retry-After"] == "1"
+    assert limited.status_code == 429 and limited.headers["Retry-After"] == "3"
 
     embedding_server.mode = "ok"
     embedding_server.fail_next(1, "status:500")
@@ -104,7 +107,18 @@ def test_embedding_server_modes(embedding_server):
     embedding_server.mode = "slow:2"
     with pytest.raises(requests.Timeout):
         requests.post(url, json={"input": "x"}, timeout=0.3)
-    assert embedding_server.requests == 5
+    assert embedding_server.requests == 6
+
+    embedding_server.mode = "ok"
+    embedding_server.limit_inputs(2)
+    assert requests.post(url, json={"input": ["a", "b", "c"]}, timeout=5).status_code == 413
+    assert requests.post(url, json={"input": ["a", "b"]}, timeout=5).status_code == 200
+    embedding_server.limit_inputs(2, status=400)
+    refused = requests.post(url, json={"input": ["a", "b", "c"]}, timeout=5)
+    assert refused.status_code == 400 and refused.json() == {"detail": "too many inputs"}
+    assert [r.mode for r in embedding_server.log[-3:]] == ["too_many:413", "ok", "too_many:400"]
+    assert all(r.ended is not None and r.ended >= r.at for r in embedding_server.log[-3:])
+    assert embedding_server.max_in_flight == 2, "the slow request was still held meanwhile"
 
 
 def test_the_fakeredis_fallback_serves_clients_but_skips_a_restart():

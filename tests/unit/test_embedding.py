@@ -1,3 +1,4 @@
+import contextlib
 import hashlib
 import json
 import os
@@ -172,7 +173,8 @@ def test_sparse_rows_refuse_inconsistent_arrays_and_mixed_dimensions():
 # -- a loopback OpenAI-compatible service ------------------------------------------------------
 
 class FakeService:
-    """Answers POST /v1/embeddings as `respond(body) -> (status, payload)` says; records calls."""
+    """Answers POST /v1/embeddings as `respond(body) -> (status, payload[, headers])` says;
+    records calls."""
 
     def __init__(self) -> None:
         self.calls: list[dict] = []
@@ -194,6 +196,13 @@ class FakeService:
 
 @pytest.fixture
 def service():
+    with serving() as state:
+        yield state
+
+
+@contextlib.contextmanager
+def serving():
+    """A `FakeService` on a loopback port for the block (the `service` fixture's)."""
     state = FakeService()
 
     class Handler(BaseHTTPRequestHandler):
@@ -203,12 +212,14 @@ def service():
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.calls.append({"path": self.path, "headers": dict(self.headers), "body": body,
                                 "client": self.client_address})
-            status, payload = state.respond(body)
+            status, payload, *headers = state.respond(body)
             raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
+                for name, value in (headers[0] if headers else {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(raw)
             except OSError:  # the client gave up (the timeout test)
@@ -223,10 +234,12 @@ def service():
                               daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    yield state
-    state.release.set()
-    server.shutdown()
-    server.server_close()
+    try:
+        yield state
+    finally:
+        state.release.set()
+        server.shutdown()
+        server.server_close()
 
 
 def http_error(embedder, error_type=TransientError):
