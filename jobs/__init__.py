@@ -11,6 +11,8 @@ from jobs.exceptions import (IntakeRefusal, LimitReached, NoChunks, NoSuchBatch,
                              UploadExpired)
 from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
+from jobs.folder_sync import FolderRecord
+from jobs.folder_sync import removed as documents_gone
 from jobs.intake import Intake
 from jobs.jsontext import compact as compact_json
 from jobs.logs import configure as configure_logging
@@ -30,7 +32,7 @@ from jobs.webhook_events import backlog as webhook_backlog
 from jobs.workers import webhook_worker_command, worker_command
 
 __all__ = [
-    "ATTEMPT_WORDS", "BATCH_LIVE", "BATCH_STATUSES", "attempt_words", "parse_iso", "Intake", "IntakeError", "IntakeRefusal", "LimitReached",
+    "ATTEMPT_WORDS", "BATCH_LIVE", "FolderRecord", "documents_gone", "BATCH_STATUSES", "attempt_words", "parse_iso", "Intake", "IntakeError", "IntakeRefusal", "LimitReached",
     "MAX_SEARCH_K", "MIB", "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
     "NotRetryable", "PermanentError", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",

@@ -13,8 +13,8 @@ from flask import current_app
 from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
-from jobs import BATCH_LIVE, TERMINAL, LimitReached, NotFound, NotNow, display_url
-from jobs.folder_sync import FolderRecord, removed
+from jobs import (BATCH_LIVE, TERMINAL, FolderRecord, LimitReached, NotFound, NotNow,
+                  display_url, documents_gone)
 from webapp.display import eta_text
 from webapp.uploads import accept
 
@@ -113,7 +113,7 @@ def _sync_removals(service, record: FolderRecord, uploads: list,  # type: ignore
     and say what the sync did. A file refused this time (now unreadable) is still present: its
     document stays as it was."""
     record.add(upload.document_id for upload in uploads)
-    gone = removed(record.documents(), present)
+    gone = documents_gone(record.documents(), present)
     for document_id in gone:
         try:
             service.delete_document(record.tenant, document_id)
