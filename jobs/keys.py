@@ -202,3 +202,8 @@ def search_breaker() -> str:
 def changes_channel() -> str:
     """The pub/sub channel on which every change of a task's visible state is announced."""
     return f"{PREFIX}changes"
+
+
+def queue_tenants() -> str:
+    """Tenants whose RQ queues workers listen to besides the static three (jobs.queues)."""
+    return f"{PREFIX}queue-tenants"
