@@ -2,12 +2,12 @@
 takes them, and who brings back the retries of the queues it learned while running.
 
 The command line names the static queues (`intake-high intake intake-bulk`); the worker adds
-every registered tenant's queues of those priorities (jobs.queues), at its start and then every
-tick of its maintenance thread (jobs.maintenance, one SMEMBERS a second), so a tenant whose keys
-were added while it runs is served without a restart. RQ re-reads the worker's dequeue order
-before each BLPOP, so a busy worker takes the new queues at its next job and an idle one within
-its dequeue timeout; a worker that learns a new tenant enqueues one no-op job on `intake-high`
-(WAKE_FUNCTION) to wake an idle worker at once, which looks again before its next wait.
+every registered tenant's queues of those priorities (jobs.queues), at its start, after each
+dequeue and every tick of its maintenance thread (jobs.maintenance; one SMEMBERS each), so a
+tenant whose keys were added while it runs is served without a restart: a busy worker at its
+next job. RQ re-reads the dequeue order only between waits (its dequeue timeout, 5 s with the
+Procfile's --worker-ttl 20), so a worker that learns a new tenant also enqueues one no-op job on
+`intake-high` (WAKE_FUNCTION) that wakes an idle worker at once.
 
 After each job the order starts with the next tenant's queues (jobs.queues.fair_order): tenants
 alternate, priorities hold within each. The rotation is per worker: every worker alternates on
@@ -54,8 +54,10 @@ def wanted_queues(given: list[str], tenants: list[str]) -> list[str]:
 class TenantQueues:
     """A worker's queue list and dequeue order, kept in step with the registered tenants.
 
-    Called from the worker's main thread (`order_after`, from RQ's reorder_queues) and from its
-    maintenance thread (`tick`); a lock keeps the two consistent."""
+    Called from the worker's main thread (`order_after`, from RQ's reorder_queues after each
+    dequeue: a busy worker learns a new tenant before its next job) and from its maintenance
+    thread (`tick`: an idle one within a second and its dequeue timeout); a lock keeps the two
+    consistent."""
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker
@@ -67,16 +69,21 @@ class TenantQueues:
         self._lock = threading.RLock()
 
     def order_after(self, queue: Queue | None) -> list[Queue]:
-        """The worker's queues in the order to take them after a job from `queue` (None: no job
-        yet, or the same tenant as last time)."""
+        """The worker's queues (new tenants' included) in the order to take them after a job
+        from `queue` (None: no job since; the last job's tenant still counts)."""
         with self._lock:
+            try:
+                self.learn()
+            except (RedisConnectionError, RedisTimeoutError):
+                pass  # the job is dequeued already: it must run; the list stays as it was
             if queue is not None:
                 self.last_tenant = queues.tenant_of(queue.name)
             by_name = {q.name: q for q in self.worker.queues}
             return [by_name[name] for name in queues.fair_order(by_name, after=self.last_tenant)]
 
-    def refresh(self) -> bool:
-        """Listen to every registered tenant's queues too; True if the list grew."""
+    def learn(self) -> bool:
+        """Listen to every registered tenant's queues too (one SMEMBERS); True if the list
+        grew. The caller sets the order (the worker's reorder_queues)."""
         worker = self.worker
         wanted = wanted_queues(self.given, queues.registered_tenants(worker.connection))
         with self._lock:
@@ -87,7 +94,6 @@ class TenantQueues:
                 name, connection=worker.connection, job_class=worker.job_class,
                 serializer=worker.serializer, death_penalty_class=worker.death_penalty_class)
                 for name in wanted]
-            worker.reorder_queues(None)
         if worker.birth_date is not None:  # registered: rq info and the dashboard read these
             with worker.connection.pipeline() as pipe:
                 worker_registration.register(worker, pipe)
@@ -103,7 +109,8 @@ class TenantQueues:
     def tick(self) -> None:
         """The maintenance thread's second: new tenants' queues, then their scheduling."""
         try:
-            self.refresh()
+            if self.learn():
+                self.worker.reorder_queues(None)
             if self.scheduling:
                 self._schedule()
         except (RedisConnectionError, RedisTimeoutError) as exc:

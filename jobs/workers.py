@@ -72,7 +72,7 @@ class IntakeWorker(Worker):
         call.apply_defaults()
         options = call.arguments
         self.tenant_queues.scheduling = options["with_scheduler"] and not options["burst"]
-        self.tenant_queues.refresh()
+        self.reorder_queues(None)  # every registered tenant's queues, in the fair order
         warm_up_or_warn(self.log)
         maintenance = Maintenance(self.connection, self.parts.settings, self.log,
                                   on_tick=self.tenant_queues.tick).start()

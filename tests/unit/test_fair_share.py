@@ -140,23 +140,29 @@ def test_the_worker_alternates_tenants_and_takes_each_ones_priorities_in_order(w
         for _ in range(count):
             Queue(queues.queue_name(tenant, priority), connection=redis).enqueue(
                 "jobs.fairshare.wake_up")
-    assert worker.tenant_queues.refresh() is True
-    assert worker.tenant_queues.refresh() is False, "nothing new the second time"
+    assert worker.tenant_queues.learn() is True
+    assert worker.tenant_queues.learn() is False, "nothing new the second time"
+    worker.reorder_queues(None)
     assert _drain_order(worker, redis) == [
         "acme:high", "beta:normal", "default:bulk", "acme:bulk", "beta:normal", "acme:bulk",
         "acme:bulk", "acme:bulk", "acme:bulk", "acme:bulk"]
 
 
 def test_a_tenant_registered_later_joins_the_rotation(worker, redis):
-    worker.tenant_queues.refresh()
+    worker.reorder_queues(None)
     assert worker.queue_names() == list(QUEUE_NAMES)
     queues.register(redis, "zeta")
-    assert worker.tenant_queues.refresh() is True
+    worker.tenant_queues.tick()  # the maintenance thread's second
     assert worker.queue_names() == [*QUEUE_NAMES, *queues.tenant_queue_names("zeta")]
     assert [q.name for q in worker._ordered_queues] == [
         *QUEUE_NAMES, *queues.tenant_queue_names("zeta")]
     worker.reorder_queues(Queue("intake", connection=redis))
     assert [q.name for q in worker._ordered_queues][0] == "intake-high.zeta"
+    queues.register(redis, "beta")  # learned right after a dequeue too, before the next one
+    worker.reorder_queues(Queue("intake.zeta", connection=redis))
+    assert [q.name for q in worker._ordered_queues][:3] == queues.tenant_queue_names("beta")
+    worker.reorder_queues(Queue("intake-bulk.beta", connection=redis))
+    assert [q.name for q in worker._ordered_queues][:3] == queues.tenant_queue_names("default")
 
 
 def test_the_learned_queues_retries_are_brought_back_by_the_workers_thread(worker, redis):
