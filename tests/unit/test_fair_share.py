@@ -182,3 +182,23 @@ def test_the_learned_queues_retries_are_brought_back_by_the_workers_thread(worke
     assert job.id in queue.get_job_ids(), "the due retry is back in its queue"
     worker.tenant_queues.stop()
     assert not redis.exists(RQScheduler.get_locking_key("intake.acme")), "lock released"
+
+
+def test_crash_recovery_cleans_every_tenants_started_registry(redis, monkeypatch):
+    """The lost-machine path (jobs.maintenance): RQ's StartedJobRegistry cleanup runs for the
+    tenants' queues too, whichever worker takes the lock, listening to them or not."""
+    from jobs import maintenance
+    from jobs.settings import Settings
+    cleaned = []
+
+    class Recording:
+        def __init__(self, name, connection):
+            self.name = name
+
+        def cleanup(self):
+            cleaned.append(self.name)
+
+    monkeypatch.setattr(maintenance, "StartedJobRegistry", Recording)
+    queues.register(redis, "acme")
+    assert maintenance.run_if_due(redis, Settings()) is True
+    assert cleaned == [*QUEUE_NAMES, *queues.tenant_queue_names("acme")]
