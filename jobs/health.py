@@ -12,22 +12,22 @@ from redis import Redis
 from rq import Worker
 from rq.scheduler import RQScheduler
 
-from jobs import queues as tenant_queues
+from jobs import queues
 
 
 def report(connection: Redis) -> dict[str, Any]:
     """Raises redis' ConnectionError when Redis is down (the web answers 503)."""
     connection.ping()
     workers = Worker.all(connection=connection)
-    names = tenant_queues.all_names(connection)
+    names = queues.all_names(connection)
     pipe = connection.pipeline(transaction=False)
     for name in names:
         pipe.exists(RQScheduler.get_locking_key(name))
     locks = pipe.execute()
-    depths = tenant_queues.depths(connection, names)
-    priorities = dict.fromkeys(tenant_queues.PRIORITIES, 0)
+    depths = queues.depths(connection, names)
+    priorities = dict.fromkeys(queues.PRIORITIES, 0)
     for name, depth in depths.items():
-        priorities[tenant_queues.parse(name)[1]] += depth
+        priorities[queues.parse(name)[1]] += depth
     return {
         "redis": "ok",
         "workers": {"count": len(workers), "names": sorted(w.name for w in workers)},

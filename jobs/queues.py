@@ -89,6 +89,7 @@ def fair_order(names: Iterable[str], after: str | None = None) -> list[str]:
 
 
 def tenant_of(name: str) -> str | None:
+    """The tenant of one of Intake's queues; None for any other queue."""
     parsed = parse(name)
     return parsed[0] if parsed else None
 
@@ -105,9 +106,6 @@ class Queues:
         if queue is None:
             queue = self._made[name] = Queue(name, connection=self.connection)
         return queue
-
-    def of(self, tenant: str, priority: str) -> Queue:
-        return self.get(queue_name(tenant, priority))
 
 
 def depths(connection: Redis, names: Iterable[str]) -> dict[str, int]:

@@ -29,10 +29,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs import blobs, keys, logs, metrics, queues as tenant_queues, states
+from jobs import blobs, keys, logs, metrics, states
 from jobs.clock import now_iso
 from jobs.exceptions import LimitReached
 from jobs.failures import backoff_delays
+from jobs.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
+from jobs.queues import register as register_queues
 from jobs.settings import Settings
 from jobs.tasks import new_id
 
@@ -210,7 +212,7 @@ def measure(stream: BinaryIO, limit: int, head_bytes: int = 4096) -> Measured:
 
 def choose_priority(file_count: int, priority: str | None) -> str:
     """An explicit priority wins; otherwise small uploads go first and large batches go last."""
-    if priority in tenant_queues.PRIORITIES:
+    if priority in PRIORITIES:
         return priority
     if file_count <= SMALL_UPLOAD_FILES:
         return "high"
@@ -220,10 +222,10 @@ def choose_priority(file_count: int, priority: str | None) -> str:
 
 
 def choose_queue(file_count: int, priority: str | None,
-                 tenant: str = tenant_queues.DEFAULT_TENANT) -> str:
+                 tenant: str = DEFAULT_TENANT) -> str:
     """The name of the tenant's queue at that priority (jobs.queues: `default`'s are the plain
     intake-high, intake, intake-bulk)."""
-    return tenant_queues.queue_name(tenant, choose_priority(file_count, priority))
+    return queue_name(tenant, choose_priority(file_count, priority))
 
 
 def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_version: str) -> str:
@@ -231,7 +233,7 @@ def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_vers
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def submit_documents(connection: Redis, queues: tenant_queues.Queues, settings: Settings,
+def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                      tenant: str, uploads: list[Upload], *, pipeline_version: str,
                      priority: str | None = None, force: bool = False,
                      trace_id: str | None = None) -> dict[str, Any]:
@@ -294,7 +296,7 @@ def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings, tenan
     """RQ's own enqueue of these tasks' jobs, queued on a pipeline the caller sends (or not),
     after the registration of the tenant's queues (so workers listen to them)."""
     pipe = connection.pipeline(transaction=False)
-    tenant_queues.register(pipe, tenant)
+    register_queues(pipe, tenant)
     for _ in task_ids:
         metrics.count(pipe, "tasks_submitted_total", queue=queue.name)
     queue.enqueue_many([job_data(task_id, settings) for task_id in task_ids], pipeline=pipe)
@@ -307,7 +309,7 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
     its last piece, on one pipeline sent every few MiB: a job never runs before its bytes are
     there, and nothing waits without its job longer than its own bytes take."""
     writer = blobs.PieceWriter(connection.pipeline(transaction=False))
-    tenant_queues.register(writer.pipe, tenant)
+    register_queues(writer.pipe, tenant)
     for upload, task_id in created:
         metrics.count(writer.pipe, "tasks_submitted_total", queue=queue.name)
         writer.write(task_id, upload.pieces())
