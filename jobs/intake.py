@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from redis import Redis
-from rq import Queue
 
 from jobs import deliveries, dead_letters, health, index, lifecycle, parts, states, tasks
 from jobs.batches import BatchReader
@@ -17,7 +16,8 @@ from jobs.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.embedding import make_embedder
 from jobs.embedding_budget import EmbeddingBudget
 from jobs.search import SearchAnswer, Searcher
-from jobs.settings import QUEUE_NAMES, Settings
+from jobs.queues import Queues
+from jobs.settings import Settings
 from jobs.submit import Upload, submit_documents
 from jobs.versions import pipeline_version
 
@@ -28,7 +28,7 @@ class Intake:
     def __init__(self, connection: Redis, settings: Settings) -> None:
         self.connection = connection
         self.settings = settings
-        self.queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
+        self.queues = Queues(connection)  # every tenant's, made as they are first used
         self.batches = BatchReader(connection)
         # The query embedder: the workers' model, with a search's short timeout.
         embedder = make_embedder(settings, timeout=settings.search_embedding_timeout)

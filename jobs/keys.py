@@ -249,3 +249,8 @@ def webhook_event(event_id: str) -> str:
 def tenant_webhooks(tenant: str) -> str:
     """A tenant's recent webhook events (id → when), newest last."""
     return f"{PREFIX}tenant:{tenant}:webhooks"
+
+
+def queue_tenants() -> str:
+    """Tenants whose RQ queues workers listen to besides the static three (jobs.queues)."""
+    return f"{PREFIX}queue-tenants"

@@ -15,7 +15,6 @@ import secrets
 from typing import Any
 
 from redis import Redis
-from rq import Queue
 from rq.command import send_stop_job_command
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
@@ -23,6 +22,9 @@ from rq.job import Job, JobStatus
 from jobs import blobs, keys, metrics, states
 from jobs.clock import now_iso
 from jobs.exceptions import NoSuchDocument, NoSuchTask, NotNow, NotRetryable, UploadExpired
+from jobs.queues import Queues, queue_name
+from jobs.queues import parse as parse_queue
+from jobs.queues import register as register_queues
 from jobs.settings import Settings
 from jobs.submit import job_data
 
@@ -116,7 +118,7 @@ def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str
     return previous
 
 
-def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, tenant: str,
+def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: str,
                task_id: str) -> str:
     """Start a new run of a failed (retryable) or canceled task under the same id; returns
     the status it had.
@@ -141,8 +143,9 @@ def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, 
         raise refusal(previous)
     if outcome != "ok":
         raise NotNow(previous, "retry")
-    queue = queues.get((queue_raw or b"intake").decode()) or queues["intake"]
+    queue = queues.get(_retry_queue(queue_raw, tenant))
     pipe = connection.pipeline()
+    register_queues(pipe, tenant)
     states.changed(pipe, tenant, task_id, move.target, settings=settings)
     metrics.count(pipe, "manual_retries_total")
     queue.enqueue_many([job_data(task_id, settings, job_id=job_id)], pipeline=pipe)
@@ -150,6 +153,12 @@ def retry_task(connection: Redis, queues: dict[str, Queue], settings: Settings, 
     if old_job:
         delete_job(connection, old_job, unless_started=True)
     return previous
+
+
+def _retry_queue(recorded: bytes | None, tenant: str) -> str:
+    """The queue the task was submitted to (one of Intake's); else the tenant's normal one."""
+    name = (recorded or b"").decode()
+    return name if parse_queue(name) else queue_name(tenant, "normal")
 
 
 def delete_job(connection: Redis, job_id: str, *, unless_started: bool = False) -> None:

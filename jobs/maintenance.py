@@ -4,7 +4,8 @@ Why a thread of the worker: RQ offers no public hook that runs while a job runs,
 of busy workers must still notice a lost machine. Every second each worker's thread tries to
 take a lock; the one that does (at most every INTERVAL_SECONDS, fleet-wide) runs RQ's own
 cleanup of the started registries (public: it retries or fails the jobs whose heartbeat
-expired with their machine), then the reconciler, and now and then the housekeeping. RQ's
+expired with their machine), then the reconciler, and now and then the housekeeping; before
+that, the worker's own per-second work if it gave one (`on_tick`: jobs.fairshare). RQ's
 worker already runs a thread of its own (its pub/sub listener); this one uses the same Redis
 client, which is safe across threads, and touches nothing a fork inherits in use.
 """
@@ -12,14 +13,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq.registry import StartedJobRegistry
 
-from jobs import housekeeping, keys, parts, reconcile
-from jobs.settings import QUEUE_NAMES, Settings
+from jobs import housekeeping, keys, parts, queues, reconcile
+from jobs.settings import Settings
 
 INTERVAL_SECONDS = 4
 HOUSEKEEPING_SECONDS = 60
@@ -30,7 +32,7 @@ def run_if_due(connection: Redis, settings: Settings) -> bool:
     """Clean up, reconcile and keep house unless another worker did lately; True if it ran."""
     if not connection.set(keys.reconcile_lock(), 1, nx=True, ex=INTERVAL_SECONDS):
         return False
-    for name in QUEUE_NAMES:
+    for name in queues.all_names(connection):  # every tenant's, listened to or not
         StartedJobRegistry(name, connection=connection).cleanup()
     reconcile.reconcile(connection, settings)
     if connection.set(keys.housekeeping_lock(), 1, nx=True, ex=HOUSEKEEPING_SECONDS):
@@ -47,8 +49,10 @@ class Maintenance:
     """The thread; `start()` with the worker's loop, `stop()` when it ends."""
 
     def __init__(self, connection: Redis, settings: Settings, log: logging.Logger,
-                 tick_seconds: float = TICK_SECONDS) -> None:
+                 tick_seconds: float = TICK_SECONDS,
+                 on_tick: Callable[[], None] | None = None) -> None:
         self.connection, self.settings, self.log = connection, settings, log
+        self.on_tick = on_tick  # the worker's own per-second work (jobs.fairshare)
         self.tick_seconds = tick_seconds
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="intake-maintenance",
@@ -66,6 +70,8 @@ class Maintenance:
     def _loop(self) -> None:
         while not self._stopping.wait(self.tick_seconds):
             try:
+                if self.on_tick is not None:
+                    self.on_tick()
                 run_if_due(self.connection, self.settings)
             except (RedisConnectionError, RedisTimeoutError) as exc:  # RQ says so too
                 self.log.warning("Intake maintenance: Redis unreachable (%s)", exc)

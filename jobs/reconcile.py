@@ -32,7 +32,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import blobs, keys, metrics, parts, states, tasks
+from jobs import blobs, keys, metrics, parts, queues, states, tasks
 from jobs.clock import iso_in, now_iso, timestamp
 from jobs.failures import IntakeError, job_lost, worker_lost
 from jobs.settings import QUEUE_NAMES, Settings
@@ -90,12 +90,17 @@ def reconcile(connection: Redis, settings: Settings, *,
 def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
     """The status of each judged task's job (missing: the job is gone).
 
-    A waiting job is found in its queue or the scheduled registry (one read each for the whole
-    backlog) and only checked to exist; only the others are fetched whole.
+    A waiting job is found in its queue or the scheduled registry (one read each of the queues
+    the waiting tasks were submitted to, and the static three, for the whole backlog) and only
+    checked to exist; only the others are fetched whole.
     """
     waiting: dict[str, str] = {}
-    if any(task["status"] in (states.PENDING, states.RETRYING) for _, task in judged):
-        for name in QUEUE_NAMES:
+    recorded = {task["queue"] for _, task in judged
+                if task["status"] in (states.PENDING, states.RETRYING)}
+    if recorded:
+        names = list(QUEUE_NAMES) + sorted(name for name in recorded - set(QUEUE_NAMES)
+                                           if name and queues.parse(name))
+        for name in names:
             waiting.update(dict.fromkeys(Queue(name, connection=connection).get_job_ids(),
                                          JobStatus.QUEUED.value))
             waiting.update(dict.fromkeys(

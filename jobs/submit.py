@@ -33,7 +33,9 @@ from jobs import blobs, keys, logs, metrics, states, webhook_events
 from jobs.clock import now_iso
 from jobs.exceptions import LimitReached
 from jobs.failures import backoff_delays
-from jobs.settings import PRIORITY_QUEUES, Settings
+from jobs.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
+from jobs.queues import register as register_queues
+from jobs.settings import Settings
 from jobs.tasks import new_id
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
@@ -208,15 +210,22 @@ def measure(stream: BinaryIO, limit: int, head_bytes: int = 4096) -> Measured:
     return Measured(size, digest.hexdigest(), head, data)
 
 
-def choose_queue(file_count: int, priority: str | None) -> str:
+def choose_priority(file_count: int, priority: str | None) -> str:
     """An explicit priority wins; otherwise small uploads go first and large batches go last."""
-    if priority in PRIORITY_QUEUES:
-        return PRIORITY_QUEUES[priority]
+    if priority in PRIORITIES:
+        return priority
     if file_count <= SMALL_UPLOAD_FILES:
-        return PRIORITY_QUEUES["high"]
+        return "high"
     if file_count >= BULK_UPLOAD_FILES:
-        return PRIORITY_QUEUES["bulk"]
-    return PRIORITY_QUEUES["normal"]
+        return "bulk"
+    return "normal"
+
+
+def choose_queue(file_count: int, priority: str | None,
+                 tenant: str = DEFAULT_TENANT) -> str:
+    """The name of the tenant's queue at that priority (jobs.queues: `default`'s are the plain
+    intake-high, intake, intake-bulk)."""
+    return queue_name(tenant, choose_priority(file_count, priority))
 
 
 def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_version: str) -> str:
@@ -224,7 +233,7 @@ def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_vers
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Settings,
+def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                      tenant: str, uploads: list[Upload], *, pipeline_version: str,
                      priority: str | None = None, force: bool = False,
                      trace_id: str | None = None) -> dict[str, Any]:
@@ -240,7 +249,7 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         digest = idempotency_digest(tenant, upload.document_id, upload.sha256, pipeline_version)
         firsts.setdefault(digest, upload)
     inline = sum(upload.size for upload in firsts.values()) <= INLINE_BYTES
-    queue = queues[choose_queue(len(firsts), priority)]
+    queue = queues.get(choose_queue(len(firsts), priority, tenant))
     record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
               "queue": queue.name, "pipeline_version": pipeline_version,
               "trace_id": trace_id or batch_id}
@@ -265,7 +274,7 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
         args += [item for pair in fields.items() for item in pair]
     if inline:  # build every job's enqueue while the claim runs; send what the claim allows
         reply, enqueue = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
-            connection, queue, settings, list(new_ids.values())))
+            connection, queue, settings, tenant, list(new_ids.values())))
     else:
         reply, enqueue = _run_script(connection, keys_, args), None
     if reply[0] != b"ok":
@@ -279,28 +288,32 @@ def submit_documents(connection: Redis, queues: dict[str, Queue], settings: Sett
     if enqueue is not None and len(created) == len(new_ids):
         enqueue.execute()
     elif inline and created:
-        _enqueue_pipeline(connection, queue, settings, [t for _, t in created]).execute()
+        _enqueue_pipeline(connection, queue, settings, tenant,
+                          [t for _, t in created]).execute()
     elif created:
-        _store_and_enqueue(connection, queue, settings, created)
+        _store_and_enqueue(connection, queue, settings, tenant, created)
     return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
 
 
-def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings,
+def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings, tenant: str,
                       task_ids: list[str]) -> Pipeline:
-    """RQ's own enqueue of these tasks' jobs, queued on a pipeline the caller sends (or not)."""
+    """RQ's own enqueue of these tasks' jobs, queued on a pipeline the caller sends (or not),
+    after the registration of the tenant's queues (so workers listen to them)."""
     pipe = connection.pipeline(transaction=False)
+    register_queues(pipe, tenant)
     for _ in task_ids:
         metrics.count(pipe, "tasks_submitted_total", queue=queue.name)
     queue.enqueue_many([job_data(task_id, settings) for task_id in task_ids], pipeline=pipe)
     return pipe
 
 
-def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings,
+def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tenant: str,
                        created: list[tuple[Upload, str]]) -> None:
     """The bytes of new tasks in pieces, each task's job (RQ's own enqueue) queued right after
     its last piece, on one pipeline sent every few MiB: a job never runs before its bytes are
     there, and nothing waits without its job longer than its own bytes take."""
     writer = blobs.PieceWriter(connection.pipeline(transaction=False))
+    register_queues(writer.pipe, tenant)
     for upload, task_id in created:
         metrics.count(writer.pipe, "tasks_submitted_total", queue=queue.name)
         writer.write(task_id, upload.pieces())

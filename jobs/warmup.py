@@ -27,21 +27,20 @@ def warm_up() -> int:
     import fakeredis
     from rq import Queue, SimpleWorker
 
-    from jobs import keys, logs, parts, states
+    from jobs import keys, logs, parts, queues, states
     from jobs.embedding import LocalEmbedder
-    from jobs.settings import QUEUE_NAMES
     from jobs.submit import Upload, submit_documents
 
     connection = fakeredis.FakeRedis()
-    queues = {name: Queue(name, connection=connection) for name in QUEUE_NAMES}
     uploads = [Upload.from_bytes(f"warm-up-{n}.txt", f"warm-up-{n}.txt", _TEXT * (n + 1), "txt")
                for n in range(WARM_UP_DOCUMENTS)]
     settings = replace(parts.current().settings, embedding_url="")
     local = parts.Parts(settings, LocalEmbedder())  # a worker's start never calls a service
     with parts.using(local), _quiet(), logs.held():
-        batch = submit_documents(connection, queues, settings, "warm-up", uploads,
-                                 pipeline_version="warm-up")
-        SimpleWorker(list(queues.values()), connection=connection).work(burst=True)
+        batch = submit_documents(connection, queues.Queues(connection), settings, "warm-up",
+                                 uploads, pipeline_version="warm-up")
+        SimpleWorker([Queue(name, connection=connection) for name in queues.all_names(connection)],
+                     connection=connection).work(burst=True)
     found = [connection.hget(keys.task(t["id"]), "status") for t in batch["tasks"]]
     return found.count(states.SUCCEEDED.encode())
 

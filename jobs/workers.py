@@ -6,14 +6,23 @@ noticed within a known bound: its heartbeat expires 65 s after the last one (job
 interval 5 s + RQ's fixed 60 s), and every worker's maintenance thread (jobs.maintenance) runs
 the started registries' cleanup and the reconciler at most 4 s apart, idle or busy: the task
 leaves `running` within about 75 s of the machine's loss (docs/deploying.md).
+
+Fair share (DESIGN §14, jobs.queues): the command line names the static queues; the worker
+adds every registered tenant's queues of those priorities, at its start and again before each
+dequeue (an idle worker looks every REFRESH_SECONDS), so a tenant whose keys were added while it
+runs is served without a restart. After each job RQ's `reorder_queues` hook puts the next
+tenant's queues first. When its queues grow, the worker restarts its RQ scheduler with the new
+list (RQ's own stop_scheduler and _start_scheduler), so retries with a backoff of the new
+queues come back, and RQ's registry cleanup covers them with the rest.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 from typing import Any
 
-from rq import Worker
+from rq import Queue, Worker
 
 from jobs.settings import QUEUE_NAMES
 
@@ -37,12 +46,13 @@ class IntakeWorker(Worker):
     (jobs.warmup) before its first job, so that every fork starts warm instead of importing
     numpy and the parsers' libraries anew (~0.25 s per document, docs/benchmarks.md,
     "Documents"); the parsers are imported here too, so a failed warm-up costs no speed. Only
-    RQ's public hooks are used:
-    the constructor's work_horse_killed_handler and `work`.
+    RQ's public hooks are used: the constructor's work_horse_killed_handler, `work`, and
+    `reorder_queues` (the dequeue order: RQ's --dequeue-strategy gives way to the fair one).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from jobs import parts
+        from jobs.fairshare import TenantQueues
         from jobs.logs import configure
         from jobs.settings import Settings
         import jobs.pipeline  # noqa: F401  (warm the parent; forks inherit it)
@@ -53,16 +63,29 @@ class IntakeWorker(Worker):
         super().__init__(*args, **kwargs)
         self.parts = parts.Parts.from_settings(Settings.from_env())
         parts.install(self.parts)
+        self.tenant_queues = TenantQueues(self)
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         from jobs.maintenance import Maintenance
         from jobs.warmup import warm_up_or_warn
+        call = inspect.signature(Worker.work).bind(self, *args, **kwargs)
+        call.apply_defaults()
+        options = call.arguments
+        self.tenant_queues.scheduling = options["with_scheduler"] and not options["burst"]
+        self.reorder_queues(None)  # every registered tenant's queues, in the fair order
         warm_up_or_warn(self.log)
-        maintenance = Maintenance(self.connection, self.parts.settings, self.log).start()
+        maintenance = Maintenance(self.connection, self.parts.settings, self.log,
+                                  on_tick=self.tenant_queues.tick).start()
         try:
             return super().work(*args, **kwargs)
         finally:
             maintenance.stop()
+            self.tenant_queues.stop()
+
+    def reorder_queues(self, reference_queue: Queue | None) -> None:
+        """RQ's hook for the dequeue order (its RoundRobinWorker's too), called after each
+        dequeue: the next tenant's queues first (jobs.fairshare). None: the list grew."""
+        self._ordered_queues = self.tenant_queues.order_after(reference_queue)
 
 
 WORKER_FLAGS: tuple[str, ...] = (

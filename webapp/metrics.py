@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs import QUEUE_NAMES, STEP_BUCKETS, dead_letter_count, read_metrics, webhook_backlog
+from jobs import STEP_BUCKETS, dead_letter_count, read_metrics, webhook_backlog
 from webapp.extensions import intake
 
 bp = Blueprint("metrics", __name__)
@@ -37,10 +37,10 @@ class IntakeCollector(Collector):
         yield from _counters(counters)
         yield _histogram(steps)
         health = self.service.health()
-        depth = GaugeMetricFamily("intake_queue_depth", "Jobs waiting in each queue.",
-                                  labels=["queue"])
-        for name in QUEUE_NAMES:
-            depth.add_metric([name], health["queues"][name])
+        depth = GaugeMetricFamily("intake_queue_depth", "Jobs waiting in each queue (every "
+                                  "tenant's: jobs.queues).", labels=["queue"])
+        for name, count in health["queues"].items():
+            depth.add_metric([name], count)
         yield depth
         yield GaugeMetricFamily("intake_workers", "Registered RQ workers.",
                                 value=health["workers"]["count"])

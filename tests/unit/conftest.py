@@ -11,7 +11,8 @@ import fakeredis
 import pytest
 from rq import Queue, SimpleWorker
 
-from jobs import QUEUE_NAMES, Settings, parts
+from jobs import Settings, parts
+from jobs.queues import all_names as all_queue_names
 from jobs.embedding import make_embedder
 from jobs.parts import Parts
 from webapp import create_app
@@ -45,11 +46,11 @@ def client(app):
 
 @pytest.fixture
 def run_jobs(redis):
-    """Drain every queue in-process, with the settings the test put in the environment and,
+    """Drain every queue (every tenant's: jobs.queues) in-process, with the settings the test put in the environment and,
     if given, an embedder of the test's own (handed to the jobs as jobs.parts)."""
     def run(embedder=None):
         settings = Settings.from_env()
-        queues = [Queue(name, connection=redis) for name in QUEUE_NAMES]
+        queues = [Queue(name, connection=redis) for name in all_queue_names(redis)]
         with parts.using(Parts(settings, embedder or make_embedder(settings))):
             SimpleWorker(queues, connection=redis).work(burst=True)
     return run

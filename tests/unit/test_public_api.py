@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 OURS = ("jobs", "webapp", "bench", "runner")
 # Internals without an underscore: redis-py's queue of a pipeline's commands.
 UNDERSCORELESS_INTERNALS = frozenset({"command_stack"})
-# What a subclass of an RQ class may define: the constructor and the worker's public entry.
-PUBLIC_OVERRIDES = frozenset({"__init__", "work"})
+# What a subclass of an RQ class may define: the constructor, the worker's public entry, and the
+# dequeue order's hook (what RQ's own RoundRobinWorker and RandomWorker override).
+PUBLIC_OVERRIDES = frozenset({"__init__", "work", "reorder_queues"})
 RQ_CLASSES = frozenset({"Worker", "SimpleWorker", "Queue", "Job", "BaseRegistry"})
 
 
