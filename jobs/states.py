@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from redis.client import Pipeline
 
-from jobs import keys, metrics
+from jobs import keys, metrics, webhook_events
 from jobs.announcements import announce
 from jobs.settings import Settings
 
@@ -63,6 +63,10 @@ LOSE = Transition("lose", "reconciler", LIVE, FAILED)
 CANCELED_ELSEWHERE = Transition("canceled_elsewhere", "reconciler", (PENDING, RETRYING), CANCELED)
 TRANSITIONS: tuple[Transition, ...] = (START, SUCCEED, WAIT_FOR_RETRY, FAIL, CANCEL, RETRY,
                                        LOSE_ATTEMPT, LOSE, CANCELED_ELSEWHERE)
+
+# The webhook event (DESIGN §14) a move to each terminal status sends.
+EVENT_TYPES: dict[str, str] = {SUCCEEDED: "task.succeeded", FAILED: "task.failed",
+                               CANCELED: "task.canceled"}
 
 # Submitting content a task of this status already holds returns that task (DESIGN §9).
 REUSABLE: tuple[str, ...] = (*LIVE, SUCCEEDED)
@@ -112,9 +116,11 @@ def changed(pipe: Pipeline, tenant: str, task_id: str, status: str, *,
     write is idempotent, so a change recorded twice (a re-sent command) leaves the same state.
     """
     announce(pipe, task_id)
-    if settings.webhook_url:  # webhooks on; off, nothing more is written
-        from jobs import webhook_events  # it builds on this module's statuses
-        webhook_events.task_changed(pipe, settings, tenant, task_id, status)
+    if webhook_events.enabled(settings):  # off, nothing more is written
+        if status == PENDING:  # a Retry: the batches that list the task wait for it again
+            webhook_events.task_reopened(pipe, settings, task_id)
+        elif status in EVENT_TYPES:
+            webhook_events.task_finished(pipe, settings, tenant, task_id, EVENT_TYPES[status])
     if status in LIVE:
         if status == PENDING:
             now = time.time()

@@ -284,7 +284,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
         webhook_events.batch_submitted(
             connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
-            complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
+            live=states.LIVE, complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
     if enqueue is not None and len(created) == len(new_ids):
         enqueue.execute()
     elif inline and created:

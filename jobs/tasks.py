@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from typing import Any, Iterable, Mapping
 
 from redis import Redis
@@ -19,17 +18,13 @@ except ImportError:  # pragma: no cover - depends on the install
     _hiredis = None
 
 from jobs import keys, states
+from jobs.ids import new_id  # noqa: F401  (callers take it from here too)
 
 _HEX = re.compile(r"[0-9a-f]{32}")
 _INT_FIELDS = ("progress", "attempts", "max_attempts")
 _WAITING = {states.PENDING: "Waiting for a worker"}
 _JSON_FIELDS = ("error", "result")
 _OPTIONAL_FIELDS = ("next_attempt_at", "started_at", "ended_at")
-
-
-def new_id() -> str:
-    """128 random bits, hex: unguessable, so an id alone reveals nothing of other tasks."""
-    return secrets.token_hex(16)
 
 
 def is_id(value: str | None) -> bool:

@@ -28,11 +28,11 @@ from rq import Queue, Retry
 from rq.queue import EnqueueData
 from rq.registry import ScheduledJobRegistry
 
-from jobs import keys, states
+from jobs import keys
 from jobs.clock import now_iso
 from jobs.failures import backoff_delays
 from jobs.settings import Settings
-from jobs.tasks import new_id
+from jobs.ids import new_id
 
 QUEUE = "intake-webhooks"
 DELIVER = "jobs.webhooks.deliver"
@@ -41,8 +41,6 @@ RECENT_PER_TENANT = 1000        # the newest a tenant's deliveries list keeps
 RETRY_WINDOW_SECONDS = 86400    # a delivery is retried for at least a day
 RETRY_CAP_SECONDS = 3600        # with at most an hour between two attempts
 JOB_TIMEOUT_SECONDS = 60        # one attempt: the POST's timeout with room to spare
-TYPES: dict[str, str] = {states.SUCCEEDED: "task.succeeded", states.FAILED: "task.failed",
-                         states.CANCELED: "task.canceled"}
 BATCH_COMPLETED = "batch.completed"
 # Delivery statuses of an event (jobs.webhooks writes all but the first).
 PENDING, DELIVERED, RETRYING, FAILED = "pending", "delivered", "retrying", "failed"
@@ -146,18 +144,17 @@ def _common(tenant: str) -> list[Any]:
     return [tenant, now_iso(), time.time(), EVENT_TTL_SECONDS, RECENT_PER_TENANT]
 
 
-def task_changed(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
-                 status: str) -> None:
-    """Queue on `pipe` (after the task's own write) what a task's move to `status` means for
-    webhooks: a terminal status records its event and enqueues the event's delivery; a
-    Retry (`pending`) makes the batches that list the task wait for it again."""
-    if status == states.PENDING:
-        pipe.eval(_TASK_REOPENED, 1, keys.task_batches(task_id), task_id,
-                  settings.retention_seconds, *_BATCH_LIVE)
-        return
-    kind = TYPES.get(status)
-    if kind is None:
-        return
+def task_reopened(pipe: Pipeline, settings: Settings, task_id: str) -> None:
+    """Queue on `pipe`: a task moved back to pending (a Retry), so the batches that list it
+    wait for it again."""
+    pipe.eval(_TASK_REOPENED, 1, keys.task_batches(task_id), task_id,
+              settings.retention_seconds, *_BATCH_LIVE)
+
+
+def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
+                  kind: str) -> None:
+    """Queue on `pipe` (after the task's own write) a finished task's event of type `kind`
+    (jobs.states.EVENT_TYPES), the batch events it completes, and its delivery job."""
     event_id = new_id()
     pipe.eval(_TASK_FINISHED, 4, keys.task(task_id), keys.task_batches(task_id),
               keys.webhook_event(event_id), keys.tenant_webhooks(tenant), *_common(tenant),
@@ -166,7 +163,7 @@ def task_changed(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
 
 
 def batch_submitted(connection: Redis, settings: Settings, tenant: str, batch_id: str,
-                    task_ids: list[str], *, complete: bool) -> None:
+                    task_ids: list[str], *, live: tuple[str, ...], complete: bool) -> None:
     """After a batch's submit script, before its jobs are enqueued: the batch waits for its
     live tasks (new or reused). `complete` (every task a finished duplicate when the claim
     ran) enqueues the batch event's delivery in the same MULTI; a reused task that finished
@@ -175,7 +172,7 @@ def batch_submitted(connection: Redis, settings: Settings, tenant: str, batch_id
     pipe = connection.pipeline()
     pipe.eval(_BATCH_SUBMITTED, 3, keys.batch_live(batch_id), keys.webhook_event(event_id),
               keys.tenant_webhooks(tenant), *_common(tenant), event_id, batch_id,
-              keys.TASK_PREFIX, *_TASK_BATCHES, len(states.LIVE), *states.LIVE, *task_ids)
+              keys.TASK_PREFIX, *_TASK_BATCHES, len(live), *live, *task_ids)
     if complete:
         enqueue(pipe, settings, [event_id])
     at_once = pipe.execute()[0]

@@ -227,7 +227,7 @@ def test_a_resent_event_script_records_one_event(redis):
     redis.sadd(keys.task_batches("t1"), "b1")
     redis.sadd(keys.batch_live("b1"), "t1")
     pipe = redis.pipeline()
-    webhook_events.task_changed(pipe, settings, "acme", "t1", "succeeded")
+    webhook_events.task_finished(pipe, settings, "acme", "t1", "task.succeeded")
     args = pipe.command_stack[0][0]
     pipe.execute()
     redis.execute_command(*args)  # the same EVAL again
