@@ -56,6 +56,10 @@ class IntakeWorker(Worker):
         from jobs.logs import configure
         from jobs.settings import Settings
         import jobs.pipeline  # noqa: F401  (warm the parent; forks inherit it)
+        # What the maintenance thread imports lazily (its housekeeping opens the vector
+        # store): imported here, before the thread starts, so that no fork ever catches an
+        # import half done in that thread; the work-horse would wait on its lock forever.
+        import jobs.vectors  # noqa: F401
         from jobs.parsers import import_parsers
         import_parsers()
         configure()
