@@ -4,7 +4,8 @@ The web side (submit, batch submit, poll, 304s) against bare baselines on the sa
 server; then, with production `rq worker` processes, the pipeline against bare RQ no-op jobs
 (bench.pipeline), 1 against 4 workers with a 100 ms embedding server (bench.scaling), the
 progress writes of one job (bench.metawrites), a 200-task batch poll (bench.batchpoll), a
-search over 10,000 chunks (bench.search), and, in this process once the servers are stopped,
+search over 10,000 chunks (bench.search), one tenant's 50 documents behind another's 500
+(bench.fair_share), and, in this process once the servers are stopped,
 the parse step on a 300-page PDF against bare pypdfium2 and OCR's pages per second
 (bench.pdf), and last, with servers of its own (the Procfile's `web:` line as written, one
 instance), polls and uploads with 1,000 open event streams and polls with 200 half-sent
@@ -23,7 +24,7 @@ from typing import Any, Callable
 
 import redis
 
-from bench import batchpoll, measure, pdf, pipeline, scaling, search, streams
+from bench import batchpoll, fair_share, measure, pdf, pipeline, scaling, search, streams
 from bench.servers import Services, cpu_seconds, services
 from jobs import keys
 
@@ -47,6 +48,7 @@ GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "scaling_efficiency": (">= 0.85", lambda v: v >= 0.85),
     "meta_writes_per_s_max": ("<= 4", lambda v: v <= 4),
     "search_ratio": ("<= 10", lambda v: v <= 10.0),
+    "fair_share_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "pdf_pages_per_s_ratio": (">= 0.8", lambda v: v >= 0.8),
     "event_streams_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "event_streams_upload_ratio": ("<= 1.5", lambda v: v <= 1.5),
@@ -189,6 +191,8 @@ def main() -> int:
         log(f"search: indexing {search.DOCUMENTS * search.CHUNKS_PER_DOCUMENT} chunks, then "
             f"{search.ROUNDS} interleaved rounds x {search.PER_ROUND} per side")
         found = search.run(svc, one_task(base, nonce), nonce)
+        store.flushdb()
+        fair = fair_share.run(svc, nonce, log)
         store.close()
     documents = pdf.run(log)
     streaming = streams.run(log)
@@ -203,6 +207,7 @@ def main() -> int:
         "scaling_efficiency": round(scale["efficiency"], 4),
         "meta_writes_per_s_max": meta["max_per_s"],
         "search_ratio": round(found["ratio"], 4),
+        "fair_share_ratio": round(fair["ratio"], 4),
         "pdf_pages_per_s_ratio": round(documents["ratio"], 4),
         "ocr_pages_per_s": round(documents["ocr"]["pages_per_s"], 3),
         **streams.figures(streaming),
@@ -252,6 +257,7 @@ def main() -> int:
         f"GET /api/tasks/<id>; first search {found['cold_ms']:.0f} ms; "
         f"per-round ratios q1/median/q3 {fmt(found['round_ratios'])}; index written in "
         f"{found['seconds']:.1f} s",
+        *fair_share.describe(fair),
         *pdf.describe(documents),
         *streams.describe(streaming),
     ]
