@@ -84,9 +84,12 @@ class AttemptFence:
         self.job_key = job_key or ""
         self.attempt_id = secrets.token_hex(8)
         self.attempt = 0
+        self.prefetched: dict[str, dict[bytes, bytes]] = {}
 
-    def start(self, job_id: str) -> dict[str, str]:
+    def start(self, job_id: str, *, prefetch: tuple[str, ...] = ()) -> dict[str, str]:
         """Take the task for this attempt; returns its record as it then is (one round trip).
+        The hashes named in `prefetch` are read in the same round trip, into `prefetched`
+        (the attempt's checkpoint: a tiny document's attempt is a few round trips in all).
 
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
@@ -95,7 +98,11 @@ class AttemptFence:
         pipe.eval(_START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(),
                   states.START.target, *states.START.sources)
         announce(pipe, self.task_id)   # a refused start announces nothing that moved: harmless
-        reply = [v.decode() for v in pipe.execute()[0]]
+        for key in prefetch:
+            pipe.hgetall(key)
+        replies = pipe.execute()
+        self.prefetched = dict(zip(prefetch, replies[2:]))
+        reply = [v.decode() for v in replies[0]]
         outcome, value = reply[0], reply[1]
         if outcome == "refused":
             raise Refused(value)

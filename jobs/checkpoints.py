@@ -29,18 +29,21 @@ MAX_CHUNK_CHARS = 16_000_000
 class Checkpoints:
     """Read and write one task's checkpoint hash, all of it tagged with the pipeline version."""
 
-    def __init__(self, connection: Redis, task_id: str, version: str, ttl_seconds: int) -> None:
+    def __init__(self, connection: Redis, task_id: str, version: str, ttl_seconds: int,
+                 stored: dict[bytes, bytes] | None = None) -> None:
+        """`stored`: the hash as already read (with the attempt's start), else read when asked."""
         self.connection = connection
         self.key = keys.checkpoint(task_id)
         self.version = version
         self.ttl_seconds = ttl_seconds
-        self._stored: dict[bytes, bytes] | None = None
+        self._stored = None if stored is None else self._valid(stored)
+
+    def _valid(self, stored: dict[bytes, bytes]) -> dict[bytes, bytes]:
+        return stored if stored.get(b"version") == self.version.encode() else {}
 
     def _load(self) -> dict[bytes, bytes]:
         if self._stored is None:
-            stored = self.connection.hgetall(self.key)
-            valid = stored.get(b"version") == self.version.encode()
-            self._stored = stored if valid else {}
+            self._stored = self._valid(self.connection.hgetall(self.key))
         return self._stored
 
     def chunks(self) -> tuple[dict[str, Any], list[Chunk]] | None:

@@ -290,8 +290,9 @@ def quota_keys(tenant: str, document_id: str) -> list[str]:
 
 
 def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, chunks: int,
-                      limit: int) -> None:
-    """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT.
+                      limit: int) -> int:
+    """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT;
+    returns how many chunks its indexed version holds (0: none, so its flip leaves no garbage).
 
     Its own earlier version is replaced, so only the difference counts. Deleting documents
     makes room; a Retry then indexes this one without parsing or embedding it again.
@@ -303,6 +304,7 @@ def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, c
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
             f"document needs {chunks:,}. Delete documents you no longer need, then Retry.",
             code="knowledge_base_full", step="indexing", retryable=True)
+    return previous
 
 
 def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: str,

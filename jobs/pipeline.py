@@ -25,7 +25,7 @@ from redis import Redis
 from redis.client import Pipeline
 from rq import get_current_job
 
-from jobs import blobs, checkpoints, index, logs, metrics, ocr, parts, states, tasks
+from jobs import blobs, checkpoints, index, keys, logs, metrics, ocr, parts, states, tasks
 from jobs.attempts import AttemptFence, Refused, Superseded
 from jobs.chunking import Chunk, chunk_blocks
 from jobs.clock import iso_in, now_iso
@@ -69,8 +69,9 @@ class Attempt:
             steps=tasks.view(record)["steps"], attempt=fence.attempt)
         # Operators see in rq-dashboard which document a job reads, escaped like all its meta.
         job.meta["document"] = dashboard_text(record["filename"])
-        self.checkpoints = checkpoints.Checkpoints(self.connection, self.task_id, self.version,
-                                                   self.settings.retention_seconds)
+        self.checkpoints = checkpoints.Checkpoints(
+            self.connection, self.task_id, self.version, self.settings.retention_seconds,
+            stored=fence.prefetched.get(keys.checkpoint(self.task_id)))
 
 
 def ingest_document(task_id: str) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
     summary; raises so that RQ sees every failure."""
     fence = AttemptFence(job.connection, task_id, job.key)
     try:
-        record = fence.start(job.id)
+        record = fence.start(job.id, prefetch=(keys.checkpoint(task_id),))
     except (Refused, Superseded) as exc:  # canceled, replaced, deleted: nothing to do or tell
         job.retries_left = 0
         logs.event("attempt_skipped", {"id": task_id}, reason=str(exc))
@@ -131,9 +132,11 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             store.close()
         raise
 
+    replaced = [0]  # the chunks of the version the flip replaces, as read under WATCH
+
     def within_quota(pipe: Pipeline) -> None:
-        index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
-                                attempt.settings.tenant_chunk_limit)
+        replaced[0] = index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
+                                              attempt.settings.tenant_chunk_limit)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
         index.queue_flip(pipe, staged)
@@ -153,9 +156,11 @@ def _run(attempt: Attempt) -> dict[str, Any]:
                         queue_more=index_and_clean_up, check=within_quota,
                         watch=index.quota_keys(tenant, record["document_id"]))
         # What the version it replaced leaves (rows, texts, vectors): on no one's path, and
-        # housekeeping collects what a failure here leaves.
-        with contextlib.suppress(Exception):
-            index.collect_garbage(attempt.connection, tenant, store)
+        # housekeeping collects what a failure here leaves (and stagings a lost worker left).
+        # A first version replaces nothing: no round trip for it.
+        if replaced[0]:
+            with contextlib.suppress(Exception):
+                index.collect_garbage(attempt.connection, tenant, store)
     except BaseException:
         index.discard(attempt.connection, staged)  # a no-op if the flip did land
         raise
