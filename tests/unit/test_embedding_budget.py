@@ -48,13 +48,17 @@ def admitted(budget: EmbeddingBudget, count: int) -> list:
 # -- requests per minute: a sliding-window log ---------------------------------------------------
 
 def test_rpm_admits_n_in_a_window_then_says_how_long_to_wait(redis):
-    budget = EmbeddingBudget(redis, rpm=3, window_seconds=0.6)
+    """Timed on the clock, not hoped: each bound holds however late a sleep wakes up, as long
+    as it wakes up within about a second."""
+    budget = EmbeddingBudget(redis, rpm=3, window_seconds=2.0)
+    began = time.monotonic()
     first = admitted(budget, 1)
-    time.sleep(0.25)
+    time.sleep(1.0)
     first += admitted(budget, 2)
     refused = budget.try_admit()
+    left = 2.0 - (time.monotonic() - began)
     assert not refused.admitted and refused.reason == "rpm"
-    assert 0.2 < refused.wait <= 0.35, "until the oldest leaves the window"
+    assert left - 0.1 < refused.wait <= left + 0.05, "until the oldest leaves the window"
     assert redis.zcard(keys.embedding_window()) == 3, "a refused ask is not logged"
     time.sleep(refused.wait + 0.02)
     assert budget.try_admit().admitted, "the oldest left the window"
@@ -63,11 +67,11 @@ def test_rpm_admits_n_in_a_window_then_says_how_long_to_wait(redis):
 
 
 def test_rpm_is_a_sliding_window_not_a_fixed_minute(redis):
-    budget = EmbeddingBudget(redis, rpm=2, window_seconds=0.5)
+    budget = EmbeddingBudget(redis, rpm=2, window_seconds=1.0)
     admitted(budget, 1)
-    time.sleep(0.3)
+    time.sleep(0.6)
     admitted(budget, 1)
-    time.sleep(0.25)                      # the first left the window, the second has not
+    time.sleep(0.5)                       # the first left the window, the second has not
     admitted(budget, 1)
     assert not budget.try_admit().admitted
 
@@ -123,7 +127,7 @@ def test_a_pause_stops_every_request_limited_or_not(redis, limits):
     budget.hold_off(0.4, "HTTP 429")
     refused = budget.try_admit()
     assert (refused.admitted, refused.reason, refused.paused_by) == (False, "pause", "HTTP 429")
-    assert 0.2 < refused.wait <= 0.4
+    assert 0.1 < refused.wait <= 0.4
     time.sleep(refused.wait + 0.02)
     assert budget.try_admit().admitted
 
@@ -196,7 +200,7 @@ def test_now_gate_never_waits(redis):
         started = time.monotonic()
         with pytest.raises(BudgetUnavailable) as caught, NowGate(budget).admit():
             pass
-        assert time.monotonic() - started < 0.2
+        assert time.monotonic() - started < 1, "refused at once, not after a wait"
     assert "in use" in caught.value.message
     with NowGate(budget).admit():
         pass  # released: free again
