@@ -154,8 +154,10 @@ def _payload(connection: Redis, key: str, event: Mapping[str, str]) -> bytes:
     """The event's body, built once: a later attempt (or a duplicate run) sends the same."""
     if event.get("body"):
         return event["body"].encode("utf-8")
-    connection.hsetnx(key, "body", body(event, event_data(connection, event)))
-    return connection.hget(key, "body") or b""
+    pipe = connection.pipeline()  # another run may have kept one meanwhile: send that one
+    pipe.hsetnx(key, "body", body(event, event_data(connection, event)))
+    pipe.hget(key, "body")
+    return pipe.execute()[1] or b""
 
 
 def _enqueue_batch_events(connection: Redis, settings: Settings, key: str,

@@ -7,13 +7,13 @@ interval 5 s + RQ's fixed 60 s), and every worker's maintenance thread (jobs.mai
 the started registries' cleanup and the reconciler at most 4 s apart, idle or busy: the task
 leaves `running` within about 75 s of the machine's loss (docs/deploying.md).
 
-Fair share (DESIGN §14, jobs.queues): the command line names the static queues; the worker
-adds every registered tenant's queues of those priorities, at its start and again before each
-dequeue (an idle worker looks every REFRESH_SECONDS), so a tenant whose keys were added while it
+Fair share (DESIGN §14, jobs.queues, jobs.fairshare): the command line names the static queues;
+the worker adds every registered tenant's queues of those priorities at its start, after each
+dequeue and every second from its maintenance thread, so a tenant whose keys were added while it
 runs is served without a restart. After each job RQ's `reorder_queues` hook puts the next
-tenant's queues first. When its queues grow, the worker restarts its RQ scheduler with the new
-list (RQ's own stop_scheduler and _start_scheduler), so retries with a backoff of the new
-queues come back, and RQ's registry cleanup covers them with the rest.
+tenant's queues first. The learned queues' retries with a backoff are brought back by an RQ
+scheduler driven from the maintenance thread (RQ's forked scheduler keeps the command line's),
+and RQ's registry cleanup follows the worker's queue list.
 """
 from __future__ import annotations
 

@@ -66,12 +66,15 @@ def assert_stays(fetch: Callable[[], T], condition: Callable[[T], Any], *, durat
 
 class ApiClient(requests.Session):
     """A requests.Session whose relative URLs ("/api/…") resolve against `base_url`, with a
-    default timeout so a hung server fails the test instead of hanging it."""
+    default timeout so a hung server fails the test instead of hanging it; with `api_key`,
+    every request is a tenant's (`Authorization: Bearer`)."""
 
-    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 10.0, api_key: str | None = None) -> None:
         super().__init__()
         self.base_url = base_url.rstrip("/") + "/"
         self.default_timeout = timeout
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:
         kwargs.setdefault("timeout", self.default_timeout)

@@ -58,9 +58,7 @@ def stack(budgets: Stack) -> Stack:
 
 
 def client_of(stack: Stack, tenant: str) -> ApiClient:
-    client = ApiClient(stack.url)
-    client.headers["Authorization"] = f"Bearer {TENANTS[tenant]}"
-    return client
+    return ApiClient(stack.url, api_key=TENANTS[tenant])
 
 
 def send(client: ApiClient, files: list[tuple[str, bytes]]) -> Any:

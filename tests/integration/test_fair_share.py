@@ -70,9 +70,7 @@ def stack(fair: Stack, embedding_server) -> Stack:
 
 
 def client_of(stack: Stack, tenant: str) -> ApiClient:
-    client = ApiClient(stack.url)
-    client.headers["Authorization"] = f"Bearer {TENANTS[tenant]}"
-    return client
+    return ApiClient(stack.url, api_key=TENANTS[tenant])
 
 
 def tiny(count: int, word: str, tag: str) -> list[tuple[str, bytes, str]]:

@@ -69,8 +69,7 @@ def _wait_registered(stack: Stack, name: str) -> None:
 @pytest.fixture
 def acme(hooked, receiver, embedding_server) -> Iterator[ApiClient]:
     receiver.set_mode("ok")
-    with ApiClient(hooked.url) as client:
-        client.headers["Authorization"] = f"Bearer {KEYS['acme']}"
+    with ApiClient(hooked.url, api_key=KEYS["acme"]) as client:
         yield client
     receiver.set_mode("ok")
 
@@ -210,8 +209,7 @@ def test_deliveries_are_tenant_scoped(acme, hooked, receiver):
     rows = poll(lambda: [d for d in deliveries(acme) if d["task_id"] == task_id],
                 lambda found: found and found[0]["last_error"] == "HTTP 503",
                 timeout=DELIVERY_TIMEOUT, message="acme's failed delivery listed")
-    with ApiClient(hooked.url) as globex:
-        globex.headers["Authorization"] = f"Bearer {KEYS['globex']}"
+    with ApiClient(hooked.url, api_key=KEYS["globex"]) as globex:
         theirs = get_json(globex, "/api/webhooks/deliveries?limit=200")
         assert rows[0]["id"] not in {d["id"] for d in theirs["deliveries"]}
         assert all(d["task_id"] != task_id for d in theirs["deliveries"])
