@@ -24,6 +24,7 @@ from redis import Redis
 
 from jobs import index, keys
 from jobs.embedding import Embedding, SparseRows
+from jobs.redis_client import COMMAND, connect
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def main() -> int:
     from jobs.settings import Settings
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings.from_env()
-    connection = Redis.from_url(settings.redis_url)
+    connection = connect(settings.redis_url, COMMAND)
     store = parts.vector_store(settings)
     started = time.perf_counter()
     moved = migrate(connection, store)

@@ -20,6 +20,10 @@ class Settings:
     """Every tunable of Intake with its default; names map to INTAKE_* environment variables."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # With Sentinels (REDIS_SENTINELS `host:port,…`), `redis_url` becomes the Sentinel address
+    # of REDIS_SENTINEL_MASTER (jobs.redis_client): every process follows a failover.
+    redis_sentinels: str = ""
+    redis_sentinel_master: str = "mymaster"
     embedding_url: str = ""
     # PostgreSQL with pgvector for the HTTP embedder's dense vectors (jobs.vectors); unset, `make
     # run` starts one (runner.postgres_service). The local embedder never uses it.
@@ -81,7 +85,7 @@ class Settings:
         """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the variable."""
         values: dict[str, Any] = {}
         for f in fields(cls):
-            name = "REDIS_URL" if f.name == "redis_url" else "INTAKE_" + f.name.upper()
+            name = f.name.upper() if f.name.startswith("redis_") else "INTAKE_" + f.name.upper()
             raw = env.get(name)
             if raw is None or raw == "":
                 continue
@@ -90,6 +94,10 @@ class Settings:
                 values[f.name] = kind(raw) if kind is not int else int(str(raw).strip())
             except (TypeError, ValueError):
                 raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
+        if values.get("redis_sentinels"):
+            from jobs.redis_client import sentinel_url
+            values["redis_url"] = sentinel_url(
+                values["redis_sentinels"], values.get("redis_sentinel_master", "mymaster"))
         settings = cls(**values)
         settings.validate()
         return settings

@@ -94,6 +94,8 @@ class IntakeWorker(Worker):
 
 WORKER_FLAGS: tuple[str, ...] = (
     "--worker-class", "jobs.workers.IntakeWorker",
+    # A Sentinel address in --url, and a worker's waits on Redis (jobs.redis_client).
+    "--connection-class", "jobs.redis_client.WorkerRedis",
     "--with-scheduler",
     "--worker-ttl", "20",
     "--job-monitoring-interval", "5",
@@ -101,14 +103,20 @@ WORKER_FLAGS: tuple[str, ...] = (
 )
 
 
-def worker_command(redis_url: str, *, name: str | None = None, burst: bool = False,
+def redis_arguments(redis_url: str | None) -> list[str]:
+    """`--url` of the given Redis (plain or Sentinel), or None: the address from the
+    environment, REDIS_URL or the Sentinels (the Procfile's: jobs.rq_settings)."""
+    return ["--url", redis_url] if redis_url else ["-c", "jobs.rq_settings"]
+
+
+def worker_command(redis_url: str | None, *, name: str | None = None, burst: bool = False,
                    quiet: bool = False) -> list[str]:
     """The argv of one `rq worker` process listening to Intake's queues in priority order.
 
     `quiet` (the dev runner's terminal): RQ's own lines only from warnings up, so its
     maintenance ("cleaning registries …" every few seconds per queue) does not bury what a
     person reads there; Intake's task events are logged apart (jobs.logs) and still show."""
-    argv = [sys.executable, "-m", "rq.cli", "worker", *WORKER_FLAGS, "--url", redis_url]
+    argv = [sys.executable, "-m", "rq.cli", "worker", *WORKER_FLAGS, *redis_arguments(redis_url)]
     if name:
         argv += ["--name", name]
     if burst:
@@ -133,12 +141,12 @@ class WebhookWorker(Worker):
         webhooks.install(Settings.from_env())
 
 
-def webhook_worker_command(redis_url: str, *, name: str | None = None,
+def webhook_worker_command(redis_url: str | None, *, name: str | None = None,
                            quiet: bool = False) -> list[str]:
     """The argv of one `rq worker` process delivering webhooks (queue `intake-webhooks`), with
     the scheduler that moves its retries back to the queue."""
     from jobs.webhook_events import QUEUE
-    argv = [sys.executable, "-m", "rq.cli", "worker", *WORKER_FLAGS, "--url", redis_url]
+    argv = [sys.executable, "-m", "rq.cli", "worker", *WORKER_FLAGS, *redis_arguments(redis_url)]
     argv[argv.index("--worker-class") + 1] = "jobs.workers.WebhookWorker"
     if name:
         argv += ["--name", name]

@@ -23,7 +23,7 @@ from flask import Flask
 from rq import Worker
 from werkzeug.serving import run_simple
 
-from jobs import webhook_worker_command, worker_command
+from jobs import connect_redis, webhook_worker_command, worker_command
 from runner import record
 from runner.postgres_service import VECTOR_DATABASE_ENV, start_vector_database
 from runner.processes import ManagedProcess, kill_sessions, stop_all
@@ -109,7 +109,7 @@ class WorkerSupervisor:
         """RQ lists a killed worker until its key expires (worker TTL + 60 s); this one is
         known dead, so /api/health and the dashboard stop counting it at once."""
         try:
-            with redis.Redis.from_url(self.redis_url, socket_timeout=2) as connection:
+            with connect_redis(self.redis_url) as connection:
                 worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection)
                 if worker is not None:
                     worker.register_death()

@@ -62,9 +62,9 @@ def wait_for_ping(url: str, timeout: float, alive: Callable[[], bool] = lambda: 
 class ExternalRedis:
     """The Redis named by REDIS_URL: someone else's, so it is neither started nor stopped."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, variable: str = "REDIS_URL") -> None:
         self.url = url
-        self.description = f"REDIS_URL from the environment ({url})"
+        self.description = f"{variable} from the environment ({url})"
 
     def stop(self) -> None:
         pass
@@ -143,7 +143,13 @@ class EmbeddedRedis:
 
 
 def start_redis(data_dir: Path, env: Mapping[str, str] = os.environ) -> RedisBackend:
-    """REDIS_URL if set, else a local redis-server if installed, else the embedded fakeredis."""
+    """REDIS_SENTINELS or REDIS_URL if set, else a local redis-server if installed, else the
+    embedded fakeredis."""
+    if env.get("REDIS_SENTINELS"):
+        from jobs import redis_sentinel_url
+        return ExternalRedis(redis_sentinel_url(env["REDIS_SENTINELS"],
+                                                env.get("REDIS_SENTINEL_MASTER") or "mymaster"),
+                             "REDIS_SENTINELS")
     if env.get("REDIS_URL"):
         return ExternalRedis(env["REDIS_URL"])
     executable = shutil.which("redis-server")

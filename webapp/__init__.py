@@ -5,9 +5,7 @@ from typing import Any, Mapping
 
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
-from redis import BlockingConnectionPool, Redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
+from redis import Redis
 
 from jobs import Intake, configure_logging
 
@@ -16,18 +14,19 @@ csrf = CSRFProtect()
 
 #: Redis connections one web process holds at most. Under gevent a thousand requests may
 #: want one at the same moment (pages opening their streams together): they wait their turn
-#: (`POOL_WAIT_SECONDS`) instead of failing as "Too many connections".
+#: (`POOL_WAIT_SECONDS`: each holds one for about a millisecond) instead of failing as "Too
+#: many connections". The wait and the web's read timeout (2 s, jobs.redis_client.WEB) sum to
+#: the 3 s within which any request answers, a 503 if Redis is stalled.
 POOL_CONNECTIONS = 64
-POOL_WAIT_SECONDS = 5
+POOL_WAIT_SECONDS = 1
 
 
 def connect(url: str) -> Redis:
-    """A client that gives up quickly: while Redis is down the API answers 503 at once."""
-    pool = BlockingConnectionPool.from_url(
-        url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SECONDS,
-        socket_connect_timeout=2, socket_timeout=10, health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2))
-    return Redis(connection_pool=pool)
+    """A client that gives up quickly: while Redis is down or stalled the API answers 503
+    within 3 s; with a Sentinel address it follows a failover (jobs.redis_client)."""
+    from jobs import WEB_REDIS_PROFILE, connect_redis
+    return connect_redis(url, WEB_REDIS_PROFILE, max_connections=POOL_CONNECTIONS,
+                         pool_timeout=POOL_WAIT_SECONDS, health_check_interval=30)
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:

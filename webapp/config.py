@@ -11,9 +11,10 @@ import secrets
 from pathlib import Path
 from typing import Any, Mapping
 
-from jobs import MIB, Settings
+from jobs import MIB, Settings, redis_dashboard_url
 
-ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL")
+ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL",
+             "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER")
 INSTANCE_DIR = Path(__file__).resolve().parent.parent / "instance"  # the dev runner's
 
 
@@ -24,7 +25,7 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     source.update(overrides or {})
     # No REDIS_URL anywhere: a dev runner running in this checkout is where the work goes.
     found_runner = None
-    if not source.get("REDIS_URL") and not source.get("REDIS_CONNECTION"):
+    if not any(source.get(name) for name in ("REDIS_URL", "REDIS_SENTINELS", "REDIS_CONNECTION")):
         from runner.record import running_redis_url
         found_runner = running_redis_url(INSTANCE_DIR)
         if found_runner:
@@ -42,7 +43,7 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         MAX_CONTENT_LENGTH=settings.max_request_bytes + MIB,
         # Every file and every document_id is a form part: raise the limit to match the files.
         MAX_FORM_PARTS=2 * settings.max_files_per_request + 16,
-        RQ_DASHBOARD_REDIS_URL=settings.redis_url,
+        RQ_DASHBOARD_REDIS_URL=redis_dashboard_url(settings.redis_url),
         WTF_CSRF_TIME_LIMIT=None,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=_flag(source, "INTAKE_SECURE_COOKIES"),

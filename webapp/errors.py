@@ -3,7 +3,7 @@
 The domain's outcomes (jobs.exceptions) become HTTP here and nowhere else: not found → 404, a
 status that does not allow the action → 409, a limit → 429 for one tenant's own, 503 for the
 whole service's, with Retry-After. Redis being unreachable is an outage, not a bug: 503 with
-Retry-After and a reason.
+Retry-After and a reason; so is a failover under way (no primary yet, or a demoted one).
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import logging
 
 from flask import Flask, Response, jsonify, render_template, request
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
@@ -70,8 +71,9 @@ def init_app(app: Flask) -> None:
         status = exc.code or 500
         return error_response(status, _CODES.get(status, "error"), exc.description or exc.name)
 
-    @app.errorhandler(RedisConnectionError)
+    @app.errorhandler(RedisConnectionError)   # MasterNotFoundError too: a failover under way
     @app.errorhandler(RedisTimeoutError)
+    @app.errorhandler(ReadOnlyError)          # REDIS_URL names a primary that was demoted
     def _redis_down(exc: Exception) -> Response:
         log.warning("redis unavailable: %s", exc)
         return error_response(503, "redis_unavailable",

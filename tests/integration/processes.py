@@ -17,7 +17,7 @@ VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where gu
 
 # Outer settings that would change what the tests exercise (another Redis, API keys, a remote
 # embedder); the harness sets what it needs explicitly.
-_SCRUBBED_PREFIXES = ("INTAKE_", "REDIS_URL", "SECRET_KEY", "FLASK_", "RQ_")
+_SCRUBBED_PREFIXES = ("INTAKE_", "REDIS_URL", "REDIS_SENTINEL", "SECRET_KEY", "FLASK_", "RQ_")
 
 __all__ = ["REPO_ROOT", "ManagedProcess", "ProcessGroup", "base_env", "free_port"]
 

@@ -133,8 +133,10 @@ class WorkerPool:
     """Real `rq worker` processes on one Redis, each with a unique name."""
 
     def __init__(self, group: ProcessGroup, redis_url: str, env: Mapping[str, str],
-                 prefix: str = "itest", worker_class: str | None = None) -> None:
+                 prefix: str = "itest", worker_class: str | None = None,
+                 url_from_env: bool = False) -> None:
         self.group, self.redis_url, self.env = group, redis_url, dict(env)
+        self.url_from_env = url_from_env  # the Procfile's way: no --url, REDIS_* of `env`
         self.worker_class = worker_class  # None: the Procfile's (jobs.workers.IntakeWorker)
         self.prefix = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.processes: dict[str, ManagedProcess] = {}  # the current workers (stopped ones leave)
@@ -148,7 +150,8 @@ class WorkerPool:
     def registered(self) -> set[str]:
         """Names of the workers RQ lists as registered in Redis right now."""
         from rq import Worker
-        return {w.name for w in Worker.all(connection=redis.Redis.from_url(self.redis_url))}
+        from jobs.redis_client import connect
+        return {w.name for w in Worker.all(connection=connect(self.redis_url))}
 
     def start(self, count: int = 1, timeout: float = 30.0) -> list[str]:
         """Start `count` more workers and wait until RQ lists every one; returns their names."""
@@ -156,7 +159,7 @@ class WorkerPool:
         for _ in range(count):
             self._started += 1
             name = f"{self.prefix}-{self._started}"
-            argv = worker_command(self.redis_url, name=name)
+            argv = worker_command(None if self.url_from_env else self.redis_url, name=name)
             if self.worker_class is not None:
                 argv[argv.index("--worker-class") + 1] = self.worker_class
             self.processes[name] = self.group.spawn(f"worker-{name}", argv, self.env)

@@ -36,20 +36,21 @@ def test_procfile_has_web_worker_and_webhooks() -> None:
 def test_worker_line_has_the_worker_flags_then_the_queues_in_priority_order() -> None:
     argv = read_procfile()["worker"]
     assert argv[:2] == ["rq", "worker"]
-    url_at = argv.index("--url")
-    assert tuple(argv[2:url_at]) == WORKER_FLAGS
-    assert argv[url_at + 1] == "$REDIS_URL"
-    assert tuple(argv[url_at + 2:]) == QUEUE_NAMES
+    config_at = argv.index("-c")
+    assert tuple(argv[2:config_at]) == WORKER_FLAGS
+    # The Redis address from the environment: REDIS_URL, or the Sentinels (DESIGN §15).
+    assert argv[config_at + 1] == "jobs.rq_settings"
+    assert tuple(argv[config_at + 2:]) == QUEUE_NAMES
 
 
 def test_worker_line_is_the_command_the_dev_runner_and_tests_start() -> None:
-    command = worker_command("$REDIS_URL")
+    command = worker_command(None)
     assert command[:3] == [sys.executable, "-m", "rq.cli"]
     assert read_procfile()["worker"][1:] == command[3:]
 
 
 def test_webhooks_line_is_the_webhook_worker_command_on_its_queue_alone() -> None:
-    command = webhook_worker_command("$REDIS_URL")
+    command = webhook_worker_command(None)
     assert read_procfile()["webhooks"][1:] == command[3:]
     assert command[-1] == "intake-webhooks" and "--with-scheduler" in command
     assert option(command, "--worker-class") == "jobs.workers.WebhookWorker"
