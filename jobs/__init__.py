@@ -22,6 +22,7 @@ from jobs.metrics import STEP_BUCKETS
 from jobs.metrics import read as read_metrics
 from jobs.redis_client import WEB as WEB_REDIS_PROFILE
 from jobs.redis_client import connect as connect_redis
+from jobs.redis_client import is_outage as is_redis_outage
 from jobs.redis_client import dashboard_url as redis_dashboard_url
 from jobs.redis_client import sentinel_url as redis_sentinel_url
 from jobs.search import MAX_SEARCH_K
@@ -42,6 +43,6 @@ __all__ = [
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",
     "announce", "changed_task", "changes_channel", "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "display_url", "end_session",
     "held_logs", "is_id", "match_pattern", "measure_upload", "read_metrics", "rejection_reason",
-    "WEB_REDIS_PROFILE", "connect_redis", "redis_dashboard_url", "redis_sentinel_url",
+    "WEB_REDIS_PROFILE", "connect_redis", "is_redis_outage", "redis_dashboard_url", "redis_sentinel_url",
     "session_tenant", "start_session", "webhook_backlog", "webhook_worker_command", "worker_command", "write_logs",
 ]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from jobs.redis_client import is_outage
+
 
 class IntakeError(Exception):
     """Base of the errors the pipeline raises on purpose, each with a readable message."""
@@ -76,6 +78,9 @@ def classify(exc: BaseException, step: str | None) -> IntakeError:
                               code="job_timeout", step=step)
     if name in {"ConnectionError", "TimeoutError", "BusyLoadingError"}:
         return TransientError("A service Intake depends on (Redis) was unreachable.",
+                              code="service_unavailable", step=step)
+    if is_outage(exc):
+        return TransientError("Redis refused writes for a moment (a failover under way).",
                               code="service_unavailable", step=step)
     if isinstance(exc, MemoryError):
         return PermanentError("The document needed more memory than allowed to process.",

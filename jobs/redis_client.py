@@ -23,11 +23,17 @@ from urllib.parse import quote
 from redis import BlockingConnectionPool, ConnectionPool, Redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis_sentinel_url import parse_sentinel_url
 
 SENTINEL_SCHEME = "redis+sentinel"
+#: Error replies of a Redis that refuses writes for now: a demoted primary (READONLY), one cut
+#: off from its replicas under `min-replicas-to-write` (NOREPLICAS), a replica whose primary is
+#: down (MASTERDOWN), one still loading its data (LOADING).
+REFUSING_WRITES = ("READONLY", "NOREPLICAS", "MASTERDOWN", "LOADING")
 DEFAULT_SENTINEL_PORT = 26379
 
 
@@ -96,6 +102,14 @@ class FollowingConnection(SentinelManagedConnection):
 class SentinelBlockingConnectionPool(SentinelConnectionPool, BlockingConnectionPool):
     """Sentinel's pool with BlockingConnectionPool's bounded wait for a free connection (the
     web's: a thousand streams opening together wait their turn instead of failing)."""
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True when `exc` says Redis cannot serve us now (unreachable, stalled, or refusing
+    writes in a failover), not that a command was wrong: a 503 and a retry, never a 500."""
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, ReadOnlyError)):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).startswith(REFUSING_WRITES)
 
 
 def sentinel_url(sentinels: str, master: str, db: int = 0) -> str:

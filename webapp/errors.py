@@ -15,7 +15,7 @@ from redis.exceptions import ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from jobs import LimitReached, NotFound, NotNow
+from jobs import LimitReached, NotFound, NotNow, is_redis_outage
 
 log = logging.getLogger(__name__)
 
@@ -82,5 +82,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:
+        if is_redis_outage(exc):   # NOREPLICAS, MASTERDOWN, LOADING: refusing writes for now
+            return _redis_down(exc)
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal_error", "Something went wrong on our side.")

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import time
 
+import fakeredis
 import pytest
 from redis import BlockingConnectionPool
+from redis.exceptions import ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis_sentinel_url import parse_sentinel_url
 
+from jobs.failures import TransientError, classify
 from jobs.redis_client import (WEB, WORKER, FollowingConnection, SentinelBlockingConnectionPool,
-                               WorkerRedis, connect, dashboard_url, sentinel_url)
+                               WorkerRedis, connect, dashboard_url, is_outage, sentinel_url)
 from jobs.settings import Settings
+from webapp import create_app
 
 
 def test_sentinels_and_master_make_one_sentinel_address() -> None:
@@ -77,3 +81,31 @@ def test_the_dashboard_address_carries_the_web_bounds() -> None:
         "redis://h:1/0?socket_timeout=2&socket_connect_timeout=1")
     parsed = parse_sentinel_url(dashboard_url("redis+sentinel://h:1/m/0"))
     assert parsed.client_options["socket_timeout"] == 2.0
+
+
+class _RefusingWrites(fakeredis.FakeRedis):
+    """A Redis that answers every command as a primary cut off from its replicas does."""
+
+    def execute_command(self, *args, **options):
+        raise ResponseError("NOREPLICAS Not enough good replicas to write.")
+
+
+@pytest.mark.parametrize("reply", ["NOREPLICAS Not enough good replicas to write.",
+                                   "MASTERDOWN Link with MASTER is down",
+                                   "READONLY You can't write against a read only replica."])
+def test_a_redis_refusing_writes_is_an_outage_not_a_bug(reply: str) -> None:
+    assert is_outage(ResponseError(reply))
+    error = classify(ResponseError(reply), "indexing")
+    assert isinstance(error, TransientError) and error.code == "service_unavailable"
+    assert not is_outage(ResponseError("WRONGTYPE Operation against a key"))
+
+
+def test_the_api_answers_503_with_retry_after_while_redis_refuses_writes(monkeypatch) -> None:
+    for name in ("REDIS_URL", "SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    app = create_app({"TESTING": True, "SECRET_KEY": "test",
+                      "REDIS_CONNECTION": _RefusingWrites()})
+    response = app.test_client().get("/api/health")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"]
+    assert response.get_json()["error"]["code"] == "redis_unavailable"
