@@ -2,8 +2,9 @@
 
 The domain's outcomes (jobs.exceptions) become HTTP here and nowhere else: not found → 404, a
 status that does not allow the action → 409, a limit → 429 for one tenant's own, 503 for the
-whole service's, with Retry-After. Redis being unreachable is an outage, not a bug: 503 with
-Retry-After and a reason.
+whole service's, with Retry-After; an upload no replica confirmed → 503 with Retry-After (send
+it again: a duplicate). Redis being unreachable is an outage, not a bug: 503 with Retry-After
+and a reason.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from jobs import LimitReached, NotFound, NotNow
+from jobs import LimitReached, NotFound, NotNow, NotReplicated
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,10 @@ def init_app(app: Flask) -> None:
     def _limit(exc: LimitReached) -> Response:
         return error_response(429 if exc.per_tenant else 503, exc.code, exc.message,
                               retry_after=exc.retry_after)
+
+    @app.errorhandler(NotReplicated)
+    def _not_replicated(exc: NotReplicated) -> Response:
+        return error_response(503, exc.code, exc.message, retry_after=exc.retry_after)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
