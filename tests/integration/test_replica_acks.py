@@ -43,17 +43,17 @@ class Pair:
         return self
 
     def wait_in_sync(self, timeout: float = 20.0) -> None:
-        """Until the primary lists the replica online and the replica has all it wrote."""
-        primary, replica = self.primary.client(), self.replica.client()
+        """Until the replica confirms a write (WAIT answers 1): listed online is not enough,
+        just after its first sync a replica gets the stream only once it acknowledged once."""
+        primary = self.primary.client()
 
-        def offsets() -> tuple[int, int, int]:
-            mine = primary.info("replication")
-            theirs = replica.info("replication")
-            return (mine["connected_slaves"], mine["master_repl_offset"],
-                    theirs.get("slave_repl_offset", -1) if theirs["master_link_status"] == "up"
-                    else -1)
-        poll(offsets, lambda o: o[0] == 1 and o[2] >= o[1], timeout=timeout,
-             message="the replica online and caught up", ignore=(redis.ConnectionError,))
+        def confirmed() -> int:
+            pipe = primary.pipeline(transaction=False)  # WAIT on the connection of the write
+            pipe.set("itest:replica-probe", "1")
+            pipe.execute_command("WAIT", 1, 200)
+            return pipe.execute()[-1]
+        poll(confirmed, lambda acks: acks >= 1, timeout=timeout,
+             message="the replica confirming a write", ignore=(redis.ConnectionError,))
 
     def pause(self) -> None:
         self.replica.process.send_signal(signal.SIGSTOP)
