@@ -10,9 +10,9 @@ the parse step on a 300-page PDF against bare pypdfium2 and OCR's pages per seco
 (bench.pdf), and last, with servers of its own (the Procfile's `web:` line as written, one
 instance), polls and uploads with 1,000 open event streams and polls with 200 half-sent
 requests, each against none (bench.streams). Submit is measured twice: on the plain Redis, and
-with one replica attached, which each upload waits for (bench.replica: WAIT). Prints progress on stderr, then a table on
-stdout, and as the LAST line one JSON object of the figures with "goals_met" (figures without
-a goal are only reported). See docs/benchmarks.md.
+with one replica attached, which each upload waits for (bench.replica: WAIT). Prints progress
+on stderr, then a table on stdout, and as the LAST line one JSON object of the figures with
+"goals_met" (figures without a goal are only reported). See docs/benchmarks.md.
 """
 from __future__ import annotations
 
