@@ -9,9 +9,10 @@ search over 10,000 chunks (bench.search), one tenant's 50 documents behind anoth
 the parse step on a 300-page PDF against bare pypdfium2 and OCR's pages per second
 (bench.pdf), and last, with servers of its own (the Procfile's `web:` line as written, one
 instance), polls and uploads with 1,000 open event streams and polls with 200 half-sent
-requests, each against none (bench.streams). Prints progress on stderr, then a table on
-stdout, and as the LAST line one JSON object of the figures with "goals_met" (figures without
-a goal are only reported). See docs/benchmarks.md.
+requests, each against none (bench.streams). Submit is measured twice: on the plain Redis, and
+with one replica attached, which each upload waits for (bench.replica: WAIT). Prints progress
+on stderr, then a table on stdout, and as the LAST line one JSON object of the figures with
+"goals_met" (figures without a goal are only reported). See docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from typing import Any, Callable
 
 import redis
 
-from bench import batchpoll, fair_share, measure, pdf, pipeline, scaling, search, streams
+from bench import batchpoll, fair_share, measure, pdf, pipeline, replica, scaling, search, streams
 from bench.servers import Services, cpu_seconds, services
 from jobs import keys
 
@@ -54,8 +55,10 @@ GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "event_streams_upload_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "slow_clients_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
 }
-#: Figures shown and written with no goal: nothing to meet on this machine.
-REPORTED = ("ocr_pages_per_s",)
+#: Figures shown and written with no goal: nothing to meet on this machine. Submit with a replica
+#: attached pays a round trip to another redis-server by design (WAIT): reported beside
+#: submit_ratio, not held to its goal.
+REPORTED = ("ocr_pages_per_s", "submit_ratio_replica")
 
 
 def log(message: str) -> None:
@@ -102,6 +105,22 @@ def bench_submit(svc: Services, nonce: str) -> dict[str, float]:
         "baseline_redis_cpu_ms": 1000 * sum(c["redis"] for _, (_, c) in pairs) / per_request,
         "count": len(subject),
     }
+
+
+def describe_submit(submit: dict[str, Any], with_replica: dict[str, Any]) -> list[str]:
+    """The submit lines of the report: plain, then with one replica attached."""
+    lines = []
+    for name, figures in (("submit", submit), ("submit, 1 replica", with_replica)):
+        lines += [
+            f"{name}: median {figures['subject_ms']:.2f} ms POST /api/documents vs "
+            f"{figures['baseline_ms']:.2f} ms POST /bare/enqueue ({figures['count']} each, 1 file "
+            f"~2 KB; per-round ratios q1/median/q3 {fmt(figures['round_ratios'])})",
+            f"{name} CPU per request: gunicorn {figures['subject_web_cpu_ms']:.2f} vs "
+            f"{figures['baseline_web_cpu_ms']:.2f} ms, redis-server (primary) "
+            f"{figures['subject_redis_cpu_ms']:.2f} vs {figures['baseline_redis_cpu_ms']:.2f} ms"]
+    lines.append(f"submit, 1 replica: the primary ran {with_replica['waits']} WAITs during it "
+                 "(one per upload of Intake's, warm-up included; none for the bare enqueue)")
+    return lines
 
 
 def bench_batch(base: str, nonce: str) -> dict[str, float]:
@@ -170,6 +189,12 @@ def main() -> int:
         log(f"submit latency: {SUBMIT_ROUNDS} interleaved rounds x {SUBMIT_PER_ROUND} per side")
         submit = bench_submit(svc, nonce)
         store.flushdb()
+        log("submit latency again with one replica attached (each upload waits for it: WAIT)")
+        with replica.attached(svc):
+            waited = replica.waits(svc.redis_url)  # after the probes of its attachment
+            submit_replica = bench_submit(svc, nonce + "-r")
+            submit_replica["waits"] = replica.waits(svc.redis_url) - waited
+        store.flushdb()
         log(f"batch: {BATCH_REPEATS} x POST of {BATCH_FILES} files")
         batch = bench_batch(base, nonce)
         store.flushdb()
@@ -199,6 +224,7 @@ def main() -> int:
     meta = scale["meta"]
     figures = {
         "submit_ratio": round(submit["ratio"], 4),
+        "submit_ratio_replica": round(submit_replica["ratio"], 4),
         "batch_submit_200_s": round(batch["seconds"], 4),
         "poll_ratio": round(poll["ratio"], 4),
         "not_modified_share": round(share, 4),
@@ -213,12 +239,7 @@ def main() -> int:
         **streams.figures(streaming),
     }
     context = [
-        f"submit: median {submit['subject_ms']:.2f} ms POST /api/documents vs "
-        f"{submit['baseline_ms']:.2f} ms POST /bare/enqueue ({submit['count']} each, 1 file ~2 KB; "
-        f"per-round ratios q1/median/q3 {fmt(submit['round_ratios'])})",
-        f"submit CPU per request: gunicorn {submit['subject_web_cpu_ms']:.2f} vs "
-        f"{submit['baseline_web_cpu_ms']:.2f} ms, redis-server {submit['subject_redis_cpu_ms']:.2f}"
-        f" vs {submit['baseline_redis_cpu_ms']:.2f} ms",
+        *describe_submit(submit, submit_replica),
         f"batch: {BATCH_FILES} files in one POST: "
         + ", ".join(f"{s:.3f}" for s in batch["all"]) + " s "
         f"(median {1000 * batch['seconds'] / BATCH_FILES:.2f} ms per file)",

@@ -7,7 +7,7 @@ from jobs.clock import parse_iso
 from jobs.dead_letters import count as dead_letter_count
 from jobs.embedding import display_url
 from jobs.exceptions import (IntakeRefusal, LimitReached, NoChunks, NoSuchBatch, NoSuchDocument,
-                             NoSuchTask, NotFound, NotNow, NotRetryable,
+                             NoSuchTask, NotFound, NotNow, NotReplicated, NotRetryable,
                              UploadExpired)
 from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
@@ -39,7 +39,7 @@ from jobs.workers import webhook_worker_command, worker_command
 __all__ = [
     "ATTEMPT_WORDS", "BATCH_LIVE", "FolderRecord", "documents_gone", "BATCH_STATUSES", "attempt_words", "parse_iso", "Intake", "IntakeError", "IntakeRefusal", "LimitReached",
     "MAX_SEARCH_K", "MIB", "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
-    "NotRetryable", "PermanentError", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
+    "NotReplicated", "NotRetryable", "PermanentError", "QUEUE_NAMES", "STATUSES", "STEP_BUCKETS",
     "SUPPORTED_KINDS", "Settings", "TERMINAL", "TransientError", "Upload", "UploadExpired",
     "announce", "changed_task", "changes_channel", "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "display_url", "end_session",
     "held_logs", "is_id", "match_pattern", "measure_upload", "read_metrics", "rejection_reason",

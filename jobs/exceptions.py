@@ -114,3 +114,22 @@ class LimitReached(IntakeRefusal):
         super().__init__(message)
         self.limit, self.code = limit, code
         self.per_tenant, self.retry_after = per_tenant, retry_after
+
+
+class NotReplicated(IntakeRefusal):
+    """An upload stored on the primary that no replica confirmed in time (DESIGN §15, `WAIT`):
+    the service answers 503, and the client sends it again.
+
+    Nothing is lost or doubled by that resend: the upload's tasks, bytes and jobs are all
+    written (the primary works on them), so the same files again claim the same idempotency
+    keys (DESIGN §9) and answer the same tasks with `duplicate: true`; the resend's own WAIT
+    then confirms them. Only the refused request's batch is left over, listing those tasks too.
+    """
+
+    code = "not_replicated"
+    retry_after = 1
+
+    def __init__(self, wait_ms: int) -> None:
+        super().__init__(f"The upload was stored but no replica confirmed it within {wait_ms} "
+                         "ms; send it again (it will be recognised as a duplicate).")
+        self.wait_ms = wait_ms

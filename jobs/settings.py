@@ -65,6 +65,10 @@ class Settings:
     embedding_rpm: int = 0
     embedding_concurrency: int = 0
     embedding_batch_size: int = 64
+    # How long an upload waits for a replica to confirm its records (WAIT, jobs.replicas), when
+    # the primary has one attached; then 503 not_replicated. Below the web's 2 s read timeout
+    # (jobs.redis_client.WEB), or the wait would look like a stalled Redis.
+    replica_wait_ms: int = 500
 
     @property
     def retention_seconds(self) -> int:
@@ -135,6 +139,8 @@ class Settings:
                              "(0 = unlimited)")
         if self.embedding_batch_size < 1:
             raise ValueError("INTAKE_EMBEDDING_BATCH_SIZE must be at least 1")
+        if not 1 <= self.replica_wait_ms <= 1500:
+            raise ValueError("INTAKE_REPLICA_WAIT_MS must be between 1 and 1500 (milliseconds)")
         from jobs.ocr import LANGUAGES  # what the bundled OCR models read
         unknown = [code for code in self.ocr_language_list if code not in LANGUAGES]
         if unknown:

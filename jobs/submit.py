@@ -12,6 +12,9 @@ the task as "job lost" (retryable), and an upload cut short fails readably if re
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
 the client (redis-py re-sends after a timeout or a reset) answers the same and registers
 nothing twice.
+
+With a replica attached (ROLE, read with the claim), the pipeline of the upload's last writes
+ends with WAIT, and the upload is accepted only once a replica confirmed it (jobs.replicas).
 """
 from __future__ import annotations
 
@@ -24,14 +27,15 @@ from typing import Any, BinaryIO, Callable, Iterator
 from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
 from jobs import blobs, keys, logs, metrics, states, webhook_events
+from jobs import replicas as replicas_
 from jobs.clock import now_iso
-from jobs.exceptions import LimitReached
+from jobs.exceptions import LimitReached, NotReplicated
 from jobs.failures import backoff_delays
 from jobs.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
 from jobs.queues import register as register_queues
@@ -239,8 +243,11 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                      trace_id: str | None = None) -> dict[str, Any]:
     """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
 
-    Raises LimitReached when the batch is refused whole. `trace_id` (the upload request's) is
-    kept in each new task, for the logs of its worker.
+    Raises LimitReached when the batch is refused whole, and NotReplicated when the primary
+    has a replica attached and none confirmed the upload within INTAKE_REPLICA_WAIT_MS: then
+    everything is stored all the same, and a resend of the same files answers the same tasks
+    (`duplicate: true`), nothing lost, nothing doubled (jobs.exceptions.NotReplicated).
+    `trace_id` (the upload request's) is kept in each new task, for the logs of its worker.
     """
     ttl = settings.retention_seconds
     batch_id, created_at = new_id(), now_iso()
@@ -272,11 +279,9 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         fields = _task_fields(task_id, upload, digest, settings, record)
         args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
         args += [item for pair in fields.items() for item in pair]
-    if inline:  # build every job's enqueue while the claim runs; send what the claim allows
-        reply, enqueue = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
-            connection, queue, settings, tenant, list(new_ids.values())))
-    else:
-        reply, enqueue = _run_script(connection, keys_, args), None
+    # Inline: build every job's enqueue while the claim runs; send what the claim allows.
+    reply, enqueue, replicas = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
+        connection, queue, settings, tenant, list(new_ids.values())) if inline else None)
     if reply[0] != b"ok":
         raise LimitReached(reply[0].decode())
     created = [(upload, task_id.decode()) for upload, task_id, existing
@@ -286,13 +291,37 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
             connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
             live=states.LIVE, complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
     if enqueue is not None and len(created) == len(new_ids):
-        enqueue.execute()
+        last = enqueue
     elif inline and created:
-        _enqueue_pipeline(connection, queue, settings, tenant,
-                          [t for _, t in created]).execute()
+        last = _enqueue_pipeline(connection, queue, settings, tenant, [t for _, t in created])
     elif created:
-        _store_and_enqueue(connection, queue, settings, tenant, created)
+        last = _store_and_enqueue(connection, queue, settings, tenant, created)
+    else:  # all duplicates: the batch is this upload's last write (bumped so WAIT covers it)
+        last = connection.pipeline(transaction=False)
+        if replicas:
+            last.expire(keys.batch(batch_id), ttl)
+    if replicas:  # the upload's last writes and WAIT on one connection (jobs.replicas)
+        replicas_.queue_wait(last, settings)
+    replies = last.execute()
+    if replicas:
+        _confirm(replies[-1], settings, batch_id, tenant, record["trace_id"])
     return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
+
+
+def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
+             trace_id: str) -> None:
+    """The 202 only once a replica has the upload; else NotReplicated (stored all the same).
+
+    The refusal's log line is written at once: a request's held lines (logs.held) are written
+    only after a 202 is sent."""
+    try:
+        replicas_.confirm(acknowledged, settings)
+    except NotReplicated:
+        logs.write([("upload_not_replicated", {"batch_id": batch_id, "tenant": tenant,
+                                               "trace_id": trace_id,
+                                               "wait_ms": settings.replica_wait_ms},
+                     time.time())])
+        raise
 
 
 def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings, tenant: str,
@@ -308,17 +337,18 @@ def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings, tenan
 
 
 def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                       created: list[tuple[Upload, str]]) -> None:
+                       created: list[tuple[Upload, str]]) -> Pipeline:
     """The bytes of new tasks in pieces, each task's job (RQ's own enqueue) queued right after
     its last piece, on one pipeline sent every few MiB: a job never runs before its bytes are
-    there, and nothing waits without its job longer than its own bytes take."""
+    there, and nothing waits without its job longer than its own bytes take. Returns that
+    pipeline with its last part still to send (the caller may add WAIT to it)."""
     writer = blobs.PieceWriter(connection.pipeline(transaction=False))
     register_queues(writer.pipe, tenant)
     for upload, task_id in created:
         metrics.count(writer.pipe, "tasks_submitted_total", queue=queue.name)
         writer.write(task_id, upload.pieces())
         queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
-    writer.flush()
+    return writer.pipe
 
 
 def _summary(batch_id: str, created_at: str, uploads: Any, reply: list[bytes], tenant: str,
@@ -345,33 +375,51 @@ def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[by
 
 
 def _claim_while(connection: Redis, keys_: list[str], args: list[Any],
-                 meanwhile: Callable[[], Pipeline]) -> tuple[list[bytes], Pipeline]:
-    """Send the claim, run `meanwhile` while Redis runs it, then read its reply.
+                 meanwhile: Callable[[], Pipeline | None],
+                 ) -> tuple[list[bytes], Pipeline | None, int]:
+    """Send the claim and ROLE behind it, run `meanwhile` while Redis runs them, then read both
+    replies: the claim's, what `meanwhile` built, and how many replicas are attached.
 
     Building the jobs' enqueue (RQ's Python: a Job each, serialised) takes about as long as
-    the claim's round trip; overlapped, a submit waits for one of them, not both. A reply lost
-    with its connection is asked for again by sending the claim again through the client: the
-    batch keeps what its first run decided, so the second answers the same. Without a
+    the claim's round trip; overlapped, a submit waits for one of them, not both. ROLE rides in
+    the same round trip, so a Redis without replicas costs nothing more (jobs.replicas). A reply
+    lost with its connection is asked for again by sending the claim again through the client:
+    the batch keeps what its first run decided, so the second answers the same. Without a
     connection pool (a fake client): in turn.
     """
     pool = getattr(connection, "connection_pool", None)
     if pool is None:
-        return _run_script(connection, keys_, args), meanwhile()
+        reply = _run_script(connection, keys_, args)
+        return reply, meanwhile(), replicas_.attached(_role(connection))
     conn = pool.get_connection()
     pipe = None
     try:
         conn.send_command("EVALSHA", _SUBMIT_SHA, len(keys_), *keys_, *args)
+        conn.send_command("ROLE")
         pipe = meanwhile()
         reply = conn.read_response()
+        try:
+            role: Any = conn.read_response()
+        except ResponseError as refused:  # a server without ROLE: one without replicas
+            role = refused
     except (RedisConnectionError, RedisTimeoutError, NoScriptError):
         conn.disconnect()  # a reply may be left unread: never hand this connection out again
         reply = _run_script(connection, keys_, args)  # loads the script if the server lacked it
+        role = _role(connection)
     except BaseException:
         conn.disconnect()
         raise
     finally:
         pool.release(conn)
-    return reply, pipe if pipe is not None else meanwhile()
+    return reply, pipe if pipe is not None else meanwhile(), replicas_.attached(role)
+
+
+def _role(connection: Redis) -> Any:
+    """ROLE on its own (only when the claim went without it): the reply, or the refusal."""
+    try:
+        return connection.execute_command("ROLE")
+    except ResponseError as refused:
+        return refused
 
 
 def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:

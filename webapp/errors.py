@@ -2,8 +2,9 @@
 
 The domain's outcomes (jobs.exceptions) become HTTP here and nowhere else: not found → 404, a
 status that does not allow the action → 409, a limit → 429 for one tenant's own, 503 for the
-whole service's, with Retry-After. Redis being unreachable is an outage, not a bug: 503 with
-Retry-After and a reason; so is a failover under way (no primary yet, or a demoted one).
+whole service's, with Retry-After; an upload no replica confirmed → 503 with Retry-After (send
+it again: a duplicate). Redis being unreachable is an outage, not a bug: 503 with Retry-After
+and a reason; so is a failover under way (no primary yet, or a demoted one).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from redis.exceptions import ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from jobs import LimitReached, NotFound, NotNow, is_redis_outage
+from jobs import LimitReached, NotFound, NotNow, NotReplicated, is_redis_outage
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,10 @@ def init_app(app: Flask) -> None:
     def _limit(exc: LimitReached) -> Response:
         return error_response(429 if exc.per_tenant else 503, exc.code, exc.message,
                               retry_after=exc.retry_after)
+
+    @app.errorhandler(NotReplicated)
+    def _not_replicated(exc: NotReplicated) -> Response:
+        return error_response(503, exc.code, exc.message, retry_after=exc.retry_after)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

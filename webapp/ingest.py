@@ -14,7 +14,7 @@ from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
 from jobs import (BATCH_LIVE, TERMINAL, FolderRecord, LimitReached, NotFound, NotNow,
-                  display_url, documents_gone)
+                  NotReplicated, display_url, documents_gone)
 from webapp.display import eta_text
 from webapp.uploads import accept
 
@@ -90,6 +90,8 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
                 batch = service.submit(tenant, checked.uploads, priority=priority, force=force)
             except LimitReached as exc:
                 raise click.ClickException(f"refused, try again later ({exc.limit})") from None
+            except NotReplicated as exc:  # stored: running the same command again is safe
+                raise click.ClickException(exc.message) from None
     finally:
         for handle in handles:
             handle.close()

@@ -9,7 +9,7 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, LimitReached, NoChunks, NotNow,
-                  held_logs, write_logs)
+                  NotReplicated, held_logs, write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -50,7 +50,7 @@ def upload() -> Response | tuple[str, int]:
             batch = intake().submit(tenancy.current_tenant(), checked.uploads,
                                     priority=request.form.get("priority") or None,
                                     force=request.form.get("force") == "1")
-        except LimitReached as exc:
+        except (LimitReached, NotReplicated) as exc:  # stored if not replicated: resend = duplicate
             flash(exc.message, "error")
             return redirect(url_for("pages.index"), 303)
     duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])
