@@ -173,12 +173,14 @@ def test_primary_killed_mid_batch_every_task_succeeds_once(cluster) -> None:
         health = client.get("/api/health").json()
         assert set(workers.names) <= set(health["workers"]["names"]), health["workers"]
         # A scheduler keeps its lock on the new primary: the lock's TTL is renewed there
-        # (it only ever counts down otherwise), so retries with a backoff still come back.
+        # (about every second; unrenewed it only counts down, by exactly the time elapsed), so
+        # retries with a backoff still come back. Renewed: at least 0.5 s above the countdown.
         lock = RQScheduler.get_locking_key("intake")
         primary = connect(sentinels.url)
-        before = primary.pttl(lock)
-        poll(lambda: primary.pttl(lock), lambda ttl: ttl > before, timeout=15, interval=0.2,
-             message="a scheduler renewing its lock on the new primary")
+        before, read_at = primary.pttl(lock), time.monotonic()
+        poll(lambda: (primary.pttl(lock), time.monotonic()),
+             lambda seen: seen[0] > before - (seen[1] - read_at) * 1000 + 500,
+             timeout=15, interval=0.2, message="a scheduler renewing its lock on the new primary")
 
 
 def test_a_stalled_redis_costs_a_request_at_most_3_s(tmp_path_factory) -> None:
