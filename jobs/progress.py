@@ -5,7 +5,9 @@ the API reads) in one round trip, through the attempt's fence (jobs.attempts): n
 written once the attempt no longer owns the running task, so a cancel, a Retry or a delete is
 never undone by a late write. Writes are throttled so that no job makes more than four in any
 second: intermediate updates need 0.5 s since the previous write, which leaves room for the two
-writes of the final state (the commit, then the steps' final timings).
+writes of the final state (the commit, then the steps' final timings). An intermediate write
+that finds Redis unreachable (a failover) is tried again half a second later instead of failing
+the attempt; the final state's writes are not optional and fail it (to be retried).
 
 rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts there is escaped
 (`dashboard_text`): a document's name or an error's words show as text and never run.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import threading
 import time
 from typing import Any, Callable
@@ -22,6 +25,9 @@ from redis.client import Pipeline
 
 from jobs.attempts import AttemptFence
 from jobs.clock import now_iso
+from jobs.redis_client import is_outage
+
+log = logging.getLogger(__name__)
 
 MIN_INTERVAL_SECONDS = 0.5
 
@@ -91,9 +97,22 @@ class ProgressReporter:
                 return
             wait = self._last_write + MIN_INTERVAL_SECONDS - time.monotonic()
             if wait <= 0:
-                self.fence.write(self._fields({}), self.ttl_seconds, self._meta())
-                self._wrote()
-            elif self._timer is None or not self._timer.is_alive():
+                try:
+                    self.fence.write(self._fields({}), self.ttl_seconds, self._meta())
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    # Redis unreachable or refusing writes (a failover): progress is shown
+                    # late, not lost, and never fails the attempt; tried again in a moment.
+                    log.info("progress of %s not written (%s); trying again",
+                             self.fence.task_id, exc)
+                    self._last_write = time.monotonic()
+                    wait = MIN_INTERVAL_SECONDS
+                else:
+                    self._wrote()
+                    return
+            timer = self._timer
+            if timer is None or not timer.is_alive() or timer is threading.current_thread():
                 self._timer = threading.Timer(wait, self._flush)
                 self._timer.daemon = True
                 self._timer.start()

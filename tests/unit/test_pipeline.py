@@ -5,6 +5,7 @@ import json
 import time
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 import numpy as np
 from rq.job import Job
@@ -195,6 +196,34 @@ def test_a_held_back_step_is_written_as_soon_as_the_throttle_allows(redis):
     while redis.hget(task, "current_step") != b"embedding" and time.monotonic() < deadline:
         time.sleep(0.02)
     assert redis.hget(task, "current_step") == b"embedding"
+    reporter.close()
+
+
+class _FailingOverFence(AttemptFence):
+    """A real fence on fakeredis whose first `failures` writes find no primary (a failover)."""
+
+    def __init__(self, redis, task_id, failures):
+        super().__init__(redis, task_id, None)
+        self.failures = failures
+
+    def write(self, fields, ttl_seconds, meta=b"", pipe=None):
+        if self.failures:
+            self.failures -= 1
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        super().write(fields, ttl_seconds, meta, pipe)
+
+
+def test_a_progress_write_during_a_failover_is_tried_again_not_failing_the_attempt(redis):
+    task = keys.task("f" * 32)
+    fence = _FailingOverFence(redis, "f" * 32, failures=2)
+    redis.hset(task, mapping={"status": "running", "attempt_id": fence.attempt_id})
+    reporter = ProgressReporter(fence, ttl_seconds=60)
+    reporter.begin_step("embedding", 30, "Embedding chunks 0 of 64")   # refused: no raise
+    assert redis.hget(task, "current_step") is None
+    deadline = time.monotonic() + 5   # two tries half a second apart, then written
+    while redis.hget(task, "current_step") != b"embedding" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert redis.hget(task, "current_step") == b"embedding" and fence.failures == 0
     reporter.close()
 
 
