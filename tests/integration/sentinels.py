@@ -122,14 +122,6 @@ class SentinelCluster:
              ignore=(redis.RedisError,))
         return port
 
-    def wait_replica_synced(self, port: int, timeout: float = 60.0) -> None:
-        """Wait until the server on `port` (restarted after a kill) is the current primary's
-        replica, in sync: the Sentinels reconfigure a returning old primary themselves."""
-        poll(lambda: _probe(port).info("replication"),
-             lambda info: info.get("role") == "slave" and info.get("master_link_status") == "up",
-             timeout=timeout, message=f"redis {port} back as a replica, in sync",
-             ignore=(redis.RedisError,))
-
     def close(self) -> None:
         for process in [*self.sentinels, *self.servers.values()]:
             process.stop(10)
