@@ -79,14 +79,15 @@ class _QuietHTTPServer(ThreadingHTTPServer):
 
 
 class EmbeddingServer:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        """`host`: the address it listens on (a test's own network namespace's, say)."""
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.url = f"http://{host}:{self.port}/v1"
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._release = threading.Event()
         self.reset()
-        self._httpd = _QuietHTTPServer(("127.0.0.1", self.port), _handler_for(self))
+        self._httpd = _QuietHTTPServer((host, self.port), _handler_for(self))
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, name="embedding-server", daemon=True).start()
 
