@@ -46,10 +46,9 @@ class IntakeWorker(Worker):
     (jobs.warmup) before its first job, so that every fork starts warm instead of importing
     numpy and the parsers' libraries anew (~0.25 s per document, docs/benchmarks.md,
     "Documents"); the parsers are imported here too, so a failed warm-up costs no speed. Only
-    RQ's public hooks are used: the constructor's work_horse_killed_handler, `work`,
-    `reorder_queues` (the dequeue order: RQ's --dequeue-strategy gives way to the fair one), and
-    `monitor_work_horse`/`maintain_heartbeats`: a worker whose heartbeats no longer reach Redis
-    stops its work-horse and quits (jobs.heartbeats).
+    RQ's public hooks are used: the constructor's work_horse_killed_handler, `work` (which also
+    stops a work-horse left running when RQ quits on a failed write: a worker cut off), and
+    `reorder_queues` (the dequeue order: RQ's --dequeue-strategy gives way to the fair one).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -85,52 +84,39 @@ class IntakeWorker(Worker):
         try:
             return super().work(*args, **kwargs)
         finally:
+            stop_horse_left_behind(self)
             maintenance.stop()
             self.tenant_queues.stop()
-
-    def monitor_work_horse(self, job: Any, queue: Queue) -> None:
-        from jobs.heartbeats import HeartbeatWatch
-        self.heartbeats = HeartbeatWatch()
-        super().monitor_work_horse(job, queue)
-
-    def set_current_job_working_time(self, current_job_working_time: float,
-                                     pipeline: Any = None) -> None:
-        """RQ writes it just before each heartbeat; a failure of it is the heartbeat's to judge
-        (below), not a reason to quit with the work-horse left running (RQ's loop would)."""
-        from jobs.redis_client import is_outage
-        try:
-            super().set_current_job_working_time(current_job_working_time, pipeline=pipeline)
-        except Exception as exc:
-            if pipeline is not None or not is_outage(exc):
-                raise
-
-    def maintain_heartbeats(self, job: Any) -> None:
-        """RQ's heartbeats of the running job; while they fail, the work-horse runs on for
-        the grace of a failover, then is killed: the worker is cut off (jobs.heartbeats)."""
-        from jobs.heartbeats import CutOffFromRedis
-        from jobs.redis_client import is_outage
-        try:
-            super().maintain_heartbeats(job)
-        except Exception as exc:
-            if not is_outage(exc):
-                raise
-            silent = self.heartbeats.silent_for()
-            if not self.heartbeats.cut_off():
-                self.log.warning("Worker %s: heartbeat of job %s failed (%s); trying again "
-                                 "(%.0f s without one)", self.name, job.id, exc, silent)
-                return
-            self.log.error("Worker %s: no heartbeat reached Redis for %.0f s: cut off; "
-                           "stopping the work-horse of job %s (another worker takes the task "
-                           "over) and quitting", self.name, silent, job.id)
-            self.kill_horse()
-            self.wait_for_horse()
-            raise CutOffFromRedis(f"cut off from Redis for {silent:.0f} s") from exc
-        self.heartbeats.succeeded()
 
     def reorder_queues(self, reference_queue: Queue | None) -> None:
         """RQ's hook for the dequeue order (its RoundRobinWorker's too), called after each
         dequeue: the next tenant's queues first (jobs.fairshare). None: the list grew."""
         self._ordered_queues = self.tenant_queues.order_after(reference_queue)
+
+
+def stop_horse_left_behind(worker: Worker) -> None:
+    """A worker that quits mid-job never leaves its work-horse running (DESIGN §15).
+
+    Why: RQ's worker quits when a write of its own fails (its job's heartbeat, its working
+    time: Redis unreachable past the connection's retries, a stalled link past the 15 s
+    socket timeout), but leaves the horse to run on, unwatched, to the job timeout, while
+    the job's heartbeat expires and another worker re-drives the task (§8). A cut-off
+    worker so stops its horse within seconds of noticing, ~20 s after the cut on a stalled
+    link (tests/integration/test_cut_off_worker.py), well before the 65 s after which the
+    task is taken over; the attempt fence (jobs.attempts) refuses whatever slips through.
+    A Sentinel failover does not get here: refused connections are tried again for ~20 s
+    (jobs.redis_client.WORKER) while a replica is promoted."""
+    pid = worker.horse_pid
+    if not pid:
+        return
+    worker.log.error("Worker %s: quitting with work-horse %s still running (Redis "
+                     "unreachable): stopping it; another worker will take its task over",
+                     worker.name, pid)
+    try:
+        worker.kill_horse()
+        worker.wait_for_horse()
+    except OSError:   # it ended meanwhile
+        pass
 
 
 WORKER_FLAGS: tuple[str, ...] = (

@@ -1,6 +1,6 @@
 """A worker machine cut off from the network mid-job (DESIGN §15): its task is re-driven by
 another worker within the crash bound, the cut-off worker stops its work-horse as soon as its
-heartbeats fail (jobs.heartbeats), and when the link comes back no state goes backwards and
+own writes fail (jobs.workers.IntakeWorker.stop_horse_left_behind), and when the link comes back no state goes backwards and
 the document is indexed once.
 
 Real processes and a real network cut: one worker runs in a network namespace of its own,
@@ -35,8 +35,8 @@ from tests.integration.processes import base_env
 from tests.integration.servers import REDIS_SERVER, WebServer, WorkerPool
 
 #: The cut-off worker's horse must be gone before the job's heartbeat expires (65 s after the
-#: last good one, when another worker may take the task): jobs.heartbeats says ~20–35 s;
-#: measured 21.5 s. 10 s of margin for a loaded machine.
+#: last good one, when another worker may take the task); RQ's worker notices within one 5 s
+#: heartbeat and a 15 s socket timeout at most, its teardown as long again: 45 s, 20 s short.
 HORSE_STOP_BOUND = 45.0
 SLOW = "slow:3"            # every embedding request (one chunk each) takes 3 s
 PARAGRAPHS = 24            # ~20 chunks: a minute of embedding, cut a few seconds in
