@@ -7,23 +7,19 @@ read with the claim lists a replica, so the upload's last pipeline ends with `WA
 against the same bare RQ enqueue, interleaved, on the same server. `waits()` counts the WAITs
 the primary ran (INFO commandstats), to show the measured path really waited.
 
-`python -m bench.replica [--rounds N]` runs just the two submit measurements (plain, then with
+`python -m bench.replica_alone [--rounds N]` runs just the two submit measurements (plain, then with
 the replica), at the bench's scale unless told fewer rounds.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import subprocess
-import sys
-import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
 import redis
 
-from bench.servers import Services, _stop, services, wait_until
+from bench.servers import Services, _stop, wait_until
 from runner.processes import free_port
 from runner.redis_service import server_argv
 
@@ -75,34 +71,3 @@ def attached(svc: Services) -> Iterator[int]:
                    "the primary listing no replica")
         replica.close()
         primary.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    import bench.__main__ as full  # the submit measurement and its scale live there
-
-    parser = argparse.ArgumentParser(prog="python -m bench.replica")
-    parser.add_argument("--rounds", type=int, default=full.SUBMIT_ROUNDS,
-                        help=f"pairs of rounds per measurement (default {full.SUBMIT_ROUNDS})")
-    args = parser.parse_args(argv)
-    full.SUBMIT_ROUNDS = args.rounds
-    nonce = uuid.uuid4().hex[:8]
-    with services() as svc:
-        full.log(f"submit latency: {args.rounds} interleaved rounds x {full.SUBMIT_PER_ROUND} "
-                 "per side, no replica")
-        plain = full.bench_submit(svc, nonce)
-        redis.Redis.from_url(svc.redis_url).flushdb()
-        full.log("the same with one replica attached")
-        with attached(svc):
-            before = waits(svc.redis_url)  # after the probes of its attachment
-            with_replica = full.bench_submit(svc, nonce + "-r")
-            with_replica["waits"] = waits(svc.redis_url) - before
-    figures = {"submit_ratio": round(plain["ratio"], 4),
-               "submit_ratio_replica": round(with_replica["ratio"], 4)}
-    for line in full.describe_submit(plain, with_replica):
-        print(line)
-    print(json.dumps(figures), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
