@@ -12,7 +12,6 @@ import logging
 
 from flask import Flask, Response, jsonify, render_template, request
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
@@ -78,7 +77,6 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(RedisConnectionError)   # MasterNotFoundError too: a failover under way
     @app.errorhandler(RedisTimeoutError)
-    @app.errorhandler(ReadOnlyError)          # REDIS_URL names a primary that was demoted
     def _redis_down(exc: Exception) -> Response:
         log.warning("redis unavailable: %s", exc)
         return error_response(503, "redis_unavailable",
@@ -87,7 +85,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:
-        if is_redis_outage(exc):   # NOREPLICAS, MASTERDOWN, LOADING: refusing writes for now
+        if is_redis_outage(exc):   # READONLY (a demoted primary), NOREPLICAS, MASTERDOWN, LOADING
             return _redis_down(exc)
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal_error", "Something went wrong on our side.")

@@ -27,7 +27,7 @@ from rq.job import Job
 from jobs.workers import worker_command
 from runner.redis_service import server_argv
 from tests.integration.embedding_server import EmbeddingServer
-from tests.integration.faults import CRASH_BOUND, children, chunk_count, document
+from tests.integration.faults import CRASH_BOUND, children, chunk_count, document, task
 from tests.integration.fixtures import SECRET_KEY, _group
 from tests.integration.helpers import ApiClient, assert_stays, free_port, poll
 from tests.integration.intake_api import txt, unique_word, upload
@@ -110,12 +110,6 @@ def link() -> Iterator[_Link]:
         joined.close()
 
 
-def _task(client: ApiClient, task_id: str) -> dict[str, Any]:
-    response = client.get(f"/api/tasks/{task_id}")
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
 def test_a_worker_cut_off_mid_job_is_replaced_and_its_late_writes_change_nothing(
         link: _Link, tmp_path_factory) -> None:
     group = _group(tmp_path_factory, "cut-off")
@@ -151,7 +145,7 @@ def test_a_worker_cut_off_mid_job_is_replaced_and_its_late_writes_change_nothing
             answer, _ = upload(client, [txt("cut-off.txt", text)])
             assert answer.status_code == 202, answer.text
             task_id = answer.json()["tasks"][0]["id"]
-            poll(lambda: (_task(client, task_id)["status"], len(embedder.received(word))),
+            poll(lambda: (task(client, task_id)["status"], len(embedder.received(word))),
                  lambda seen: seen[0] == "running" and seen[1] >= 1, timeout=60,
                  message="the task embedding on the namespaced worker")
             assert Job.fetch(task_id, connection=store).worker_name == far_name
@@ -160,7 +154,7 @@ def test_a_worker_cut_off_mid_job_is_replaced_and_its_late_writes_change_nothing
                           message="the namespaced worker's work-horse")
             horse = horses[0]
             others.start(1)                      # the worker that will take the task over
-            before = _task(client, task_id)
+            before = task(client, task_id)
 
             link.cut()
             cut_at = time.monotonic()
@@ -170,7 +164,7 @@ def test_a_worker_cut_off_mid_job_is_replaced_and_its_late_writes_change_nothing
             horse_gone = time.monotonic() - cut_at
             embedder.mode = "ok"                 # the next attempt need not wait a minute
 
-            final = poll(lambda: _task(client, task_id), lambda t: t["status"] == "succeeded",
+            final = poll(lambda: task(client, task_id), lambda t: t["status"] == "succeeded",
                          timeout=CRASH_BOUND, interval=0.25,
                          message="the task re-driven by another worker and succeeded")
             succeeded_after = time.monotonic() - cut_at
@@ -183,7 +177,7 @@ def test_a_worker_cut_off_mid_job_is_replaced_and_its_late_writes_change_nothing
             # The lost machine comes back: nothing of its old attempt shows or changes.
             link.restore()
             restored = final
-            assert_stays(lambda: _task(client, task_id),
+            assert_stays(lambda: task(client, task_id),
                          lambda t: (t["status"], t["attempts"], t["progress"],
                                     t["current_step"]) == (restored["status"],
                                                            restored["attempts"], 100,
