@@ -32,7 +32,7 @@ from jobs.clock import iso_in, now_iso
 from jobs.embedding import Embedding, HttpEmbedder, SparseRows
 from jobs.embedding_budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError, classify
-from jobs.parsers import ParsedDocument, ParseOptions, parse_document
+from jobs.parsers import ParsedDocument, ParseOptions
 from jobs.parts import Parts
 from jobs.progress import dashboard_text
 from jobs.sandbox import parse_bounded
@@ -201,9 +201,10 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
 
 def _parse(data: bytes, kind: str, settings: Settings,
            update: Callable[[int, str], None]) -> ParsedDocument:
-    """Plain text is decoded here (linear, bounded by the file size); formats with complex
-    parsers run in a killable child under a deadline and a memory bound. A parser's progress
-    ("OCR page 3 of 80") moves the bar through the parsing step's share of it."""
+    """Every format, plain text and Markdown included, is read in a killable child under a
+    deadline and a memory bound (jobs.sandbox): no file can hold a worker or take its memory,
+    however it was crafted. A parser's progress ("OCR page 3 of 80") moves the bar through the
+    parsing step's share of it."""
     def progress(detail: str) -> None:
         number, count = ocr.page_numbers(detail) or (0, 1)
         update(2 + 17 * max(number - 1, 0) // max(count, 1), detail)
@@ -211,8 +212,6 @@ def _parse(data: bytes, kind: str, settings: Settings,
     options = ParseOptions(ocr=settings.ocr, ocr_languages=settings.ocr_language_list,
                            ocr_max_pages=settings.ocr_max_pages,
                            ocr_page_seconds=settings.ocr_page_timeout, progress=progress)
-    if kind in ("txt", "md"):
-        return parse_document(data, kind, options)
     return parse_bounded(data, kind, options=options, seconds=settings.parse_timeout,
                          memory_bytes=settings.parse_memory_mb * MIB,
                          max_chars=settings.parse_max_chars,

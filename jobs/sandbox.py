@@ -46,6 +46,9 @@ CRASHED = "reader_crashed"
 #: so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
 #: their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never touched.
 OCR_ADDRESS_SPACE = 1024 * MIB
+#: How libraries word a refused allocation in the errors they raise instead of MemoryError.
+_OUT_OF_MEMORY_SIGNS = ("memory allocation failed", "out of memory", "cannot allocate memory",
+                        "insufficient memory")
 
 
 def parse_bounded(data: bytes, kind: str, *, seconds: float, memory_bytes: int,
@@ -143,16 +146,39 @@ def _reply(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int,
         told = replace(options, progress=lambda d: _write_all(fd, parse_reply.progress_line(d)))
         return parse_reply.encode(parse_document(data, kind, told), max_chars)
     except PermanentError as exc:
+        if exc.code == "corrupt" and _out_of_memory(exc):
+            return _memory_failure(memory_bytes, bound)
         return parse_reply.failure(exc.code, exc.message)
     except MemoryError:
-        widened = resource.getrlimit(resource.RLIMIT_AS)[0] != bound  # OCR took its room
-        ocr_part = f" and {OCR_ADDRESS_SPACE // MIB} MiB more for OCR" if widened else ""
-        return parse_reply.failure("too_large", "Reading this document needed more than the "
-                                   f"{memory_bytes // MIB} MiB of memory allowed per document"
-                                   f"{ocr_part}.")
+        return _memory_failure(memory_bytes, bound)
     except BaseException as exc:  # noqa: BLE001 - the parent turns it into a readable failure
+        if _out_of_memory(exc):
+            return _memory_failure(memory_bytes, bound)
         return parse_reply.failure("corrupt", "This document could not be read "
                                    f"({type(exc).__name__}); it may be damaged.")
+
+
+def _memory_failure(memory_bytes: int, bound: int) -> bytes:
+    widened = resource.getrlimit(resource.RLIMIT_AS)[0] != bound  # OCR took its room
+    ocr_part = f" and {OCR_ADDRESS_SPACE // MIB} MiB more for OCR" if widened else ""
+    return parse_reply.failure("too_large", "Reading this document needed more than the "
+                               f"{memory_bytes // MIB} MiB of memory allowed per document"
+                               f"{ocr_part}.")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether a failure came from the memory bound, whatever a library made of it: lxml and
+    zlib report a refused allocation as a syntax or stream error, which a parser then words
+    as damage (and chains as its context). A document too large to read is not damaged."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, MemoryError) or any(
+                sign in str(seen).lower() for sign in _OUT_OF_MEMORY_SIGNS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _write_all(fd: int, data: bytes) -> None:

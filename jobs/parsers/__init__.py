@@ -14,7 +14,8 @@ from typing import Callable
 
 from jobs.failures import PermanentError
 from jobs.filetypes import SUPPORTED_KINDS
-from jobs.parsers.document import Block, ParsedDocument, ParseOptions
+from jobs.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
+                                   text_allowance)
 
 __all__ = ["Block", "ParseOptions", "ParsedDocument", "parse_document"]
 
@@ -44,7 +45,8 @@ def parse_document(data: bytes, kind: str, options: ParseOptions | None = None) 
     """The blocks of a document of `kind` (one of `SUPPORTED_KINDS`).
 
     Raises `PermanentError` with code ``unsupported_type``, ``encrypted``, ``corrupt``,
-    ``no_text``, ``undecodable`` or ``too_large`` when the file cannot be read.
+    ``no_text``, ``undecodable`` or ``too_large`` (expanded past its bounds, or to more text
+    than `text_allowance` gives a file of its size) when the file cannot be read.
     """
     parser = _parsers().get(kind)
     if parser is None:
@@ -56,4 +58,6 @@ def parse_document(data: bytes, kind: str, options: ParseOptions | None = None) 
                      if b.text.strip()]
     if not parsed.blocks:
         raise PermanentError(_NO_TEXT, code="no_text")
+    if parsed.characters > text_allowance(len(data)):
+        raise out_of_proportion(len(data), parsed.characters)
     return parsed

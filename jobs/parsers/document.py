@@ -11,6 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from jobs.failures import PermanentError
+
+#: Text is refused when it is out of all proportion to its file: a few kilobytes of workbook
+#: whose one long shared string every row repeats, or a PDF that draws one text object on
+#: every page, would otherwise turn a small upload into tens of thousands of chunks. Real
+#: documents give from under one to a few tens of characters per byte of file (Excel's shared
+#: strings and repeated headers at most); anything may give `TEXT_FREE_CHARS`.
+TEXT_PER_FILE_BYTE = 100
+TEXT_FREE_CHARS = 1_000_000
+
 
 @dataclass
 class Block:
@@ -59,3 +69,17 @@ class ParseOptions:
     def tell(self, detail: str) -> None:
         if self.progress is not None:
             self.progress(detail)
+
+
+def text_allowance(file_bytes: int) -> int:
+    """The most characters of text a file of `file_bytes` bytes may give."""
+    return max(TEXT_FREE_CHARS, TEXT_PER_FILE_BYTE * file_bytes)
+
+
+def out_of_proportion(file_bytes: int, at_least: int) -> PermanentError:
+    """The error for a file whose text passed `text_allowance` (`at_least` characters so far)."""
+    return PermanentError(
+        f"This file of {file_bytes:,} bytes expands to at least {at_least:,} characters of text, "
+        f"more than the {text_allowance(file_bytes):,} Intake accepts from a file of its size "
+        "(the same text repeated many times over, as a decompression bomb does).",
+        code="too_large")

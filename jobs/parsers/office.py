@@ -24,6 +24,12 @@ from jobs.settings import MIB
 
 #: A document whose parts expand to more than this is refused before it is opened.
 ZIP_MAX_UNCOMPRESSED_BYTES = 256 * MIB
+#: Past `ZIP_EXPANSION_FREE_BYTES`, parts may expand to at most this many times the file's size.
+#: Office XML deflates about 5 to 30 times and images hardly at all, while a bomb of repeated
+#: XML reaches hundreds: refused from its directory, before a library builds a tree of it that
+#: would take many times its size in memory.
+ZIP_MAX_EXPANSION = 200
+ZIP_EXPANSION_FREE_BYTES = 32 * MIB
 ZIP_MAX_ENTRIES = 5000
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -67,7 +73,8 @@ def refuse_ole(data: bytes, noun: str) -> None:
 def check_zip_bounds(data: bytes, noun: str, limit: int | None = None) -> None:
     """Refuse a zip-packaged `noun` that is not a zip, has more than `ZIP_MAX_ENTRIES`
     members, or whose members would expand past `limit` bytes (`ZIP_MAX_UNCOMPRESSED_BYTES`
-    unless given), before anything inflates it."""
+    unless given) or out of proportion to the file (`ZIP_MAX_EXPANSION`), before anything
+    inflates it."""
     limit = ZIP_MAX_UNCOMPRESSED_BYTES if limit is None else limit
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -86,6 +93,11 @@ def check_zip_bounds(data: bytes, noun: str, limit: int | None = None) -> None:
         raise PermanentError(
             f"This {noun} expands to {total // MIB:,} MiB, more than the "
             f"{limit // MIB} MiB Intake accepts.", code="too_large")
+    if total > max(ZIP_EXPANSION_FREE_BYTES, ZIP_MAX_EXPANSION * len(data)):
+        raise PermanentError(
+            f"This {noun} expands to {total // MIB:,} MiB from {len(data) / MIB:.1f} MiB, more "
+            f"than {ZIP_MAX_EXPANSION} times its size: Intake does not open such a package.",
+            code="too_large")
 
 
 def open_package(data: bytes, noun: str) -> None:

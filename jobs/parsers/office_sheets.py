@@ -18,11 +18,16 @@ from typing import Any, Iterator
 import openpyxl
 from openpyxl.utils.exceptions import InvalidFileException
 
-from jobs.parsers.document import Block, ParsedDocument, ParseOptions
+from jobs.failures import PermanentError
+from jobs.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
+                                   text_allowance)
 from jobs.parsers.office import PACKAGE_ERRORS, corrupt, open_package
 from jobs.parsers.tabular import rows_as_pairs
 
 NOUN = "workbook"
+#: Cells read per workbook at most, empty ones included: a sheet of a million rows of twenty
+#: columns is read whole, while a row padded out to column XFD stops the read at once.
+MAX_CELLS = 20_000_000
 _ERRORS = PACKAGE_ERRORS + (InvalidFileException,)
 
 
@@ -41,17 +46,41 @@ def cell_text(value: Any) -> str:
     return str(value)
 
 
-def _rows(sheet: Any) -> Iterator[list[str]]:
+class _Tally:
+    """Cells and characters read so far, across sheets, refused the moment either passes its
+    bound: a row is as wide as its last cell (one value in column XFD makes 16,384 cells), and
+    a shared string is stored once however many cells repeat it, so a small file can stand
+    for billions of cells or characters that must never be read to the end."""
+
+    def __init__(self, file_bytes: int) -> None:
+        self.file_bytes, self.cells, self.chars = file_bytes, 0, 0
+        self.max_chars = text_allowance(file_bytes)
+
+    def row(self, texts: list[str]) -> None:
+        self.cells += max(len(texts), 1)
+        self.chars += sum(map(len, texts))
+        if self.cells > MAX_CELLS:
+            raise PermanentError(
+                f"This {NOUN} has more than {MAX_CELLS:,} cells (counting the empty ones up to "
+                "each row's last value), more than Intake reads.", code="too_large")
+        if self.chars > self.max_chars:
+            raise out_of_proportion(self.file_bytes, self.chars)
+
+
+def _rows(sheet: Any, tally: _Tally) -> Iterator[list[str]]:
     for row in sheet.iter_rows(values_only=True):
-        yield [cell_text(value) for value in row]
+        texts = [cell_text(value) for value in row]
+        tally.row(texts)
+        yield texts
 
 
-def _sheet_blocks(workbook: Any) -> list[Block]:
+def _sheet_blocks(workbook: Any, tally: _Tally) -> list[Block]:
     blocks = []
     for sheet in workbook.worksheets:
         if hasattr(sheet, "reset_dimensions"):
             sheet.reset_dimensions()
-        blocks.append(Block(rows_as_pairs(_rows(sheet)), {"sheet": sheet.title}, boundary=True))
+        blocks.append(Block(rows_as_pairs(_rows(sheet, tally)), {"sheet": sheet.title},
+                            boundary=True))
     return blocks
 
 
@@ -66,7 +95,7 @@ def parse_xlsx(data: bytes, options: ParseOptions) -> ParsedDocument:
             warnings.simplefilter("ignore")
             workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
             try:
-                blocks = _sheet_blocks(workbook)
+                blocks = _sheet_blocks(workbook, _Tally(len(data)))
             finally:
                 workbook.close()
     except _ERRORS:

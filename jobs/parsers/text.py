@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import codecs
 import re
-from html.parser import HTMLParser
+from typing import Any
 
 import charset_normalizer
+from lxml import etree
 
 from jobs.failures import PermanentError
 from jobs.parsers.document import Block, ParsedDocument, ParseOptions
@@ -122,17 +123,39 @@ def parse_text(data: bytes, options: ParseOptions) -> ParsedDocument:
 
 # -- Markdown: ATX headings ("## Terms") start the block they name --------------------------------
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
+# Linear on any input: each alternative consumes what the next cannot, so a failed match never
+# re-scans a line (a lazy title followed by an optional closing run would, quadratically).
+_ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+([^\n]*)$", re.M)
+_CLOSING = re.compile(r"[ \t]#+$")
+#: Past this many sections, a section shorter than `MIN_SECTION_CHARS` joins the one before it:
+#: a file of nothing but headings (one every few bytes) cannot make a block per line, while every
+#: heading of an ordinary document still starts its own block.
+MAX_SECTIONS = 10_000
+MIN_SECTION_CHARS = 64
+
+
+def heading_title(line: str) -> str:
+    """The title of an ATX heading's rest of line: its closing run of #s and spaces dropped."""
+    title = line.rstrip(" \t")
+    closing = _CLOSING.search(title) if title.endswith("#") else None
+    if closing is not None:
+        title = title[:closing.start()]
+    elif title.strip("#") == "":
+        title = ""
+    return title.strip(" \t")
 
 
 def parse_markdown(data: bytes, options: ParseOptions) -> ParsedDocument:
     decoded = decode_text(data)
     text = normalise_newlines(decoded)
-    blocks, start, heading = [], 0, None
+    cuts: list[tuple[int, str | None]] = [(0, None)]
     for found in _ATX.finditer(text):
-        blocks.append(Block(text[start:found.start()], _at(heading)))
-        start, heading = found.start(), found.group(2).strip()
-    blocks.append(Block(text[start:], _at(heading)))
+        title = heading_title(found.group(1))
+        crowded = len(cuts) >= MAX_SECTIONS and found.start() - cuts[-1][0] < MIN_SECTION_CHARS
+        if title and not crowded:
+            cuts.append((found.start(), title))
+    ends = [start for start, _ in cuts[1:]] + [len(text)]
+    blocks = [Block(text[start:end], _at(heading)) for (start, heading), end in zip(cuts, ends)]
     return ParsedDocument(blocks, warnings=replaced_warning(decoded.replaced))
 
 
@@ -152,15 +175,17 @@ _HTML_BLOCKS = frozenset({
 })
 _HTML_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _HTML_CELLS = frozenset({"td", "th"})
+_SPACES = re.compile(r"\s+")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 
 
-class _TextExtractor(HTMLParser):
+class _TextExtractor:
     """Collects the visible text of a page as paragraphs, each under the heading before it;
-    never fetches or runs anything."""
+    never fetches or runs anything. A parser target of libxml2's HTML parser (through lxml),
+    which reads any markup in linear time, as browsers' parsers do: the standard library's
+    rescans an unclosed tag to the end of the page, quadratically."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         self.paragraphs: list[tuple[str, str | None]] = []  # (text, heading it is under)
         self.heading: str | None = None
         self._buffer: list[str] = []
@@ -168,7 +193,7 @@ class _TextExtractor(HTMLParser):
         self._pre_depth = 0
         self._in_heading = False
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def start(self, tag: str, attrib: Any) -> None:
         if tag in _HTML_SKIP:
             self._skip_depth += 1
         elif tag == "br":
@@ -178,7 +203,7 @@ class _TextExtractor(HTMLParser):
             self._pre_depth += tag == "pre"
             self._in_heading = tag in _HTML_HEADINGS
 
-    def handle_endtag(self, tag: str) -> None:
+    def end(self, tag: str) -> None:
         if tag in _HTML_SKIP:
             self._skip_depth = max(self._skip_depth - 1, 0)
         elif tag in _HTML_CELLS:
@@ -188,16 +213,18 @@ class _TextExtractor(HTMLParser):
             if tag == "pre":
                 self._pre_depth = max(self._pre_depth - 1, 0)
 
-    def handle_data(self, data: str) -> None:
+    def data(self, data: str) -> None:
         if self._skip_depth:
             return
         if self._pre_depth:
             self._buffer.append(normalise_newlines(data))
         else:
-            self._buffer.append(re.sub(r"\s+", " ", data))
+            self._buffer.append(_SPACES.sub(" ", data))
+
+    def comment(self, text: str) -> None:
+        """Comments are not text."""
 
     def close(self) -> None:
-        super().close()
         self._flush()
 
     def _flush(self) -> None:
@@ -236,8 +263,13 @@ def _declared_charset(data: bytes) -> str | None:
 def html_blocks(markup: str) -> list[Block]:
     """The visible text of an HTML page as blocks, one per heading's section."""
     extractor = _TextExtractor()
-    extractor.feed(markup)
-    extractor.close()
+    if markup.strip():
+        parser = etree.HTMLParser(target=extractor, huge_tree=True, no_network=True)
+        parser.feed(markup)
+        try:
+            parser.close()
+        except etree.XMLSyntaxError:   # nothing the parser could call a document: no text
+            extractor.close()
     blocks: list[Block] = []
     for paragraph, heading in extractor.paragraphs:
         if blocks and blocks[-1].location == _at(heading):

@@ -98,3 +98,23 @@ def test_hostile_names_are_cleaned_and_escaped(api, hostile_batch):
 
 def test_workers_survive_hostile_files(workers):
     assert len(workers.registered() & set(workers.names)) == 2
+
+
+def test_markdown_crafted_to_backtrack_holds_no_worker(api, worker_pool):
+    """Two heading bombs (a heading of a third of a megabyte of spaces) once held both workers
+    for minutes while a one-line text behind them waited; read in linear time under the
+    parse deadline, they and the text behind them are done at once."""
+    worker_pool.ensure(2)
+    word = unique_word()
+    bomb = b"# a" + b" " * 300_000 + b"b\n\n" + word.encode()
+    files = [("bomb-1.md", bomb, "text/markdown"), ("bomb-2.md", bomb + b" 2", "text/markdown"),
+             ("behind.txt", f"One line behind the bombs, {word}.".encode(), "text/plain")]
+    response, _ = upload(api, files)
+    assert response.status_code == 202, response.text
+    ids = [t["id"] for t in response.json()["tasks"]]
+    final, _ = wait_terminal(api, ids, timeout=BOUND)
+    assert [final[i]["status"] for i in ids] == ["succeeded"] * 3, final
+    hits = api.get("/api/search", params={"q": word, "k": 10}).json()["results"]
+    assert {hit["filename"] for hit in hits} == {"bomb-1.md", "bomb-2.md", "behind.txt"}
+    assert {hit["location"].get("heading", "")[:4] for hit in hits
+            if hit["filename"].endswith(".md")} == {"a   "}
