@@ -89,31 +89,37 @@ class NoChunks(NotNow):
 class LimitReached(IntakeRefusal):
     """A submit refused whole because a limit would be passed: nothing was registered.
 
-    `limit` names it; `per_tenant` says whether it is the tenant's own (429) or the whole
-    service's (503); `retry_after` is a hint in seconds.
+    `limit` names it; `busy` says whether the service is only busy for a moment (waiting work
+    of all tenants: 503) rather than refusing what this tenant or the knowledge base would hold
+    (429: a tenant's own queue or share, or a full knowledge base, its own or everyone's, which
+    only deleting documents empties); `retry_after` is a hint in seconds.
     """
 
     _LIMITS: dict[str, tuple[str, bool, int, str]] = {
-        "queue_full": ("queue_full", False, 30, "Too many documents are waiting to be "
+        "queue_full": ("queue_full", True, 30, "Too many documents are waiting to be "
                        "processed; try again shortly."),
-        "tenant_full": ("tenant_queue_full", True, 30, "You have too many documents waiting; "
+        "tenant_full": ("tenant_queue_full", False, 30, "You have too many documents waiting; "
                         "try again when some have finished."),
-        "blob_budget": ("storage_full", False, 30, "Too many uploaded bytes are waiting to be "
+        "blob_budget": ("storage_full", True, 30, "Too many uploaded bytes are waiting to be "
                         "processed; try again shortly."),
-        "tenant_blob_budget": ("tenant_storage_full", True, 30, "Your uploads waiting to be "
+        "tenant_blob_budget": ("tenant_storage_full", False, 30, "Your uploads waiting to be "
                                "processed, or kept for a Retry, fill your share of the upload "
                                "storage; try again when some have finished, or delete failed "
                                "documents."),
-        "knowledge_base_full": ("knowledge_base_full", True, 3600, "Your knowledge base is full "
-                                "(its chunk limit is reached); delete documents you no longer "
-                                "need first."),
+        "knowledge_base_full": ("knowledge_base_full", False, 3600, "Your knowledge base is "
+                                "full (its chunk limit is reached); delete documents you no "
+                                "longer need first."),
+        "kb_total_full": ("knowledge_base_full", False, 3600, "The service's knowledge base is "
+                          "full (all its users together reached its chunk limit): no new "
+                          "documents are accepted until documents are deleted. Try again "
+                          "later; deleting documents you no longer need makes room too."),
     }
 
     def __init__(self, limit: str) -> None:
-        code, per_tenant, retry_after, message = self._LIMITS.get(limit, self._LIMITS["queue_full"])
+        code, busy, retry_after, message = self._LIMITS.get(limit, self._LIMITS["queue_full"])
         super().__init__(message)
         self.limit, self.code = limit, code
-        self.per_tenant, self.retry_after = per_tenant, retry_after
+        self.busy, self.retry_after = busy, retry_after
 
 
 class NotReplicated(IntakeRefusal):

@@ -60,12 +60,20 @@ local function retire(bitmap, garbage, first, stop)
 end
 """
 
+# Moves the count of all tenants together by what a tenant's count moved, once it is counted
+# at all (absent, `ensure_chunk_counts` counts it from the tenants' counts, exactly once).
+_TOTAL = """
+local function add_to_total(total, chunks)
+  if redis.call('EXISTS', total) == 1 then redis.call('INCRBY', total, chunks) end
+end
+"""
+
 # KEYS: document hash, tenant's document set, generation, tenant's chunk count, live bitmap,
-#       staged runs, garbage runs.
+#       staged runs, garbage runs, all tenants' chunk count.
 # ARGV: version, task_id, document_id, filename, chunks, first, stop, format, dim,
 #       vector_store ('store' | 'none'), run ("first:stop"), keep ('1': leave the fields of the
 #       layout before chunk ids in the hash, for web processes of that version; a migration).
-_FLIP = _RUNS + """
+_FLIP = _RUNS + _TOTAL + """
 local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop')
 if current[4] == ARGV[6] then return 1 end  -- this very flip, sent again
 if current[1] and tonumber(current[1]) > tonumber(ARGV[1]) then
@@ -84,11 +92,12 @@ redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('INCRBY', KEYS[4], tonumber(ARGV[5]) - before)
+add_to_total(KEYS[8], tonumber(ARGV[5]) - before)
 return 1
 """
 
 # KEYS: as _FLIP. A document indexed before chunk ids existed has only its hash to delete.
-_REMOVE = _RUNS + """
+_REMOVE = _RUNS + _TOTAL + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts', 'first', 'stop')
 local chunks = tonumber(current[1] or '0')
@@ -98,6 +107,7 @@ redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('DECRBY', KEYS[4], chunks)
+add_to_total(KEYS[8], -chunks)
 return 1
 """
 
@@ -123,13 +133,34 @@ _DISCARD = """
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
 """
 
-# KEYS: tenant's chunk count, document hash. What the tenant holds, and the document's own
-# indexed version (counted from its texts where it was indexed before counts were kept).
+# KEYS: tenant's chunk count, document hash, all tenants' chunk count. What the tenant holds,
+# the document's own indexed version (counted from its texts where it was indexed before counts
+# were kept), and what all tenants hold.
 _HELD = """
 local current = redis.call('HMGET', KEYS[2], 'chunks', 'texts')
 local previous = tonumber(current[1] or '0')
 if not current[1] and current[2] then previous = #cjson.decode(current[2]) end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous}
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous,
+        tonumber(redis.call('GET', KEYS[3]) or '0')}
+"""
+
+# KEYS: tenant's chunk count, all tenants' chunk count. ARGV: the tenant's chunks, counted from
+# its documents. A tenant counted for the first time adds what it holds to the total.
+_COUNT_TENANT = _TOTAL + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+add_to_total(KEYS[2], tonumber(ARGV[1]))
+return 1
+"""
+
+# KEYS: all tenants' chunk count, then every tenant's chunk count. Counted once: from then on
+# the flips and removals move it with each tenant's.
+_COUNT_TOTAL = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local total = 0
+for i = 2, #KEYS do total = total + tonumber(redis.call('GET', KEYS[i]) or '0') end
+redis.call('SET', KEYS[1], total)
+return 1
 """
 
 
@@ -202,7 +233,7 @@ def stage(connection: Redis, doc: IndexedDocument,
         tenant, doc.document_id, first, stop,
         (keys.kb_document(tenant, doc.document_id), keys.kb_documents(tenant),
          keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-         keys.kb_staged(tenant), keys.kb_garbage(tenant)),
+         keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()),
         (doc.version, doc.task_id, doc.document_id, doc.filename, len(doc.texts), first, stop,
          form, dim, "store" if dense is not None and vectors is not None else "none", run))
     try:
@@ -286,23 +317,32 @@ def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None 
 
 def quota_keys(tenant: str, document_id: str) -> list[str]:
     """What `check_chunk_limit` reads: WATCH them so the check holds until the write."""
-    return [keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id)]
+    return [keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
+            keys.kb_total_chunks()]
 
 
 def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, chunks: int,
-                      limit: int) -> int:
-    """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT;
-    returns how many chunks its indexed version holds (0: none, so its flip leaves no garbage).
+                      limit: int, total_limit: int) -> int:
+    """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT
+    or all tenants together past INTAKE_KB_CHUNK_LIMIT; returns how many chunks its indexed
+    version holds (0: none, so its flip leaves no garbage).
 
     Its own earlier version is replaced, so only the difference counts. Deleting documents
     makes room; a Retry then indexes this one without parsing or embedding it again.
     """
-    held, previous = (int(v) for v in reader.eval(
-        _HELD, 2, keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id)))
+    held, previous, total = (int(v) for v in reader.eval(
+        _HELD, 3, keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
+        keys.kb_total_chunks()))
     if held - previous + chunks > limit:
         raise PermanentError(
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
             f"document needs {chunks:,}. Delete documents you no longer need, then Retry.",
+            code="knowledge_base_full", step="indexing", retryable=True)
+    if total - previous + chunks > total_limit:
+        raise PermanentError(
+            f"The service's knowledge base is full: all its users together hold {total:,} of "
+            f"its {total_limit:,} chunks and this document needs {chunks:,}. Retry once "
+            "documents were deleted (deleting your own makes room too).",
             code="knowledge_base_full", step="indexing", retryable=True)
     return previous
 
@@ -333,9 +373,9 @@ def remove_document(connection: Redis, tenant: str, document_id: str,
     """Delete a document's chunks; True when there was one. It leaves search at once; its
     entries are deleted right after."""
     removed = bool(connection.eval(
-        _REMOVE, 7, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
+        _REMOVE, 8, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
         keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-        keys.kb_staged(tenant), keys.kb_garbage(tenant)))
+        keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()))
     if removed:
         collect_garbage(connection, tenant, vectors)
     return removed
@@ -435,16 +475,24 @@ def _live_bits(reader: Redis | Pipeline, live_key: str, ids: np.ndarray) -> np.n
 
 def ensure_chunk_counts(connection: Redis) -> None:
     """Count the chunks of every tenant whose count does not exist yet (indexes written before
-    the count was kept), so the chunk limit holds for them too."""
+    the count was kept), then, once, those of all tenants together, so both chunk limits hold
+    for what was indexed before them too."""
     head, tail = keys.kb_documents("\0").split("\0")
+    tenants = []
     for key in connection.scan_iter(match=keys.kb_documents("*"), count=500):
         tenant = key.decode()[len(head):-len(tail)]
-        if connection.exists(keys.tenant_chunks(tenant)):
-            continue
-        pipe = connection.pipeline(transaction=False)
-        members = connection.smembers(key)
-        for member in members:
-            pipe.hmget(member, "chunks", "texts")
-        total = sum(int(c) if c else (len(json.loads(t)) if t else 0)
-                    for c, t in pipe.execute())
-        connection.set(keys.tenant_chunks(tenant), total, nx=True)
+        tenants.append(tenant)
+        if not connection.exists(keys.tenant_chunks(tenant)):
+            connection.eval(_COUNT_TENANT, 2, keys.tenant_chunks(tenant),
+                            keys.kb_total_chunks(), _count_documents(connection, key))
+    if not connection.exists(keys.kb_total_chunks()):
+        connection.eval(_COUNT_TOTAL, 1 + len(tenants), keys.kb_total_chunks(),
+                        *(keys.tenant_chunks(tenant) for tenant in tenants))
+
+
+def _count_documents(connection: Redis, documents_key: bytes) -> int:
+    """The chunks of a tenant's indexed documents, read from each document's hash."""
+    pipe = connection.pipeline(transaction=False)
+    for member in connection.smembers(documents_key):
+        pipe.hmget(member, "chunks", "texts")
+    return sum(int(c) if c else (len(json.loads(t)) if t else 0) for c, t in pipe.execute())

@@ -171,6 +171,13 @@ def tenant_chunks(tenant: str) -> str:
     return f"{PREFIX}kb:{tenant}:chunks"
 
 
+def kb_total_chunks() -> str:
+    """How many chunks the knowledge base holds, all tenants together: checked against
+    INTAKE_KB_CHUNK_LIMIT, so that no number of tenants can fill Redis. Moved by the same
+    scripts as each tenant's count; absent until `jobs.index.ensure_chunk_counts` counted it."""
+    return f"{PREFIX}kb:all-chunks"
+
+
 def metrics() -> str:
     return f"{PREFIX}metrics"
 

@@ -136,7 +136,8 @@ def _run(attempt: Attempt) -> dict[str, Any]:
 
     def within_quota(pipe: Pipeline) -> None:
         replaced[0] = index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
-                                              attempt.settings.tenant_chunk_limit)
+                                              attempt.settings.tenant_chunk_limit,
+                                              attempt.settings.kb_chunk_limit)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
         index.queue_flip(pipe, staged)

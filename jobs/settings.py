@@ -44,6 +44,10 @@ class Settings:
     blob_budget_bytes: int = 2048 * MIB
     tenant_blob_budget_bytes: int = 512 * MIB
     tenant_chunk_limit: int = 2_000_000
+    # The knowledge base as a whole, all tenants together (keys.kb_total_chunks): what keeps
+    # many tenants from filling Redis. At ~1.5–2 KB of Redis per chunk, 6 M chunks ≈ 9–12 GB;
+    # size it below Redis `maxmemory` (docs/deploying.md, "The knowledge base").
+    kb_chunk_limit: int = 6_000_000
     retention_days: int = 30
     upload_retention_hours: int = 24
     chunk_size: int = 1000
@@ -117,6 +121,8 @@ class Settings:
         if self.vector_database_url and not self.vector_database_url.startswith(
                 ("postgresql://", "postgres://")):
             raise ValueError("INTAKE_VECTOR_DATABASE_URL must be a postgresql:// URL")
+        if self.kb_chunk_limit < 1:
+            raise ValueError("INTAKE_KB_CHUNK_LIMIT must be at least 1 (chunks, all tenants)")
         if self.max_attempts < 1:
             raise ValueError("INTAKE_MAX_ATTEMPTS must be at least 1")
         if self.retry_base_seconds < 1:

@@ -50,11 +50,12 @@ INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
 
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
-#       9 tenant's chunk count; then per file: idempotency key, task, upload, the document's
-#       tasks, the document's latest task, its indexed entry.
+#       9 tenant's chunk count, 10 all tenants' chunk count; then per file: idempotency key,
+#       task, upload, the document's tasks, the document's latest task, its indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
-#       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 file count, 11 batch id,
-#       12 tenant, 13 created_at, 14 how many live statuses, then those statuses;
+#       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit,
+#       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
+#       those statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
 #       size, bytes ('' when they travel later), record (its number of fields, then fields
 #       and values).
@@ -71,11 +72,11 @@ if remembered then
   return out
 end
 local live = {}
-local at = 15
-for i = 1, tonumber(ARGV[14]) do live[ARGV[at]] = true; at = at + 1 end
+local at = 16
+for i = 1, tonumber(ARGV[15]) do live[ARGV[at]] = true; at = at + 1 end
 local succeeded = ARGV[at]
 at = at + 1
-local files, starts, bytes = tonumber(ARGV[10]), {}, 0
+local files, starts, bytes = tonumber(ARGV[11]), {}, 0
 for i = 1, files do
   starts[i] = at
   bytes = bytes + tonumber(ARGV[at + 1])
@@ -92,10 +93,13 @@ end
 if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
   return {'knowledge_base_full'}
 end
+if tonumber(redis.call('GET', KEYS[10]) or '0') >= tonumber(ARGV[10]) then
+  return {'kb_total_full'}
+end
 local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
 local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local base = 9 + 6 * (i - 1)
+  local base = 10 + 6 * (i - 1)
   local idem, task, blob, document, latest_key, indexed =
     KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
   local s = starts[i]
@@ -139,10 +143,10 @@ for i = 1, files do
 end
 for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[6], unpack(ids, i, math.min(i + 999, #ids))) end
 redis.call('EXPIRE', KEYS[6], ttl)
-redis.call('HSET', KEYS[7], 'id', ARGV[11], 'tenant', ARGV[12], 'created_at', ARGV[13],
+redis.call('HSET', KEYS[7], 'id', ARGV[12], 'tenant', ARGV[13], 'created_at', ARGV[14],
            'size', files, 'claim', table.concat(claimed, ','))
 redis.call('EXPIRE', KEYS[7], ttl)
-redis.call('ZADD', KEYS[8], ARGV[4], ARGV[11])
+redis.call('ZADD', KEYS[8], ARGV[4], ARGV[12])
 return out
 """
 _SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
@@ -263,11 +267,12 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
-             keys.tenant_chunks(tenant)]
+             keys.tenant_chunks(tenant), keys.kb_total_chunks()]
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
-                       settings.tenant_chunk_limit, len(firsts), batch_id, tenant, created_at,
+                       settings.tenant_chunk_limit, settings.kb_chunk_limit, len(firsts),
+                       batch_id, tenant, created_at,
                        len(states.LIVE), *states.LIVE, states.SUCCEEDED]
     new_ids: dict[str, str] = {}
     for digest, upload in firsts.items():

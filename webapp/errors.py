@@ -1,9 +1,10 @@
 """Error answers: JSON under /api (never an HTML page, never a 500 for bad input), HTML elsewhere.
 
 The domain's outcomes (jobs.exceptions) become HTTP here and nowhere else: not found → 404, a
-status that does not allow the action → 409, a limit → 429 for one tenant's own, 503 for the
-whole service's, with Retry-After; an upload no replica confirmed → 503 with Retry-After (send
-it again: a duplicate). Redis being unreachable is an outage, not a bug: 503 with Retry-After
+status that does not allow the action → 409, a limit → 503 while the whole service is busy
+(work waiting, all tenants), 429 for what a tenant or the knowledge base holds, with
+Retry-After; an upload no replica confirmed → 503 with Retry-After (send it again: a
+duplicate). Redis being unreachable is an outage, not a bug: 503 with Retry-After
 and a reason; so is a failover under way (no primary yet, or a demoted one).
 """
 from __future__ import annotations
@@ -63,7 +64,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(LimitReached)
     def _limit(exc: LimitReached) -> Response:
-        return error_response(429 if exc.per_tenant else 503, exc.code, exc.message,
+        return error_response(503 if exc.busy else 429, exc.code, exc.message,
                               retry_after=exc.retry_after)
 
     @app.errorhandler(NotReplicated)

@@ -322,3 +322,60 @@ def test_a_staging_that_fails_midway_leaves_nothing_behind(redis):
     index.collect_garbage(redis, "default")
     assert redis.hlen(keys.kb_rows("default")) == 0 and redis.zcard(keys.kb_staged("default")) == 0
     assert texts_of(redis, "east") == []
+
+
+def _counts(redis, *tenants):
+    return [int(redis.get(keys.tenant_chunks(t)) or 0) for t in tenants], int(
+        redis.get(keys.kb_total_chunks()))
+
+
+def test_the_total_of_all_tenants_moves_with_every_flip_and_removal(redis):
+    index.ensure_chunk_counts(redis)  # a fresh deployment: counted at 0 by the housekeeping
+    assert int(redis.get(keys.kb_total_chunks())) == 0
+    put(redis, "a", ["one zebrafox", "two zebrafox"], tenant="acme")
+    put(redis, "b", ["one quorblax", "two quorblax", "three quorblax"], tenant="globex")
+    assert _counts(redis, "acme", "globex") == ([2, 3], 5)
+    put(redis, "a", ["only zebrafox"], version=2, tenant="acme")  # replaced: the difference
+    assert _counts(redis, "acme", "globex") == ([1, 3], 4)
+    assert not put(redis, "a", ["older"] * 9, version=1, tenant="acme"), "an older version"
+    assert index.remove_document(redis, "globex", "b")
+    assert not index.remove_document(redis, "globex", "b"), "removed once"
+    assert _counts(redis, "acme", "globex") == ([1, 0], 1)
+
+
+def test_a_knowledge_base_indexed_before_the_total_was_kept_is_counted_once(redis):
+    put(redis, "a", ["one zebrafox", "two zebrafox"], tenant="acme")
+    put(redis, "b", ["one quorblax", "two quorblax", "three quorblax"], tenant="globex")
+    assert not redis.exists(keys.kb_total_chunks()), "flips move the total once it is counted"
+    redis.delete(keys.tenant_chunks("globex"))  # indexed by a release before tenants' counts
+    index.ensure_chunk_counts(redis)
+    assert _counts(redis, "acme", "globex") == ([2, 3], 5)
+    index.ensure_chunk_counts(redis)
+    assert _counts(redis, "acme", "globex") == ([2, 3], 5), "counted once"
+    put(redis, "c", ["another"], tenant="initech")
+    assert _counts(redis, "acme", "globex", "initech") == ([2, 3, 1], 6)
+
+
+def test_a_tenant_counted_late_adds_what_it_holds_to_the_total(redis):
+    index.ensure_chunk_counts(redis)
+    put(redis, "a", ["one zebrafox", "two zebrafox"], tenant="acme")
+    redis.delete(keys.tenant_chunks("acme"))        # indexed by a release before its count
+    redis.set(keys.kb_total_chunks(), 0)
+    index.ensure_chunk_counts(redis)
+    assert _counts(redis, "acme") == ([2], 2)
+
+
+def test_the_chunk_limit_of_all_tenants_refuses_readably_at_indexing(redis):
+    index.ensure_chunk_counts(redis)
+    put(redis, "a", ["one", "two", "three"], tenant="acme")
+    put(redis, "b", ["one"], tenant="globex")
+    assert index.check_chunk_limit(redis, "globex", "c", 1, limit=100, total_limit=5) == 0
+    with pytest.raises(index.PermanentError) as refused:
+        index.check_chunk_limit(redis, "globex", "c", 2, limit=100, total_limit=5)
+    error = refused.value
+    assert (error.code, error.step, error.retryable) == ("knowledge_base_full", "indexing", True)
+    assert "service's knowledge base is full" in error.message and "4 of its 5" in error.message
+    assert index.check_chunk_limit(redis, "globex", "b", 2, limit=100, total_limit=5) == 1, \
+        "a document's own indexed version is replaced: only the difference counts"
+    assert set(index.quota_keys("globex", "c")) >= {keys.kb_total_chunks()}, \
+        "the total is watched until the write"

@@ -1,7 +1,8 @@
 """Backpressure on fakeredis: a batch is accepted whole or refused whole (DESIGN §5, §11)."""
 from __future__ import annotations
 
-from jobs import blobs, keys
+from jobs import blobs, index, keys
+from jobs.chunking import chunk_text
 from tests.unit.conftest import upload
 
 
@@ -100,3 +101,84 @@ def test_a_full_knowledge_base_refuses_uploads(make_app, redis, run_jobs):
     refused = upload(client, ("b.txt", b"Another short chunk."))
     assert refused.status_code == 429
     assert refused.get_json()["error"]["code"] == "knowledge_base_full"
+
+
+def _chunks_of(word, count):
+    """A text of exactly `count` chunks (paragraphs of ~750 characters) with `word` in each."""
+    paragraphs = [f"Part {n}. " + " ".join([f"The {word} ledger of the office."] * 22)
+                  for n in range(count)]
+    text = "\n\n".join(paragraphs)
+    assert len(chunk_text(text, 1000, 150)) == count
+    return text.encode()
+
+
+TWO_TENANTS = "acme:acme-key-123,globex:globex-key-456"
+
+
+def _as(client, key):
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    return client
+
+
+def test_a_full_knowledge_base_of_all_tenants_refuses_every_upload_and_nothing_else(
+        make_app, redis, run_jobs, monkeypatch):
+    monkeypatch.setenv("INTAKE_KB_CHUNK_LIMIT", "2")  # the web's and the workers'
+    client = make_app(INTAKE_API_KEYS=TWO_TENANTS).test_client()
+    index.ensure_chunk_counts(redis)  # what a worker's housekeeping does as it starts
+    acme = upload(_as(client, "acme-key-123"), ("a.txt", _chunks_of("zebrafox", 1)),
+                  ("b.txt", _chunks_of("quorblax", 1))).get_json()
+    run_jobs()
+    refused = upload(_as(client, "globex-key-456"), ("g.txt", _chunks_of("wombat", 1)))
+    assert refused.status_code == 429 and refused.headers["Retry-After"]
+    error = refused.get_json()["error"]
+    assert error["code"] == "knowledge_base_full"
+    assert "service's knowledge base is full" in error["message"], error
+    assert "Your" not in error["message"], "not this tenant's own limit"
+    assert upload(_as(client, "acme-key-123"), ("c.txt", b"More.")).status_code == 429
+
+    globex = _as(client, "globex-key-456")
+    assert globex.get("/api/search?q=wombat").status_code == 200
+    assert globex.get("/api/batches").status_code == 200
+    assert globex.get("/api/health").status_code == 200
+    acme_client = _as(client, "acme-key-123")
+    task = acme["tasks"][0]
+    assert acme_client.get(f"/api/tasks/{task['id']}").get_json()["status"] == "succeeded"
+    assert acme_client.get(f"/api/batches/{acme['batch_id']}").status_code == 200
+    assert acme_client.get("/api/search?q=zebrafox").get_json()["results"]
+    assert acme_client.delete("/api/documents/a.txt").status_code == 204
+
+    accepted = upload(_as(client, "globex-key-456"), ("g.txt", _chunks_of("wombat", 1)))
+    assert accepted.status_code == 202, accepted.get_json()
+    run_jobs()
+    task_id = accepted.get_json()["tasks"][0]["id"]
+    assert client.get(f"/api/tasks/{task_id}").get_json()["status"] == "succeeded"
+    assert client.get("/api/search?q=wombat").get_json()["results"]
+
+
+def test_a_document_that_would_pass_the_limit_of_all_tenants_fails_at_indexing(
+        make_app, redis, run_jobs, monkeypatch):
+    monkeypatch.setenv("INTAKE_KB_CHUNK_LIMIT", "3")
+    client = make_app(INTAKE_API_KEYS=TWO_TENANTS).test_client()
+    index.ensure_chunk_counts(redis)
+    assert upload(_as(client, "acme-key-123"), ("a.txt", _chunks_of("zebrafox", 2))
+                  ).status_code == 202
+    run_jobs()
+    task_id = upload(_as(client, "globex-key-456"), ("g.txt", _chunks_of("wombat", 2))
+                     ).get_json()["tasks"][0]["id"]   # 2 of 3 held: still accepted
+    run_jobs()
+    failed = client.get(f"/api/tasks/{task_id}").get_json()
+    assert failed["status"] == "failed", failed
+    error = failed["error"]
+    assert (error["type"], error["step"], error["retryable"]) == (
+        "knowledge_base_full", "indexing", True), error
+    assert "service's knowledge base is full" in error["message"], error
+    assert client.get("/api/search?q=wombat").get_json()["results"] == []
+
+    assert client.post(f"/api/tasks/{task_id}/retry").status_code == 202
+    assert client.post(f"/api/tasks/{task_id}/cancel").status_code == 202
+    assert _as(client, "acme-key-123").delete("/api/documents/a.txt").status_code == 204
+    assert _as(client, "globex-key-456").post(f"/api/tasks/{task_id}/retry").status_code == 202
+    run_jobs()
+    done = client.get(f"/api/tasks/{task_id}").get_json()
+    assert done["status"] == "succeeded" and done["result"]["chunks"] == 2, done
+    assert int(redis.get(keys.kb_total_chunks())) == 2
