@@ -106,6 +106,21 @@ def test_signing_in_never_redirects_to_another_host_through_gunicorn(client):
     assert kept.status_code == 303 and kept.headers["Location"] == "/search?q=a%20b"
 
 
+def test_answers_for_a_tenant_are_never_stored_and_static_files_still_cache(client):
+    files = {"files": ("c.txt", io.BytesIO(b"Words a shared browser must not keep."))}
+    batch = client.post("/api/documents", headers=BEARER, files=files).json()
+    assert client.get("/api/batches", headers=BEARER).headers["Cache-Control"] == \
+        "private, no-store"
+    first = client.get(batch["url"], headers=BEARER)
+    assert first.headers["Cache-Control"] == "private, no-cache"
+    again = client.get(batch["url"], headers={**BEARER, "If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.headers["Cache-Control"] == "private, no-cache"
+    sign_in(client)
+    assert client.get("/").headers["Cache-Control"] == "private, no-store"
+    static = client.get("/static/app.css")
+    assert static.status_code == 200 and "no-store" not in static.headers.get("Cache-Control", "")
+
+
 def test_the_session_cookie_is_secure_behind_an_https_proxy_only(client, secured):
     plain = sign_in(client)
     assert plain.status_code == 303 and "; Secure" not in _set_cookie(plain)
