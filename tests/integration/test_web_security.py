@@ -121,6 +121,18 @@ def test_answers_for_a_tenant_are_never_stored_and_static_files_still_cache(clie
     assert static.status_code == 200 and "no-store" not in static.headers.get("Cache-Control", "")
 
 
+def test_open_health_and_metrics_name_no_tenant_but_operators_see_each(client):
+    files = {"files": ("d.txt", io.BytesIO(b"Words waiting in acme's queue, no worker here."))}
+    assert client.post("/api/documents", headers=BEARER, files=files).status_code == 202
+    for path in ("/api/health", "/metrics"):
+        anonymous = requests.get(f"{client.base_url.rstrip('/')}{path}", timeout=10)
+        assert anonymous.status_code == 200 and "acme" not in anonymous.text, anonymous.text
+    assert client.get("/api/health").json()["queues"]["intake-high"] >= 1
+    detail = client.get("/api/health", auth=OPERATOR)
+    assert detail.status_code == 200 and detail.json()["queues"]["intake-high.acme"] >= 1
+    assert 'queue="intake-high.acme"' in client.get("/metrics", auth=OPERATOR).text
+
+
 def test_the_session_cookie_is_secure_behind_an_https_proxy_only(client, secured):
     plain = sign_in(client)
     assert plain.status_code == 303 and "; Secure" not in _set_cookie(plain)
