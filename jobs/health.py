@@ -3,7 +3,8 @@ whether a scheduler holds its lock. Only RQ's public API reads RQ's state.
 
 `queues` names every queue of every tenant (jobs.queues: `default`'s are the plain three, always
 listed); `priorities` sums them per priority over the tenants; `unscheduled` lists the queues no
-scheduler holds the lock of (their retries with a backoff would not come back).
+scheduler holds the lock of (their retries with a backoff would not come back); `replication`
+says whether an upload now would be confirmed by a replica (jobs.replicas).
 
 Health is polled without credentials, and a queue's name names its tenant: `without_tenants`
 is the report anyone may read, each tenant's queues folded into the shared name of their
@@ -17,7 +18,7 @@ from rq import Worker
 from rq.scheduler import RQScheduler
 from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
-from jobs import queues
+from jobs import queues, replicas
 from jobs.settings import QUEUE_NAMES
 
 
@@ -41,6 +42,7 @@ def report(connection: Redis) -> dict[str, Any]:
         "priorities": priorities,
         "scheduler": any(locks),
         "unscheduled": [name for name, locked in zip(names, locks) if not locked],
+        "replication": replicas.status(connection),
     }
 
 

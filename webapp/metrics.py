@@ -27,9 +27,12 @@ HELP = {
     "tasks_lost_total": "Tasks whose worker or job was lost, found by the reconciler.",
     "webhook_deliveries_total": "Webhook delivery attempts by outcome: delivered, "
                                 "failed_attempt (retried later) or gave_up (retries spent).",
+    "uploads_unconfirmed_total": "Uploads accepted without a replica's confirmation, by reason: "
+                                 "role_refused (ROLE refused: unknown) or no_replica (none "
+                                 "online; every upload on a single Redis).",
 }
 
-LABELED = {"tasks_finished_total", "webhook_deliveries_total"}  # no family until counted
+LABELED = {"tasks_finished_total", "webhook_deliveries_total", "uploads_unconfirmed_total"}  # no family until counted
 
 
 class IntakeCollector(Collector):
@@ -51,6 +54,10 @@ class IntakeCollector(Collector):
         yield depth
         yield GaugeMetricFamily("intake_workers", "Registered RQ workers.",
                                 value=health["workers"]["count"])
+        yield GaugeMetricFamily("intake_redis_replicas_online",
+                                "Replicas ROLE lists online (0 if ROLE is refused): with none, "
+                                "uploads are accepted unconfirmed.",
+                                value=health["replication"]["replicas_online"])
         yield GaugeMetricFamily("intake_dead_letters", "Failed tasks listed as dead letters.",
                                 value=dead_letter_count(self.service.connection))
         yield GaugeMetricFamily("intake_webhook_backlog",
