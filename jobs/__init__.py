@@ -13,6 +13,7 @@ from jobs.failures import IntakeError, PermanentError, TransientError
 from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
 from jobs.folder_sync import FolderRecord
 from jobs.folder_sync import removed as documents_gone
+from jobs.health import shared_queue_name
 from jobs.intake import Intake
 from jobs.jsontext import compact as compact_json
 from jobs.logs import configure as configure_logging
@@ -44,5 +45,5 @@ __all__ = [
     "announce", "changed_task", "changes_channel", "compact_json", "configure_logging", "dead_letter_count", "detect_kind", "display_url", "end_session",
     "held_logs", "is_id", "match_pattern", "measure_upload", "read_metrics", "rejection_reason",
     "WEB_REDIS_PROFILE", "connect_redis", "is_redis_outage", "redis_dashboard_url", "redis_sentinel_url",
-    "session_tenant", "start_session", "webhook_backlog", "webhook_worker_command", "worker_command", "write_logs",
+    "session_tenant", "shared_queue_name", "start_session", "webhook_backlog", "webhook_worker_command", "worker_command", "write_logs",
 ]

@@ -3,7 +3,12 @@ whether a scheduler holds its lock. Only RQ's public API reads RQ's state.
 
 `queues` names every queue of every tenant (jobs.queues: `default`'s are the plain three, always
 listed); `priorities` sums them per priority over the tenants; `unscheduled` lists the queues no
-scheduler holds the lock of (their retries with a backoff would not come back)."""
+scheduler holds the lock of (their retries with a backoff would not come back); `replication`
+says whether an upload now would be confirmed by a replica (jobs.replicas).
+
+Health is polled without credentials, and a queue's name names its tenant: `without_tenants`
+is the report anyone may read, each tenant's queues folded into the shared name of their
+priority (`intake.acme` counts under `intake`), so who uses this Intake is not given away."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +18,7 @@ from rq import Worker
 from rq.scheduler import RQScheduler
 from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
-from jobs import queues
+from jobs import queues, replicas
 from jobs.settings import QUEUE_NAMES
 
 
@@ -37,7 +42,30 @@ def report(connection: Redis) -> dict[str, Any]:
         "priorities": priorities,
         "scheduler": any(locks),
         "unscheduled": [name for name, locked in zip(names, locks) if not locked],
+        "replication": replicas.status(connection),
     }
+
+
+def without_tenants(full: dict[str, Any]) -> dict[str, Any]:
+    """`full` (a `report`) with every per-tenant queue folded into its priority's shared name."""
+    depths = dict.fromkeys(QUEUE_NAMES, 0)
+    for name, depth in full["queues"].items():
+        shared = shared_queue_name(name)
+        depths[shared] = depths.get(shared, 0) + depth
+    unscheduled = sorted({shared_queue_name(name) for name in full["unscheduled"]},
+                         key=_static_order)
+    return {**full, "queues": depths, "unscheduled": unscheduled}
+
+
+def shared_queue_name(name: str) -> str:
+    """The name every tenant's queue of that priority shares (`intake-bulk.acme` →
+    `intake-bulk`); any other queue keeps its name."""
+    parsed = queues.parse(name)
+    return name if parsed is None else queues.queue_name(queues.DEFAULT_TENANT, parsed[1])
+
+
+def _static_order(name: str) -> tuple[int, str]:
+    return (QUEUE_NAMES.index(name) if name in QUEUE_NAMES else len(QUEUE_NAMES), name)
 
 
 def ingestion_workers(connection: Redis) -> int:

@@ -125,5 +125,8 @@ class Intake:
         webhook workers are not counted."""
         return health.ingestion_workers(self.connection)
 
-    def health(self) -> dict[str, Any]:
-        return health.report(self.connection)
+    def health(self, per_tenant: bool = True) -> dict[str, Any]:
+        """Redis, workers, queues, scheduler; without `per_tenant`, no queue names a tenant
+        (jobs.health.without_tenants): what an unauthenticated poll may read."""
+        full = health.report(self.connection)
+        return full if per_tenant else health.without_tenants(full)

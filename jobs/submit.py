@@ -285,8 +285,9 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
         args += [item for pair in fields.items() for item in pair]
     # Inline: build every job's enqueue while the claim runs; send what the claim allows.
-    reply, enqueue, replicas = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
+    reply, enqueue, role = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
         connection, queue, settings, tenant, list(new_ids.values())) if inline else None)
+    replicas = replicas_.attached(role)
     if reply[0] != b"ok":
         raise LimitReached(reply[0].decode())
     created = [(upload, task_id.decode()) for upload, task_id, existing
@@ -307,6 +308,8 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
             last.expire(keys.batch(batch_id), ttl)
     if replicas:  # the upload's last writes and WAIT on one connection (jobs.replicas)
         replicas_.queue_wait(last, settings)
+    else:
+        replicas_.count_unconfirmed(last, role)
     replies = last.execute()
     if replicas:
         _confirm(replies[-1], settings, batch_id, tenant, record["trace_id"])
@@ -381,9 +384,9 @@ def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[by
 
 def _claim_while(connection: Redis, keys_: list[str], args: list[Any],
                  meanwhile: Callable[[], Pipeline | None],
-                 ) -> tuple[list[bytes], Pipeline | None, int]:
+                 ) -> tuple[list[bytes], Pipeline | None, Any]:
     """Send the claim and ROLE behind it, run `meanwhile` while Redis runs them, then read both
-    replies: the claim's, what `meanwhile` built, and how many replicas are attached.
+    replies: the claim's, what `meanwhile` built, and ROLE's (or its refusal: jobs.replicas).
 
     Building the jobs' enqueue (RQ's Python: a Job each, serialised) takes about as long as
     the claim's round trip; overlapped, a submit waits for one of them, not both. ROLE rides in
@@ -395,7 +398,7 @@ def _claim_while(connection: Redis, keys_: list[str], args: list[Any],
     pool = getattr(connection, "connection_pool", None)
     if pool is None:
         reply = _run_script(connection, keys_, args)
-        return reply, meanwhile(), replicas_.attached(_role(connection))
+        return reply, meanwhile(), _role(connection)
     conn = pool.get_connection()
     pipe = None
     try:
@@ -416,7 +419,7 @@ def _claim_while(connection: Redis, keys_: list[str], args: list[Any],
         raise
     finally:
         pool.release(conn)
-    return reply, pipe if pipe is not None else meanwhile(), replicas_.attached(role)
+    return reply, pipe if pipe is not None else meanwhile(), role
 
 
 def _role(connection: Redis) -> Any:

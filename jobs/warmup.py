@@ -8,7 +8,8 @@ done once in the parent, every fork inherits it (docs/benchmarks.md has what it 
 
 The documents go through `submit_documents` and `ingest_document` on an in-memory fakeredis,
 with parts of their own (jobs.parts.using: this worker's settings, the local embedder), so a
-worker's start never calls a configured embedding service, and nothing is logged. A warm-up
+worker's start never calls a configured embedding service, and nothing is logged (not even
+that this fakeredis refuses ROLE: jobs.replicas.quiet). A warm-up
 that fails is reported and otherwise ignored: the worker starts either way.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ def warm_up() -> int:
     import fakeredis
     from rq import Queue, SimpleWorker
 
-    from jobs import keys, logs, parts, queues, states
+    from jobs import keys, logs, parts, queues, replicas, states
     from jobs.embedding import LocalEmbedder
     from jobs.submit import Upload, submit_documents
 
@@ -36,7 +37,7 @@ def warm_up() -> int:
                for n in range(WARM_UP_DOCUMENTS)]
     settings = replace(parts.current().settings, embedding_url="")
     local = parts.Parts(settings, LocalEmbedder())  # a worker's start never calls a service
-    with parts.using(local), _quiet(), logs.held():
+    with parts.using(local), _quiet(), logs.held(), replicas.quiet():
         batch = submit_documents(connection, queues.Queues(connection), settings, "warm-up",
                                  uploads, pipeline_version="warm-up")
         SimpleWorker([Queue(name, connection=connection) for name in queues.all_names(connection)],

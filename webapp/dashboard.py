@@ -39,6 +39,11 @@ def _guard() -> Response | None:
     return denial
 
 
+def is_operator() -> bool:
+    """Whether this request is an operator's (per-tenant detail of health and metrics)."""
+    return operator_denial() is None
+
+
 def operator_denial() -> Response | None:
     """None when the request may see operator pages, else the 401/403 answer."""
     password = current_app.config.get("INTAKE_ADMIN_PASSWORD")

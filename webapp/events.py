@@ -84,7 +84,6 @@ def batch_events(batch_id: str) -> Response:
     stream = BatchStream(Timing.from_config(current_app.config), only)
     response = Response(stream_with_context(watched(watchers, tenant, batch_id, batch, stream)),
                         mimetype="text/event-stream")
-    response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # a proxy (nginx) must pass events at once
     return response
 

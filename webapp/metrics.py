@@ -1,5 +1,9 @@
 """GET /metrics: Prometheus text, from counters every process keeps in Redis (jobs.metrics) and
-from queue depths and workers read at scrape time, so any web process answers for the fleet."""
+from queue depths and workers read at scrape time, so any web process answers for the fleet.
+
+A scrape needs no credentials, and a queue label would name a tenant (`intake.acme`): without
+an operator's basic auth, every tenant's queue is counted under its priority's shared name
+(`intake`), as /api/health does."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -9,7 +13,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs import STEP_BUCKETS, dead_letter_count, read_metrics, webhook_backlog
+from jobs import (STEP_BUCKETS, dead_letter_count, read_metrics, shared_queue_name,
+                  webhook_backlog)
+from webapp.dashboard import is_operator
 from webapp.extensions import intake
 
 bp = Blueprint("metrics", __name__)
@@ -21,22 +27,26 @@ HELP = {
     "tasks_lost_total": "Tasks whose worker or job was lost, found by the reconciler.",
     "webhook_deliveries_total": "Webhook delivery attempts by outcome: delivered, "
                                 "failed_attempt (retried later) or gave_up (retries spent).",
+    "uploads_unconfirmed_total": "Uploads accepted without a replica's confirmation, by reason: "
+                                 "role_refused (ROLE refused: unknown) or no_replica (none "
+                                 "online; every upload on a single Redis).",
 }
 
-LABELED = {"tasks_finished_total", "webhook_deliveries_total"}  # no family until counted
+LABELED = {"tasks_finished_total", "webhook_deliveries_total", "uploads_unconfirmed_total"}  # no family until counted
 
 
 class IntakeCollector(Collector):
     """Reads Redis at each scrape; nothing is held in this process."""
 
-    def __init__(self, service) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, service, per_tenant: bool) -> None:  # type: ignore[no-untyped-def]
         self.service = service
+        self.per_tenant = per_tenant
 
     def collect(self) -> Iterator:
         counters, steps = read_metrics(self.service.connection)
-        yield from _counters(counters)
+        yield from _counters(counters if self.per_tenant else _without_tenants(counters))
         yield _histogram(steps)
-        health = self.service.health()
+        health = self.service.health(per_tenant=self.per_tenant)
         depth = GaugeMetricFamily("intake_queue_depth", "Jobs waiting in each queue (every "
                                   "tenant's: jobs.queues).", labels=["queue"])
         for name, count in health["queues"].items():
@@ -44,6 +54,10 @@ class IntakeCollector(Collector):
         yield depth
         yield GaugeMetricFamily("intake_workers", "Registered RQ workers.",
                                 value=health["workers"]["count"])
+        yield GaugeMetricFamily("intake_redis_replicas_online",
+                                "Replicas ROLE lists online (0 if ROLE is refused): with none, "
+                                "uploads are accepted unconfirmed.",
+                                value=health["replication"]["replicas_online"])
         yield GaugeMetricFamily("intake_dead_letters", "Failed tasks listed as dead letters.",
                                 value=dead_letter_count(self.service.connection))
         yield GaugeMetricFamily("intake_webhook_backlog",
@@ -69,6 +83,18 @@ def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:
     yield from families.values()
 
 
+def _without_tenants(counters: dict[str, int]) -> dict[str, int]:
+    """Counters whose `queue` label names a tenant's queue summed under its shared name."""
+    folded: dict[str, int] = {}
+    for field, value in counters.items():
+        name, _, raw_labels = field.partition("|")
+        pairs = [pair.split("=", 1) for pair in raw_labels.split(",") if pair]
+        labels = ",".join(f"{k}={shared_queue_name(v) if k == 'queue' else v}" for k, v in pairs)
+        key = f"{name}|{labels}"
+        folded[key] = folded.get(key, 0) + value
+    return folded
+
+
 def _histogram(cells: dict[str, float]) -> HistogramMetricFamily:
     family = HistogramMetricFamily("intake_step_duration_seconds",
                                    "Duration of each pipeline step.", labels=["step"])
@@ -83,5 +109,5 @@ def _histogram(cells: dict[str, float]) -> HistogramMetricFamily:
 @bp.get("/metrics")
 def scrape() -> Response:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(IntakeCollector(intake()))
+    registry.register(IntakeCollector(intake(), per_tenant=is_operator()))
     return Response(generate_latest(registry), mimetype="text/plain; version=0.0.4")

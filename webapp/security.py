@@ -17,6 +17,11 @@ policy of its own (`dashboard_policy`) that lets its code run and nothing inject
   no inline <style> element (the dashboard has none), so injected markup cannot restyle the page.
 - connect-src, img-src (data: for Bootstrap's inline SVG icons), object-src, base-uri,
   form-action and frame-ancestors as tight as for the rest of Intake.
+
+Every answer but a static file says `Cache-Control: private, no-store`, so a shared browser
+keeps no tenant's results after sign-out; one validated by its ETag (a task, a batch, the
+failed list) says `private, no-cache`: kept, but never shown again without asking (a 304).
+Static files keep Flask's own caching: they hold nobody's data.
 """
 from __future__ import annotations
 
@@ -38,6 +43,9 @@ DASHBOARD_CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'{hashes}; "
                  "form-action 'self'; frame-ancestors 'none'")
 DASHBOARD_BLUEPRINT = "rq_dashboard"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+STATIC_ENDPOINTS = frozenset({"static", "dashboard_favicon", "rq_dashboard.static"})
+NO_STORE = "private, no-store"
+REVALIDATE = "private, no-cache"
 # What a browser runs as classic or module script (HTML's list of JavaScript MIME types, short).
 _SCRIPT_TYPES = frozenset({"", "text/javascript", "application/javascript", "module",
                            "text/ecmascript", "application/ecmascript", "text/jscript"})
@@ -66,6 +74,8 @@ def add_headers(response: Response) -> Response:
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("X-Frame-Options", "DENY")
     headers.setdefault("Referrer-Policy", "same-origin")
+    if request.endpoint not in STATIC_ENDPOINTS:
+        headers["Cache-Control"] = REVALIDATE if headers.get("ETag") else NO_STORE
     return response
 
 

@@ -36,6 +36,8 @@ DATABASE = 11  # nothing else uses this one (the webhooks stack has 7)
 TENANTS = {name: f"{name}-key-{n}2345678" for n, name in enumerate(
     ("alpha", "beta", "gamma", "delta", "epsilon", "zeta"))}
 ADMIN_PASSWORD = "fair-share-operator"
+OPERATOR = {"Authorization": "Basic " + base64.b64encode(
+    f"admin:{ADMIN_PASSWORD}".encode()).decode()}  # per-tenant health is for operators
 BACKLOG = 120      # tenant A's bulk upload
 FEW = 12           # tenant B's upload behind it
 # An idle worker blocks in RQ's dequeue for 5 s (--worker-ttl 20) before it reads its queue
@@ -175,12 +177,10 @@ def test_rq_info_and_the_dashboard_list_each_tenants_queues_with_their_counts(st
         assert listed_by_rq["intake-bulk.gamma"] == "7", info
         counts = {q.name: q.count for q in Queue.all(connection=stack.redis())}
         assert counts["intake.gamma"] == 5 and counts["intake-bulk.gamma"] == 7, counts
-        operator = {"Authorization": "Basic " + base64.b64encode(
-            f"admin:{ADMIN_PASSWORD}".encode()).decode()}
         listed = {q["name"]: q["count"] for q in get_json_as(
-            stack, "/rq/0/data/queues.json", operator)["queues"]}
+            stack, "/rq/0/data/queues.json", OPERATOR)["queues"]}
         assert listed["intake.gamma"] == 5 and listed["intake-bulk.gamma"] == 7, listed
-        health = get_json(gamma, "/api/health")
+        health = get_json_as(stack, "/api/health", OPERATOR)
         assert health["queues"]["intake.gamma"] == 5 and health["priorities"]["bulk"] >= 7
         stack.workers.ensure(2)
         wait_batch_done(gamma, normal, timeout=60)
@@ -206,7 +206,7 @@ def test_a_retry_with_backoff_of_a_new_tenants_queue_comes_back(stack):
     with client_of(stack, "delta") as delta:
         task_id = submit_one(delta, f"flaky-{word}.txt", document(word))
         final, history = wait_terminal(delta, [task_id], timeout=TASK_TIMEOUT)
-        health = get_json(delta, "/api/health")
+        health = get_json_as(stack, "/api/health", OPERATOR)
     final = final[task_id]
     assert final["status"] == "succeeded" and final["attempts"] == 2, final
     assert "retrying" in [snap["status"] for snap in history[task_id]]

@@ -101,3 +101,18 @@ def test_one_persons_document_overtakes_a_bulk_backlog(api, workers):
     done = api.get(bulk_batch["url"]).json()["counts"]["succeeded"]
     assert done < 150, f"{done} of 300 bulk documents were done before the single one"
     wait_terminal(api, bulk_ids, timeout=300)
+
+
+def test_uploads_unconfirmed_without_a_replica_are_counted_and_health_says_so(api):
+    """A real redis-server with no replica attached: ROLE answers `master` with none online, so
+    uploads are accepted unconfirmed, counted by reason `no_replica`."""
+    before = _metrics(api)
+    word = unique_word()
+    upload(api, [txt(f"u-{word}.txt", f"Unconfirmed {word}.")])
+    after = _metrics(api)
+    key = ("intake_uploads_unconfirmed_total", (("reason", "no_replica"),))
+    assert after[key] - before.get(key, 0) == 1
+    assert after[("intake_redis_replicas_online", ())] == 0
+    health = api.get("/api/health").json()
+    assert health["replication"] == {"role": "master", "replicas_online": 0,
+                                     "uploads_confirmed": False, "role_refused": False}

@@ -1,6 +1,7 @@
 """Auth at the edge through the Procfile's gunicorn on a real redis-server (DESIGN §10): a
-non-ASCII operator password, operator basic auth beside tenant keys, malformed ids, Secure
-cookies behind an HTTPS proxy, and sign-out revoking a copied cookie.
+non-ASCII operator password, operator basic auth beside tenant keys, malformed ids, sign-in
+redirects that stay on this site, Secure cookies behind an HTTPS proxy, and sign-out revoking a
+copied cookie.
 
 A web of its own (API keys and a password set), on a logical database of its own, no workers:
 nothing here needs a job to run. The fast versions are in tests/unit/test_auth_hardening.py.
@@ -59,9 +60,10 @@ def _set_cookie(response: requests.Response) -> str:
     return header
 
 
-def sign_in(client: ApiClient) -> requests.Response:
+def sign_in(client: ApiClient, query: str = "") -> requests.Response:
     token = _token(client.get("/signin"))
-    return client.post("/signin", data={"key": KEY, "csrf_token": token}, allow_redirects=False)
+    return client.post(f"/signin{query}", data={"key": KEY, "csrf_token": token},
+                       allow_redirects=False)
 
 
 def test_a_non_ascii_operator_password_works_and_a_wrong_one_is_401(client):
@@ -92,6 +94,43 @@ def test_malformed_ids_are_404_not_wrongtype(client):
     sign_in(client)
     page = client.get(f"/batches/{bad}")
     assert page.status_code == 404 and page.headers["Content-Type"].startswith("text/html")
+
+
+def test_signing_in_never_redirects_to_another_host_through_gunicorn(client):
+    """gunicorn decodes the query; Werkzeug drops a tab from the Location: the target is
+    judged as the browser will read it (webapp.redirects)."""
+    for hostile in ("/%09/evil.com", "/%5C/evil.com", "%09//evil.com", "/%0d%0a/evil.com"):
+        answer = sign_in(client, f"?next={hostile}")
+        assert answer.status_code == 303 and answer.headers["Location"] == "/", hostile
+    kept = sign_in(client, "?next=/search%3Fq%3Da%2520b")
+    assert kept.status_code == 303 and kept.headers["Location"] == "/search?q=a%20b"
+
+
+def test_answers_for_a_tenant_are_never_stored_and_static_files_still_cache(client):
+    files = {"files": ("c.txt", io.BytesIO(b"Words a shared browser must not keep."))}
+    batch = client.post("/api/documents", headers=BEARER, files=files).json()
+    assert client.get("/api/batches", headers=BEARER).headers["Cache-Control"] == \
+        "private, no-store"
+    first = client.get(batch["url"], headers=BEARER)
+    assert first.headers["Cache-Control"] == "private, no-cache"
+    again = client.get(batch["url"], headers={**BEARER, "If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.headers["Cache-Control"] == "private, no-cache"
+    sign_in(client)
+    assert client.get("/").headers["Cache-Control"] == "private, no-store"
+    static = client.get("/static/app.css")
+    assert static.status_code == 200 and "no-store" not in static.headers.get("Cache-Control", "")
+
+
+def test_open_health_and_metrics_name_no_tenant_but_operators_see_each(client):
+    files = {"files": ("d.txt", io.BytesIO(b"Words waiting in acme's queue, no worker here."))}
+    assert client.post("/api/documents", headers=BEARER, files=files).status_code == 202
+    for path in ("/api/health", "/metrics"):
+        anonymous = requests.get(f"{client.base_url.rstrip('/')}{path}", timeout=10)
+        assert anonymous.status_code == 200 and "acme" not in anonymous.text, anonymous.text
+    assert client.get("/api/health").json()["queues"]["intake-high"] >= 1
+    detail = client.get("/api/health", auth=OPERATOR)
+    assert detail.status_code == 200 and detail.json()["queues"]["intake-high.acme"] >= 1
+    assert 'queue="intake-high.acme"' in client.get("/metrics", auth=OPERATOR).text
 
 
 def test_the_session_cookie_is_secure_behind_an_https_proxy_only(client, secured):

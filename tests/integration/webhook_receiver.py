@@ -12,7 +12,8 @@ Behaviour is switched at run time (thread-safe):
   event), then the current mode.
 `received` lists every `Delivery` (also the failed ones, with the mode applied); `events()`
 the parsed bodies of those answered 200; `verify(delivery, secret)` checks its
-`Intake-Signature` by recomputing the HMAC here, independently of Intake's code.
+`Intake-Signature` with the README's verifier sample (`verified`, the same text: a unit test
+compares them), independently of Intake's code.
 Use `url` as INTAKE_WEBHOOK_URL.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import socket
 import threading
 import time
@@ -44,16 +46,25 @@ class Delivery:
 
 
 def verify(delivery: Delivery, secret: str, tolerance: float = 300.0) -> bool:
-    """What a receiver does: parse `t=…,v1=…`, recompute HMAC-SHA256 of "<t>.<body>" with the
-    secret, compare in constant time, and refuse a timestamp too far from now."""
-    header = delivery.headers.get("intake-signature", "")
-    parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
-    if not parts.get("t", "").isdigit() or "v1" not in parts:
+    """What a receiver does, with the README's own sample (`verified`): parse `t=…,v1=…`,
+    recompute HMAC-SHA256 of "<t>.<body>" with the secret, compare in constant time, and
+    refuse a timestamp too far from now."""
+    return verified(secret, delivery.headers.get("intake-signature", ""), delivery.body,
+                    int(tolerance))
+
+
+def verified(secret: str, header: str, body: bytes, tolerance: int = 300) -> bool:
+    """False, never an exception, for anything but a fresh signature of `body`: the header
+    is the sender's, so it may hold any text (compare_digest refuses non-ASCII str, and
+    str.isdigit() takes '²' for a digit)."""
+    if not header.isascii():
         return False
-    expected = hmac.new(secret.encode(), parts["t"].encode() + b"." + delivery.body,
-                        hashlib.sha256).hexdigest()
-    fresh = abs(time.time() - int(parts["t"])) <= tolerance
-    return fresh and hmac.compare_digest(expected, parts["v1"])
+    parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
+    t, sent = parts.get("t", ""), parts.get("v1", "")
+    if not re.fullmatch(r"[0-9]{1,12}", t) or abs(time.time() - int(t)) > tolerance:
+        return False
+    expected = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), sent.encode())
 
 
 class _Server(ThreadingHTTPServer):

@@ -67,7 +67,7 @@ def test_a_live_batch_streams_its_state_then_heartbeats_then_ends_at_its_bound(f
     response = fast_client.get(f"{batch['url']}/events")
     assert response.status_code == 200
     assert response.mimetype == "text/event-stream"
-    assert response.headers["Cache-Control"] == "no-cache"
+    assert response.headers["Cache-Control"] == "private, no-store"
     assert response.headers["X-Accel-Buffering"] == "no"
     messages = parse(response.get_data(as_text=True))
     elapsed = time.monotonic() - started

@@ -80,7 +80,7 @@ def _upload(client, headers, count=1, priority=None):
 
 
 def test_a_submit_enqueues_on_its_tenants_queue_and_registers_it(make_app, redis, run_jobs):
-    client = make_app(INTAKE_API_KEYS=KEYS).test_client()
+    client = make_app(INTAKE_API_KEYS=KEYS, INTAKE_LOCAL_MODE=True).test_client()
     assert queues.registered_tenants(redis) == []
     [first] = _upload(client, ACME)
     bulk = _upload(client, GLOBEX, count=60)
@@ -89,7 +89,7 @@ def test_a_submit_enqueues_on_its_tenants_queue_and_registers_it(make_app, redis
     assert Queue("intake-bulk.globex", connection=redis).get_job_ids() == bulk
     assert Queue("intake-high", connection=redis).count == 0
     assert redis.hget(keys.task(first), "queue") == b"intake-high.acme"
-    health = client.get("/api/health").get_json()
+    health = client.get("/api/health").get_json()  # local mode from loopback: an operator
     assert health["queues"]["intake-bulk.globex"] == 60 and health["queues"]["intake"] == 0
     assert health["priorities"] == {"high": 1, "normal": 0, "bulk": 60}
     run_jobs()
