@@ -372,13 +372,24 @@ def remove_document(connection: Redis, tenant: str, document_id: str,
                     vectors: VectorWriter | None = None) -> bool:
     """Delete a document's chunks; True when there was one. It leaves search at once; its
     entries are deleted right after."""
-    removed = bool(connection.eval(
-        _REMOVE, 8, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
-        keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-        keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()))
+    removed = bool(connection.eval(_REMOVE, *_removal_keys(tenant, document_id)))
     if removed:
         collect_garbage(connection, tenant, vectors)
     return removed
+
+
+def queue_removal(pipe: Pipeline, tenant: str, document_id: str) -> None:
+    """Queue remove_document's removal on a MULTI pipeline, so that it lands together with the
+    caller's check of the document (read under WATCH); its reply is 1 when there was one.
+    The caller collects the garbage afterwards (`collect_garbage`)."""
+    pipe.eval(_REMOVE, *_removal_keys(tenant, document_id))
+
+
+def _removal_keys(tenant: str, document_id: str) -> list[Any]:
+    """_REMOVE's key count, then its keys."""
+    return [8, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
+            keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
+            keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()]
 
 
 def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None = None,

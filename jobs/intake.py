@@ -103,9 +103,13 @@ class Intake:
                 pass
         return {"canceled": canceled}
 
-    def delete_document(self, tenant: str, document_id: str) -> None:
-        """Raises NoSuchDocument when there was nothing of it."""
-        lifecycle.delete_document(self.connection, self.settings, tenant, document_id)
+    def delete_document(self, tenant: str, document_id: str, *,
+                        version: str | None = None) -> bool:
+        """True when removed. With `version` (a task id), only while that task is still the
+        document's current version; False, removing nothing, when another one is. Raises
+        NoSuchDocument when there was nothing of it."""
+        return lifecycle.delete_document(self.connection, self.settings, tenant, document_id,
+                                         version=version)
 
     def list_failed(self, tenant: str | None, *, offset: int = 0,
                     limit: int = 50) -> dict[str, Any]:

@@ -232,9 +232,17 @@ def changes_channel() -> str:
 
 
 def folder_sync(tenant: str, source: str) -> str:
-    """The documents that `ingest --sync` of one source (a folder) brought into a tenant's
-    knowledge base, so the next sync removes only those whose file is gone."""
+    """The set of document ids alone that `ingest --sync` of one source recorded in releases
+    that did not keep versions: read and emptied, never added to; each id moves to
+    `folder_sync_versions` or leaves the record."""
     return f"{PREFIX}tenant:{tenant}:folder-sync:{document_digest(source)}"
+
+
+def folder_sync_versions(tenant: str, source: str) -> str:
+    """document id → the task whose version `ingest --sync` of one source (a folder) brought
+    into a tenant's knowledge base, so the next sync removes a document whose file is gone only
+    while that version is still the document's."""
+    return f"{PREFIX}tenant:{tenant}:folder-sync:{document_digest(source)}:versions"
 
 
 def task_batches(task_id: str) -> str:

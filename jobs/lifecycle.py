@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from redis import Redis
+from redis import Redis, WatchError
 from rq.command import send_stop_job_command
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
@@ -97,14 +97,27 @@ def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str
     stop command kills its work-horse at once; the attempt's own checks stop it on any worker
     class, since it no longer owns a running task). Raises NoSuchTask or NotNow.
     """
-    move = states.CANCEL
-    outcome, previous, job_id = _decoded(connection.eval(
-        _CANCEL, 1, keys.task(task_id), tenant, now_iso(), task_id, secrets.token_hex(8),
-        move.target, states.STEP_OF[move.target], *move.sources))
+    outcome, previous, job_id = _decoded(connection.eval(*_cancel_call(tenant, task_id)))
     if outcome == "missing":
         raise NoSuchTask()
     if outcome != "ok":
         raise NotNow(previous, "cancel")
+    _stop_canceled(connection, settings, tenant, task_id, previous, job_id)
+    return previous
+
+
+def _cancel_call(tenant: str, task_id: str) -> list[Any]:
+    """_CANCEL with its keys and arguments, for an EVAL sent alone or queued in a MULTI."""
+    move = states.CANCEL
+    return [_CANCEL, 1, keys.task(task_id), tenant, now_iso(), task_id, secrets.token_hex(8),
+            move.target, states.STEP_OF[move.target], *move.sources]
+
+
+def _stop_canceled(connection: Redis, settings: Settings, tenant: str, task_id: str,
+                   previous: str, job_id: str) -> None:
+    """What follows a cancel's script: the task leaves the live sets, its job its queue (or,
+    running, it is told to stop)."""
+    move = states.CANCEL
     pipe = connection.pipeline()
     states.changed(pipe, tenant, task_id, move.target, settings=settings)
     blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
@@ -115,7 +128,6 @@ def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str
         send_stop_job_command(connection, job_id)
     else:
         delete_job(connection, job_id)
-    return previous
 
 
 def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: str,
@@ -176,8 +188,15 @@ def delete_job(connection: Redis, job_id: str, *, unless_started: bool = False) 
     job.delete()
 
 
-def delete_document(connection: Redis, settings: Settings, tenant: str, document_id: str) -> None:
-    """Remove a document: its chunks, and every task of it (stopped first if still running).
+def delete_document(connection: Redis, settings: Settings, tenant: str, document_id: str, *,
+                    version: str | None = None) -> bool:
+    """Remove a document: its chunks, and every task of it (stopped first if still running);
+    True when it was removed.
+
+    With `version` (a task id), only while that task is the document's current version
+    (`current_version`): False, removing nothing, when another one is. So a caller that
+    brought one version (`ingest --sync`) never removes what someone else uploaded since,
+    even an upload still on its way.
 
     Its idempotency keys go too, so the same file uploaded again is ingested again. A running
     attempt finds its task canceled, then gone, so it can never put the document back. Raises
@@ -185,20 +204,15 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
     """
     from jobs import index, parts, tasks  # the index and records are what is removed
 
-    task_ids = [t.decode() for t in connection.smembers(keys.document_tasks(tenant, document_id))]
-    for task_id in task_ids:
-        try:
-            cancel_task(connection, settings, tenant, task_id)
-        except (NoSuchTask, NotNow):  # finished, or not this tenant's
-            pass
+    detached = _detach(connection, tenant, document_id, version)
+    if detached is None:
+        return False
+    task_ids, cancels, had_chunks = detached
+    for task_id, (outcome, previous, job_id) in zip(task_ids, cancels):
+        if outcome == "ok":
+            _stop_canceled(connection, settings, tenant, task_id, previous, job_id)
     records = [r for r in tasks.load_many(connection, task_ids)
                if r is not None and r.get("tenant") == tenant]
-    store = parts.vector_store(settings)
-    try:
-        had_chunks = index.remove_document(connection, tenant, document_id, store)
-    finally:
-        if store is not None:
-            store.close()
     pipe = connection.pipeline()
     for record in records:
         task_id = record["id"]
@@ -206,10 +220,64 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
         pipe.delete(keys.task(task_id), keys.checkpoint(task_id),
                     keys.idempotency(record.get("idempotency", "")))
         states.forget(pipe, tenant, task_id)
-    pipe.delete(keys.document_tasks(tenant, document_id), keys.document_latest(tenant, document_id))
     pipe.execute()
+    if had_chunks:
+        store = parts.vector_store(settings)
+        try:
+            index.collect_garbage(connection, tenant, store)
+        finally:
+            if store is not None:
+                store.close()
     if not (had_chunks or records):
         raise NoSuchDocument()
+    return True
+
+
+def current_version(latest: bytes | None, indexed: bytes | None) -> str | None:
+    """The task a document is, or is about to become: the latest content submitted for it,
+    else (that record expired with its tasks) the indexed one; None when there is neither.
+
+    The latest rather than the indexed: pending or running, it is what a search will soon
+    show; failed or canceled, removing the document would take that upload's task (its dead
+    letter, its Retry) with it, so it is someone's version all the same."""
+    found = latest if latest is not None else indexed
+    return found.decode() if found is not None else None
+
+
+def _detach(connection: Redis, tenant: str, document_id: str, version: str | None,
+            ) -> tuple[list[str], list[list[str]], bool] | None:
+    """In one MULTI: cancel the document's live tasks, take it out of the index and forget
+    its task list and latest task. Returns the tasks, their cancels' replies and whether it had
+    chunks; None when `version` is given and is not the current one.
+
+    What the check reads is WATCHed: an upload (a new latest task) or a flip landing between
+    the check and the EXEC makes it run again, so it is never removed unseen. Canceling in the
+    same MULTI means a running attempt's own commit (which WATCHes its task) cannot flip its
+    version back in after the removal.
+    """
+    from jobs import index
+
+    latest_key, indexed_key = keys.document_latest(tenant, document_id), keys.kb_document(
+        tenant, document_id)
+    tasks_key = keys.document_tasks(tenant, document_id)
+    while True:
+        with connection.pipeline() as pipe:
+            try:
+                pipe.watch(latest_key, indexed_key, tasks_key)
+                current = current_version(pipe.get(latest_key), pipe.hget(indexed_key, "task_id"))
+                if version is not None and current is not None and current != version:
+                    return None
+                task_ids = sorted(t.decode() for t in pipe.smembers(tasks_key))
+                pipe.multi()
+                for task_id in task_ids:
+                    pipe.eval(*_cancel_call(tenant, task_id))
+                index.queue_removal(pipe, tenant, document_id)
+                pipe.delete(latest_key, tasks_key)
+                replies = pipe.execute()
+            except WatchError:
+                continue
+        return task_ids, [_decoded(r) for r in replies[:len(task_ids)]], bool(
+            replies[len(task_ids)])
 
 
 def _decoded(reply: list[Any]) -> list[str]:

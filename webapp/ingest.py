@@ -96,7 +96,7 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
         for handle in handles:
             handle.close()
     if record is not None:
-        _sync_removals(service, record, checked.uploads, [doc_id for _, doc_id in found], batch)
+        _sync_removals(service, record, [doc_id for _, doc_id in found], batch)
     if batch is None:
         sys.exit(1 if checked.rejected else 0)
     if no_wait:
@@ -109,23 +109,43 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
     sys.exit(_summary(final) or (1 if checked.rejected else 0))
 
 
-def _sync_removals(service, record: FolderRecord, uploads: list,  # type: ignore[no-untyped-def]
+def _sync_removals(service, record: FolderRecord,  # type: ignore[no-untyped-def]
                    present: list[str], batch: dict | None) -> None:
-    """Record what this sync submitted, remove the documents of files gone since the last one,
-    and say what the sync did. A file refused this time (now unreadable) is still present: its
-    document stays as it was."""
-    record.add(upload.document_id for upload in uploads)
-    gone = documents_gone(record.documents(), present)
-    for document_id in gone:
-        try:
-            service.delete_document(record.tenant, document_id)
-        except NotFound:  # already deleted through the API or a page
-            pass
-        record.forget(document_id)
+    """Record the version of each document this sync submitted (or found unchanged), remove
+    the documents of files gone since the last one while they are still the version this
+    folder brought, and say what the sync did. A file refused this time (now unreadable) is
+    still present: its document stays as it was."""
     tasks = batch["tasks"] if batch else []
+    record.add({task["document_id"]: task["id"] for task in tasks})
+    brought = record.documents()
+    removed = left = 0
+    for document_id in documents_gone(brought, present):
+        reason = _remove_one(service, record.tenant, document_id, brought[document_id])
+        if reason:
+            click.echo(f"sync: left {document_id} alone: {reason}")
+            left += 1
+        else:
+            removed += 1
+        record.forget(document_id)
     unchanged = sum(1 for task in tasks if task["duplicate"])
     click.echo(f"sync: {len(tasks) - unchanged} new or changed, {unchanged} unchanged, "
-               f"{len(gone)} removed")
+               f"{removed} removed" + (f", {left} left alone" if left else ""))
+
+
+def _remove_one(service, tenant: str, document_id: str,  # type: ignore[no-untyped-def]
+                version: str | None) -> str:
+    """Remove a gone file's document if it is still the version this folder brought; else
+    why it stays (empty when removed, or already gone)."""
+    if version is None:
+        return ("this folder's record (written by an earlier release) does not say which "
+                "version the folder brought, so it may be another folder's or an upload's; "
+                "delete it through the API or the pages if it should go")
+    try:
+        if not service.delete_document(tenant, document_id, version=version):
+            return "another folder or upload replaced it since this folder brought it"
+    except NotFound:  # already deleted through the API or a page
+        pass
+    return ""
 
 
 def settings_url() -> str:

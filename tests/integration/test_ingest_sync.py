@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.integration.intake_api import get_json, unique_word
+from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
 from tests.integration.processes import REPO_ROOT, VENV_BIN
 
 pytestmark = pytest.mark.integration
@@ -49,3 +49,54 @@ def test_a_folder_synced_twice_ingests_only_what_changed_and_removes_what_was_de
     assert _found(api, removed) == set(), "the deleted file's document left the knowledge base"
     assert _found(api, kept) == {"kept.md"}
     assert '"task_submitted"' not in second.stdout + second.stderr, "log lines go to a file"
+
+
+def _folder(root, name: str, **files: str):
+    folder = root / name
+    folder.mkdir()
+    for filename, text in files.items():
+        (folder / filename).write_text(text)
+    return folder
+
+
+def _synced(folder, intake_env) -> str:
+    result = _sync(folder, intake_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_a_folder_s_sync_leaves_the_document_another_folder_replaced(api, intake_env, tmp_path):
+    a_word, b_word, other = (unique_word() for _ in range(3))
+    folder_a = _folder(tmp_path, "a", **{"README.md": f"# A\n\nFolder A's readme: {a_word}.",
+                                         "other.txt": f"Stays in A: {other}."})
+    folder_b = _folder(tmp_path, "b", **{"README.md": f"# B\n\nFolder B's readme: {b_word}."})
+    _synced(folder_a, intake_env)
+    _synced(folder_b, intake_env)
+    assert _found(api, b_word) == {"README.md"} and _found(api, a_word) == set()
+
+    (folder_a / "README.md").unlink()
+    output = _synced(folder_a, intake_env)
+    assert _found(api, b_word) == {"README.md"}, "B's document survives A's sync"
+    assert "left README.md alone: another folder or upload replaced it" in output
+    assert "0 removed, 1 left alone" in output
+    assert _found(api, other) == {"other.txt"}
+
+
+def test_a_folder_s_sync_leaves_the_document_an_api_upload_replaced(api, intake_env, tmp_path):
+    synced, uploaded, other = (unique_word() for _ in range(3))
+    folder = _folder(tmp_path, "a", **{"README.md": f"The folder's readme: {synced}.",
+                                       "other.txt": f"Stays: {other}."})
+    _synced(folder, intake_env)
+    response, _ = upload(api, [txt("README.md", f"The API's readme: {uploaded}.")],
+                         document_id="README.md")
+    assert response.status_code == 202, response.text
+    task_id = response.json()["tasks"][0]["id"]
+    final, _ = wait_terminal(api, [task_id])
+    assert final[task_id]["status"] == "succeeded"
+
+    (folder / "README.md").unlink()
+    output = _synced(folder, intake_env)
+    assert _found(api, uploaded) == {"README.md"}, "the upload's document survives the sync"
+    assert "left README.md alone: another folder or upload replaced it" in output
+    assert _found(api, synced) == set()
+    assert get_json(api, f"/api/tasks/{task_id}")["status"] == "succeeded"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 
 from tests.samples import make_pdf_no_text
+from tests.unit.conftest import upload
 
 
 def _invoke_while_working(app, run_jobs, args):
@@ -162,3 +163,99 @@ def test_ingest_sync_refuses_an_empty_folder_instead_of_removing_everything(app,
 def _upload(name, data):
     from jobs.submit import Upload
     return Upload.from_bytes(name, name, data, "txt")
+
+
+def _sync(app, run_jobs, folder):
+    result = _invoke_while_working(app, run_jobs, ["ingest", "--sync", str(folder)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_ingest_sync_leaves_a_document_another_folder_replaced(app, run_jobs, tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    (first / "README.md").write_text("# A\n\nFolder A's readme about ospreys.")
+    (second / "README.md").write_text("# B\n\nFolder B's readme about kestrels.")
+    _sync(app, run_jobs, first)
+    _sync(app, run_jobs, second)
+    service = app.extensions["intake"]
+    assert _found(service, "kestrels") == {"README.md"} and not _found(service, "ospreys")
+
+    (first / "README.md").unlink()
+    (first / "other.txt").write_text("Something else, about terns.")
+    output = _sync(app, run_jobs, first)
+    assert _found(service, "kestrels") == {"README.md"}, "B's document outlives A's sync"
+    assert "left README.md alone: another folder or upload replaced it" in output
+    assert "sync: 1 new or changed, 0 unchanged, 0 removed, 1 left alone" in output
+    assert "README.md" not in _sync(app, run_jobs, first), "A's record let the id go"
+
+    (second / "README.md").unlink()
+    (second / "keep.txt").write_text("B keeps a file about merlins.")
+    assert "1 removed" in _sync(app, run_jobs, second), "B removes what B brought"
+    assert not _found(service, "kestrels")
+
+
+def test_ingest_sync_leaves_a_document_an_upload_replaced_even_before_it_runs(
+        app, client, run_jobs, tmp_path):
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / "README.md").write_text("The folder's readme about ospreys.")
+    (folder / "keep.txt").write_text("A file that stays, about terns.")
+    _sync(app, run_jobs, folder)
+    uploaded = upload(client, ("README.md", b"The API's readme about kestrels."),
+                      document_id="README.md")
+    assert uploaded.status_code == 202, uploaded.get_json()
+    task_id = uploaded.get_json()["tasks"][0]["id"]
+
+    (folder / "README.md").unlink()  # the upload is still pending: it is what README.md becomes
+    result = app.test_cli_runner().invoke(args=["ingest", "--sync", "--no-wait", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "left README.md alone: another folder or upload replaced it" in result.output
+    assert client.get(f"/api/tasks/{task_id}").get_json()["status"] == "pending"
+    run_jobs()
+    assert client.get(f"/api/tasks/{task_id}").get_json()["status"] == "succeeded"
+    service = app.extensions["intake"]
+    assert _found(service, "kestrels") == {"README.md"} and not _found(service, "ospreys")
+
+
+def test_ingest_sync_removes_its_own_version_still_pending(app, run_jobs, tmp_path):
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / "draft.txt").write_text("A draft about ospreys.")
+    (folder / "keep.txt").write_text("A file that stays, about terns.")
+    queued = app.test_cli_runner().invoke(args=["ingest", "--sync", "--no-wait", str(folder)])
+    assert queued.exit_code == 0, queued.output
+    (folder / "draft.txt").unlink()
+    output = _sync(app, run_jobs, folder)
+    assert "0 new or changed, 1 unchanged, 1 removed" in output
+    assert not _found(app.extensions["intake"], "ospreys")
+    assert _found(app.extensions["intake"], "terns") == {"keep.txt"}
+
+
+def test_ingest_sync_leaves_an_id_recorded_without_its_version_and_records_the_rest(
+        app, redis, run_jobs, tmp_path):
+    from jobs import keys
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / "kept.txt").write_text("A kept file about terns.")
+    service = app.extensions["intake"]
+    service.submit("default", [_upload("gone.txt", b"A file about ospreys."),
+                               _upload("kept.txt", b"A kept file about terns.")])
+    run_jobs()
+    source = str(folder.resolve())
+    redis.sadd(keys.folder_sync("default", source), "gone.txt", "kept.txt")  # ids only
+
+    output = _sync(app, run_jobs, folder)
+    assert "left gone.txt alone: this folder's record (written by an earlier release)" in output
+    assert "sync: 0 new or changed, 1 unchanged, 0 removed, 1 left alone" in output
+    assert _found(service, "ospreys") == {"gone.txt"}
+    kept = service.batches.get("default", service.batches.recent("default")["batches"][0]["id"])
+    assert redis.hgetall(keys.folder_sync_versions("default", source)) == {
+        b"kept.txt": kept["tasks"][0]["id"].encode()}
+    assert not redis.exists(keys.folder_sync("default", source))
+
+    (folder / "kept.txt").unlink()
+    (folder / "new.txt").write_text("New.")
+    assert "1 new or changed, 0 unchanged, 1 removed" in _sync(app, run_jobs, folder)
+    assert not _found(service, "terns")

@@ -139,3 +139,26 @@ def test_error_json_is_readable(client, run_jobs):
     error = _task(client, task_id)["error"]
     assert set(error) == {"step", "type", "message", "retryable"}
     assert "Traceback" not in json.dumps(error)
+
+
+def test_a_delete_of_one_version_leaves_an_upload_that_lands_between_its_check_and_exec(
+        client, run_jobs, monkeypatch):
+    from jobs import lifecycle
+    first = _one(client, ("readme.md", b"The folder's readme about ospreys."))
+    run_jobs()
+    check, landed = lifecycle.current_version, []
+
+    def upload_meanwhile(latest, indexed):  # the upload arrives right after the check read
+        if not landed:
+            landed.append(_one(client, ("readme.md", b"The API's readme about kestrels.")))
+        return check(latest, indexed)
+
+    monkeypatch.setattr(lifecycle, "current_version", upload_meanwhile)
+    service = client.application.extensions["intake"]
+    assert service.delete_document("default", "readme.md", version=first) is False
+    assert _task(client, landed[0])["status"] == "pending", "the newer upload is not canceled"
+    run_jobs()
+    hits = client.get("/api/search?q=kestrels").get_json()["results"]
+    assert [hit["document_id"] for hit in hits] == ["readme.md"]
+    assert service.delete_document("default", "readme.md", version=landed[0]) is True
+    assert client.get("/api/search?q=kestrels").get_json()["results"] == []
