@@ -30,7 +30,7 @@ import redis
 from bench import (batchpoll, fair_share, failover, measure, pdf, pipeline, replica, scaling,
                    search, streams)
 from bench.servers import Services, cpu_seconds, services
-from jobs import keys
+from jobs.core import keys
 
 SUBMIT_WARMUP = 30          # per side, not measured
 SUBMIT_ROUNDS = 60          # pairs of rounds, order alternating (AB, BA, …)

@@ -14,7 +14,7 @@ from typing import Iterator
 import numpy as np
 
 from bench.search import VOCABULARY, WORDS_PER_CHUNK, vocabulary
-from jobs.embedding import LocalEmbedder, SparseRows
+from jobs.embedding.embedders import LocalEmbedder, SparseRows
 
 WORDS = vocabulary(VOCABULARY)
 _BUCKETS = np.array([zlib.crc32(w.encode("utf-8")) for w in WORDS], dtype=np.int64)
@@ -67,7 +67,7 @@ def _build_part(job: tuple[str, str, int, int, int, int]) -> float:
 
     import redis
 
-    from jobs import index
+    from jobs.kb import index
     redis_url, tenant, seed, chunks, per_document, offset = job
     start = time.perf_counter()
     connection = redis.Redis.from_url(redis_url)
@@ -83,7 +83,7 @@ def _build_part(job: tuple[str, str, int, int, int, int]) -> float:
 
 def build(redis_url: str, tenant: str, chunks: int, *, per_document: int = 1000,
           processes: int = 2, seed: int = 11) -> float:
-    """Write `chunks` chunks into one tenant's knowledge base with `jobs.index.write` (what the
+    """Write `chunks` chunks into one tenant's knowledge base with `jobs.kb.index.write` (what the
     pipeline's last step does), from `processes` processes; returns the seconds it took."""
     import multiprocessing
     import time

@@ -20,7 +20,8 @@ import redis
 
 from bench import measure
 from bench.servers import Services, workers
-from jobs import Intake, Settings, Upload, keys
+from jobs import Intake, Settings, Upload
+from jobs.core import keys
 
 BEHIND = 500     # tenant A's backlog
 AHEAD = 50       # tenant B's upload behind it

@@ -15,7 +15,7 @@ Figures (DESIGN §13, issue 14), each measured in this one run:
 
 The server is the Procfile's `web:` line as written (bench.servers.procfile_web) with API keys
 for the tenants; workers are production `rq worker` processes (bench.servers.workers). The two
-big knowledge bases are written directly with `jobs.index.write` (bench.corpus): the staging and
+big knowledge bases are written directly with `jobs.kb.index.write` (bench.corpus): the staging and
 flip the pipeline's last step makes, from 2 processes; the during-ingest figure indexes through
 the workers. Takes ~6 minutes; prints progress on stderr, then a table, then one JSON line.
 """
@@ -189,7 +189,7 @@ def run() -> dict[str, Any]:
                 measure.get_latencies(s, _search_url(base, _query()), 20)
                 s.close()
             rss_empty = worker_rss_mb(pid)
-            log(f"writing {SMALL:,} and {LARGE:,} chunks (jobs.index.write, 2 processes)")
+            log(f"writing {SMALL:,} and {LARGE:,} chunks (jobs.kb.index.write, 2 processes)")
             built = {"small_s": corpus.build(redis_url, "small", SMALL),
                      "large_s": corpus.build(redis_url, "large", LARGE)}
             redis_mb = connection.info("memory")["used_memory"] / 2 ** 20

@@ -25,7 +25,7 @@ import requests
 
 from bench import measure
 from bench.servers import Services
-from jobs import keys
+from jobs.core import keys
 
 CHUNKS = 2500            # at INTAKE_CHUNK_SIZE 1000 / overlap 150: ~850 new characters each
 WORDS = ("intake", "document", "worker", "progress", "embedding", "search", "queue", "redis",

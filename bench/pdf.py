@@ -2,11 +2,11 @@
 
 Text: a 300-page PDF of ordinary paragraphs (~2.7k characters a page, words drawn from a few
 hundred English words, numbers, a few accented ones; Flate-compressed content streams, as
-writers save them), read by (a) `jobs.pipeline._parse(data, "pdf", settings, update)`, exactly
+writers save them), read by (a) `jobs.worker.pipeline._parse(data, "pdf", settings, update)`, exactly
 what a worker's parsing step runs: the fork, the memory and time bounds, the reply encoded in
 the child and decoded in the parent, the text normalised, with the settings a worker has when
 no INTAKE_* variable is set (OCR on: no page of this file needs it), in a process that has
-parsed a tiny text document first, as jobs.warmup does in a worker before its first job (so
+parsed a tiny text document first, as jobs.worker.warmup does in a worker before its first job (so
 the parser modules are imported before the fork, as in a worker); and (b) a bare pypdfium2
 loop on the same bytes: `PdfDocument(data)`, then for each page `get_textpage()
 .get_text_bounded()`, closed. One unmeasured call of each, then rounds alternating AB, BA, …;
@@ -16,7 +16,7 @@ reported too (for (a), this process's and the reaped child's: `RUSAGE_CHILDREN`)
 OCR: a scan (page images only, 200 dpi, letter size) of OCR_PAGES pages of English lines, each
 page with two lines of Chinese (the unit tests' tests/fixtures/chinese.png, pasted: no CJK font
 needed), plus one first page of the same kind, through the same `_parse`. The OCR engine is
-built in the parse's child (jobs.ocr.engine: its threads do not survive a fork), on the first
+built in the parse's child (jobs.text.ocr.engine: its threads do not survive a fork), on the first
 page of every document, so the first page is the warm-up: ocr_pages_per_s counts the pages
 after it, from the progress line "OCR page 2 of n" reaching the parent to `_parse` returning;
 the whole document's pages/s (engine build included) is reported beside it.
@@ -36,9 +36,9 @@ from typing import Any
 import pypdfium2 as pdfium
 
 from bench import measure
-from jobs import ocr
-from jobs.pipeline import _parse
-from jobs.settings import Settings
+from jobs.text import ocr
+from jobs.worker.pipeline import _parse
+from jobs.core.settings import Settings
 
 PAGES = 300
 ROUNDS = 8                  # pairs of rounds, order alternating
@@ -199,8 +199,8 @@ def bare(data: bytes) -> dict[str, float]:
 
 
 def warm_up(config: Settings) -> None:
-    """Put this process where a worker is when it forks a job: jobs.warmup has parsed a tiny
-    text document in it, which imports every parser module (`jobs.parsers._parsers`). Without
+    """Put this process where a worker is when it forks a job: jobs.worker.warmup has parsed a tiny
+    text document in it, which imports every parser module (`jobs.text.parsers._parsers`). Without
     that, each parse's child imports them itself: ~250 ms a document, whatever its size."""
     _parse(b"A few words to warm the parsers up.\n", "txt", config, lambda progress, d: None)
 
@@ -271,7 +271,7 @@ def describe(found: dict[str, Any]) -> list[str]:
     scan = found["ocr"]
     return [
         (f"pdf: median {found['subject_pages_per_s']:.0f} pages/s Intake's parse step "
-        f"(jobs.pipeline._parse: fork, bounds, reply) vs {found['baseline_pages_per_s']:.0f} "
+        f"(jobs.worker.pipeline._parse: fork, bounds, reply) vs {found['baseline_pages_per_s']:.0f} "
         f"pages/s a bare pypdfium2 loop, {PAGES}-page text PDF ({found['pdf_bytes'] / 1024:.0f} "
         f"KiB, {found['characters'] / PAGES / 1000:.1f}k characters a page); per-round ratios "
         f"q1/median/q3 {'/'.join(f'{v:.2f}' for v in found['round_ratios'])}; CPU "

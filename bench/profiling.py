@@ -28,7 +28,7 @@ from werkzeug.test import EnvironBuilder
 
 from bench.measure import text_file
 from bench.servers import redis_server
-from jobs import keys
+from jobs.core import keys
 
 PATHS = ("submit", "bare-enqueue", "poll", "bare-hgetall", "poll-done", "batch", "search")
 BATCH_FILES = 200
@@ -60,7 +60,7 @@ def succeeded_batch(app, url: str) -> tuple[str, str]:
     from redis import Redis
     from rq import Queue, SimpleWorker
 
-    from jobs.settings import QUEUE_NAMES
+    from jobs.core.settings import QUEUE_NAMES
     files = MultiDict([("files", (io.BytesIO(data), name, ctype)) for name, data, ctype in
                        (text_file(n, "profile-batch") for n in range(BATCH_FILES))])
     environ = EnvironBuilder(path="/api/documents", method="POST", data=files).get_environ()

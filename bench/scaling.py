@@ -5,7 +5,7 @@ The embedding server is the integration tests' OpenAI-compatible one
 (tests/integration/embedding_server.py) in mode "slow:0.1", in this process, on a free port;
 the workers get INTAKE_EMBEDDING_URL for it, so the pipeline uses its `HttpEmbedder` (one request
 per 64 chunks: a ~2 KB document is one request). The workers are started as the Procfile's
-`worker:` line (jobs.workers.worker_command) and are idle before the clock starts; the clock
+`worker:` line (jobs.worker.workers.worker_command) and are idle before the clock starts; the clock
 runs from the answer to the POST of 200 files (one request, so one batch in `intake-bulk`; its
 jobs are in the queue by then) to RQ's `finished` on the last job. scaling_efficiency =
 T1 / (4 × T4): 1.0 is perfect scaling.
@@ -25,7 +25,7 @@ import redis
 from bench import measure, metawrites
 from bench.servers import Services, workers
 from tests.integration.embedding_server import EmbeddingServer
-from jobs import keys
+from jobs.core import keys
 
 DOCUMENTS = 200
 EMBED_SECONDS = 0.1

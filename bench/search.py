@@ -2,7 +2,7 @@
 
 The knowledge base is written directly, not through workers: 100 documents of 100 chunks
 (~700 characters of words drawn from a Zipf-like vocabulary of 20,000 made-up words, fixed
-seed), embedded with the pipeline's default `LocalEmbedder` and written with `jobs.index
+seed), embedded with the pipeline's default `LocalEmbedder` and written with `jobs.kb.index
 .write`: the staging and the flip the pipeline's last step makes (same scripts, same layout).
 That takes seconds instead of the minute 100 larger documents would take through the workers,
 and what is measured, the read side, is the same. The query is two words, one common (in ~60 % of
@@ -23,8 +23,8 @@ import redis
 
 from bench import measure
 from bench.servers import Services
-from jobs import index
-from jobs.embedding import LocalEmbedder, SparseRows
+from jobs.kb import index
+from jobs.embedding.embedders import LocalEmbedder, SparseRows
 
 DOCUMENTS = 100
 CHUNKS_PER_DOCUMENT = 100

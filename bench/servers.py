@@ -164,7 +164,7 @@ def worker_env(redis_url: str, extra: dict[str, str] | None = None) -> dict[str,
 def workers(redis_url: str, count: int, workdir: Path, *, env: dict[str, str] | None = None,
             prefix: str = "bench") -> Iterator[list[int]]:
     """`count` production workers, started exactly as the Procfile's `worker:` line
-    (jobs.workers.worker_command: IntakeWorker, scheduler, heartbeat flags, Intake's three
+    (jobs.worker.workers.worker_command: IntakeWorker, scheduler, heartbeat flags, Intake's three
     queues), each in its own process group; yields their pids once RQ lists all of them.
     Stopped with SIGTERM (RQ's warm shutdown), then SIGKILL of the group (a work-horse too)."""
     tag = f"{prefix}-{os.urandom(3).hex()}"

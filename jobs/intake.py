@@ -2,7 +2,7 @@
 
 It holds what a process builds once (the Redis client, settings, queues, the batch JSON cache,
 the query embedder) and hands each call to the module that owns it; outcomes other than
-success are the named exceptions of jobs.exceptions.
+success are the named exceptions of jobs.core.exceptions.
 """
 from __future__ import annotations
 
@@ -10,16 +10,24 @@ from typing import Any
 
 from redis import Redis
 
-from jobs import deliveries, dead_letters, health, index, lifecycle, parts, states, tasks
-from jobs.batches import BatchReader
-from jobs.exceptions import NoChunks, NoSuchTask, NotNow
-from jobs.embedding import make_embedder
-from jobs.embedding_budget import EmbeddingBudget
-from jobs.search import SearchAnswer, Searcher
-from jobs.queues import Queues
-from jobs.settings import Settings
-from jobs.submit import Upload, submit_documents
-from jobs.versions import pipeline_version
+from jobs.webhooks import deliveries
+
+from jobs.tasks import dead_letters, lifecycle, states, records as tasks
+
+from jobs.core import health
+
+from jobs.kb import index
+
+from jobs.worker import parts
+from jobs.tasks.batches import BatchReader
+from jobs.core.exceptions import NoChunks, NoSuchTask, NotNow
+from jobs.embedding.embedders import make_embedder
+from jobs.embedding.budget import EmbeddingBudget
+from jobs.kb.search import SearchAnswer, Searcher
+from jobs.core.queues import Queues
+from jobs.core.settings import Settings
+from jobs.tasks.submit import Upload, submit_documents
+from jobs.kb.versions import pipeline_version
 
 
 class Intake:
@@ -131,6 +139,6 @@ class Intake:
 
     def health(self, per_tenant: bool = True) -> dict[str, Any]:
         """Redis, workers, queues, scheduler; without `per_tenant`, no queue names a tenant
-        (jobs.health.without_tenants): what an unauthenticated poll may read."""
+        (jobs.core.health.without_tenants): what an unauthenticated poll may read."""
         full = health.report(self.connection)
         return full if per_tenant else health.without_tenants(full)

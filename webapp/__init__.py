@@ -15,7 +15,7 @@ csrf = CSRFProtect()
 #: Redis connections one web process holds at most. Under gevent a thousand requests may
 #: want one at the same moment (pages opening their streams together): they wait their turn
 #: (`POOL_WAIT_SECONDS`: each holds one for about a millisecond) instead of failing as "Too
-#: many connections". The wait and the web's read timeout (2 s, jobs.redis_client.WEB) sum to
+#: many connections". The wait and the web's read timeout (2 s, jobs.core.redis_client.WEB) sum to
 #: the 3 s within which any request answers, a 503 if Redis is stalled.
 POOL_CONNECTIONS = 64
 POOL_WAIT_SECONDS = 1
@@ -23,7 +23,7 @@ POOL_WAIT_SECONDS = 1
 
 def connect(url: str) -> Redis:
     """A client that gives up quickly: while Redis is down or stalled the API answers 503
-    within 3 s; with a Sentinel address it follows a failover (jobs.redis_client)."""
+    within 3 s; with a Sentinel address it follows a failover (jobs.core.redis_client)."""
     from jobs import WEB_REDIS_PROFILE, connect_redis
     return connect_redis(url, WEB_REDIS_PROFILE, max_connections=POOL_CONNECTIONS,
                          pool_timeout=POOL_WAIT_SECONDS, health_check_interval=30)

@@ -1,6 +1,6 @@
 """One Config over the environment (DESIGN §11), with a mapping to override it in tests.
 
-The pipeline's settings are parsed by jobs.settings so that web and workers agree; this module
+The pipeline's settings are parsed by jobs.core.settings so that web and workers agree; this module
 adds what only the web needs: the secret key, request limits in Flask's terms, operator access,
 and whether session cookies are always Secure (they are over HTTPS in any case: webapp.sessions).
 """

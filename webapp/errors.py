@@ -1,6 +1,6 @@
 """Error answers: JSON under /api (never an HTML page, never a 500 for bad input), HTML elsewhere.
 
-The domain's outcomes (jobs.exceptions) become HTTP here and nowhere else: not found → 404, a
+The domain's outcomes (jobs.core.exceptions) become HTTP here and nowhere else: not found → 404, a
 status that does not allow the action → 409, a limit → 503 while the whole service is busy
 (work waiting, all tenants), 429 for what a tenant or the knowledge base holds, with
 Retry-After; an upload no replica confirmed → 503 with Retry-After (send it again: a

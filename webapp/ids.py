@@ -1,4 +1,4 @@
-"""The shape of task and batch ids in URLs: 32 lowercase hex characters (jobs.tasks.new_id).
+"""The shape of task and batch ids in URLs: 32 lowercase hex characters (jobs.tasks.records.new_id).
 
 Why check the shape at the edge: an id is spliced into Redis key names, so `<id>:tasks` would
 name another record (a list, not a hash) and the read would fail with WRONGTYPE. A route that

@@ -19,7 +19,7 @@ from webapp.display import eta_text
 from webapp.uploads import accept
 
 BAR_WIDTH = 30
-LOGGER_NAME = "intake"  # jobs.logs' logger
+LOGGER_NAME = "intake"  # jobs.core.logs' logger
 #: How long the bar waits with no worker registered on its Redis before it says so and stops.
 NO_WORKER_SECONDS = 5.0
 #: The exit code then: the documents are queued and will run once a worker starts.

@@ -1,4 +1,4 @@
-"""GET /metrics: Prometheus text, from counters every process keeps in Redis (jobs.metrics) and
+"""GET /metrics: Prometheus text, from counters every process keeps in Redis (jobs.core.metrics) and
 from queue depths and workers read at scrape time, so any web process answers for the fleet.
 
 A scrape needs no credentials, and a queue label would name a tenant (`intake.acme`): without
@@ -48,7 +48,7 @@ class IntakeCollector(Collector):
         yield _histogram(steps)
         health = self.service.health(per_tenant=self.per_tenant)
         depth = GaugeMetricFamily("intake_queue_depth", "Jobs waiting in each queue (every "
-                                  "tenant's: jobs.queues).", labels=["queue"])
+                                  "tenant's: jobs.core.queues).", labels=["queue"])
         for name, count in health["queues"].items():
             depth.add_metric([name], count)
         yield depth

@@ -2,7 +2,7 @@
 
 Why: an open page used to read its batch from Redis twice a second, each in a request thread
 of its own, so a thousand open pages were two thousand reads a second and a thousand threads.
-Here workers announce each change (jobs.announcements) and a web process holds one pub/sub
+Here workers announce each change (jobs.tasks.announcements) and a web process holds one pub/sub
 connection: a change marks the batches that hold the task, and one reader thread reads each
 marked batch once (at most every `min_interval` seconds) and hands the same snapshot to every
 stream watching it. A stream waits on its watcher; waiting costs nothing (under gunicorn's

@@ -158,7 +158,7 @@ def test_the_no_progress_hint_follows_the_heartbeat(open_page, web, api, workers
         redis = redis_server.client()
         redis.hset(f"intake:task:{task_id}", mapping={
             "status": "running", "current_step": "embedding", "progress": 40, "updated_at": old})
-        announce(redis, task_id)  # as every writer of a task does (jobs.announcements)
+        announce(redis, task_id)  # as every writer of a task does (jobs.tasks.announcements)
         poll(lambda: hint.is_visible() and hint.inner_text(), lambda text: text == "No progress for 3 min",
              timeout=5, message="the hint appears")
         redis.hset(f"intake:task:{task_id}", mapping={

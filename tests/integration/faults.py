@@ -33,8 +33,8 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.registry import FailedJobRegistry
 
-from jobs.chunking import chunk_text
-from jobs.settings import QUEUE_NAMES
+from jobs.text.chunking import chunk_text
+from jobs.core.settings import QUEUE_NAMES
 from tests.integration.fixtures import Stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, iso, txt, upload

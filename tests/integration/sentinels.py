@@ -13,7 +13,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from jobs.redis_client import sentinel_url
+from jobs.core.addresses import sentinel_url
 from runner.redis_service import server_argv
 from tests.integration.helpers import free_port, poll
 from tests.integration.processes import ManagedProcess, ProcessGroup, base_env

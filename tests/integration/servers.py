@@ -4,7 +4,7 @@
   restart it on the same port (with its data by default, or as a crash that loses it).
 - `FakeRedisTcpServer`: the fallback when redis-server is not installed; not restartable, so a
   test that needs a restart is skipped with the reason.
-- `WorkerPool`: `rq worker` processes built by `jobs.workers.worker_command`, registered in Redis.
+- `WorkerPool`: `rq worker` processes built by `jobs.worker.workers.worker_command`, registered in Redis.
 - `WebServer`: the Procfile's `web:` line as it is (gunicorn), on a free port.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import requests
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from jobs.workers import worker_command
+from jobs.worker.workers import worker_command
 from runner.redis_service import server_argv
 from tests.integration.helpers import free_port, poll
 from tests.integration.processes import REPO_ROOT, ManagedProcess, ProcessGroup, base_env
@@ -150,7 +150,7 @@ class WorkerPool:
     def registered(self) -> set[str]:
         """Names of the workers RQ lists as registered in Redis right now."""
         from rq import Worker
-        from jobs.redis_client import connect
+        from jobs.core.redis_client import connect
         return {w.name for w in Worker.all(connection=connect(self.redis_url))}
 
     def start(self, count: int = 1, timeout: float = 30.0) -> list[str]:

@@ -17,8 +17,8 @@ from typing import Any, Iterator
 import pytest
 import redis
 
-from jobs import keys
-from jobs.chunking import chunk_text
+from jobs.core import keys
+from jobs.text.chunking import chunk_text
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, unique_word, wait_terminal

@@ -24,7 +24,7 @@ import pytest
 import redis
 from rq.job import Job
 
-from jobs.workers import worker_command
+from jobs.worker.workers import worker_command
 from runner.redis_service import server_argv
 from tests.integration.embedding_server import EmbeddingServer
 from tests.integration.faults import CRASH_BOUND, children, chunk_count, document, task

@@ -10,7 +10,7 @@ import uuid
 
 from rq import Queue
 
-from jobs.settings import QUEUE_NAMES
+from jobs.core.settings import QUEUE_NAMES
 from webapp import create_app, security
 
 ADMIN = {"Authorization": "Basic " + base64.b64encode(b"admin:op-secret").decode()}

@@ -9,7 +9,7 @@ tests, and stops it afterwards:
 - INTAKE_EMBEDDING_RPM=3: after three requests no worker sends a fourth; the document that waits
   shows the wait (about a minute, counted from the first request), stays `running` at attempt 1,
   and a cancel stops the wait; a search answers by words at once. Seeing the fourth request go
-  60 s after the first would make the test a minute longer: the tests of jobs.embedding_budget
+  60 s after the first would make the test a minute longer: the tests of jobs.embedding.budget
   (tests/unit/test_embedding_budget.py) prove on a short window that the waiter goes once the
   oldest request leaves it, and the wait shown here is that window's end;
 - a 429 with Retry-After: 3: no request of any worker reaches the server before it passed, and
@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from jobs import keys
+from jobs.core import keys
 from tests.integration.faults import CANCEL_BOUND, POLL_INTERVAL, chunk_count, document, task
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, assert_stays, poll

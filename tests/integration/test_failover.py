@@ -24,7 +24,7 @@ import pytest
 import requests
 from rq.scheduler import RQScheduler
 
-from jobs.redis_client import connect
+from jobs.core.redis_client import connect
 
 from tests.integration.faults import CRASH_BOUND, chunk_count, document
 from tests.integration.fixtures import SECRET_KEY, _group

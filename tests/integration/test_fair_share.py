@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import pytest
 from rq import Queue
 
-from jobs import queues
+from jobs.core import queues
 from tests.integration.faults import (
     HORSE_BOUND, SLOW, TASK_TIMEOUT, document, running_worker, submit_one, task,
     wait_running_in_embedding)
@@ -200,7 +200,7 @@ def get_json_as(stack: Stack, path: str, headers: dict[str, str]) -> dict[str, A
 
 def test_a_retry_with_backoff_of_a_new_tenants_queue_comes_back(stack):
     """delta's queues are new to the running workers: the scheduler lock of intake-high.delta
-    is taken by a worker (jobs.fairshare), which brings the retry back after its backoff."""
+    is taken by a worker (jobs.worker.fairshare), which brings the retry back after its backoff."""
     word = unique_word()
     stack.embedding.fail_next(1, "status:503", match=word)
     with client_of(stack, "delta") as delta:

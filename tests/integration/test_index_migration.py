@@ -1,5 +1,5 @@
 """Upgrading an index written before chunk ids (DESIGN §13), on a real redis-server with the
-real web: `python -m jobs.kb_migration` gives every old-layout document the new layout, from
+real web: `python -m jobs.kb.migration` gives every old-layout document the new layout, from
 its stored texts and vectors, and leaves the old fields for the previous release's web
 processes, so a search finds the document before, during and after the switch."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from jobs import keys
-from jobs.embedding import LocalEmbedder
+from jobs.core import keys
+from jobs.embedding.embedders import LocalEmbedder
 from tests.integration.intake_api import get_json, unique_word
 from tests.integration.processes import REPO_ROOT, base_env
 
@@ -37,7 +37,7 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
     search = f"/api/search?q={quote(word)}"
     assert get_json(api, search)["results"] == [], "not in the new layout yet"
 
-    done = subprocess.run([sys.executable, "-m", "jobs.kb_migration"], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "jobs.kb.migration"], cwd=REPO_ROOT,
                           env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from jobs import keys
+from jobs.core import keys
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, unique_word, wait_terminal

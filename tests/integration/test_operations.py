@@ -10,7 +10,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from rq.job import Job
 
-from jobs.settings import QUEUE_NAMES
+from jobs.core.settings import QUEUE_NAMES
 from tests.integration.helpers import poll
 from tests.integration.intake_api import txt, unique_word, upload, wait_terminal
 from tests.samples import make_pdf_no_text

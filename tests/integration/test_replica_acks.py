@@ -1,4 +1,4 @@
-"""An upload answers 202 only once a replica has its records (DESIGN §15, jobs.replicas: WAIT).
+"""An upload answers 202 only once a replica has its records (DESIGN §15, jobs.core.replicas: WAIT).
 
 A primary redis-server and a replica of it (`--replicaof`) of this module's own, on loopback
 ports, with a Procfile web and a worker on the primary. Accepted: the task's hash is on the
@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import redis
 
-from jobs import keys
+from jobs.core import keys
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import TASK_TIMEOUT, get_json, txt, unique_word, upload

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from jobs import submit
+from jobs.tasks import submit
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.redis_proxy import ResettingProxy

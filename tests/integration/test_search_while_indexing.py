@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from jobs import keys
+from jobs.core import keys
 from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
 
 pytestmark = pytest.mark.integration

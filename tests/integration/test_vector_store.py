@@ -1,4 +1,4 @@
-"""jobs.vectors.VectorStore against a real PostgreSQL with pgvector (pgserver's, one per session:
+"""jobs.kb.vectors.VectorStore against a real PostgreSQL with pgvector (pgserver's, one per session:
 tests/integration/postgres.py). No mocks: every answer comes from the server.
 
 Each test uses its own tenants, so the tests share the per-dimension tables as tenants of one
@@ -19,8 +19,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from jobs.failures import TransientError
-from jobs.vectors import VectorStore, nearest_query
+from jobs.core.failures import TransientError
+from jobs.kb.vectors import VectorStore, nearest_query
 from runner.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def test_another_process_sees_the_rows(store: VectorStore, postgres_url: str,
     tenant, vectors = corpus
     # A fresh interpreter (as a web process is to a worker) with its own store.
     script = ("import json, sys, numpy as np\n"
-              "from jobs.vectors import VectorStore\n"
+              "from jobs.kb.vectors import VectorStore\n"
               "url, tenant, query = json.loads(sys.stdin.read())\n"
               "store = VectorStore(url)\n"
               "print(json.dumps(store.nearest(tenant, np.array(query, dtype=np.float32), 3)))\n"
@@ -206,7 +206,7 @@ def test_rows_written_by_a_child_process_are_seen_at_once(store: VectorStore,
     tenant = tenant_name()
     vectors = unit_rows(5, DIM, seed=8)
     script = ("import json, sys, numpy as np\n"
-              "from jobs.vectors import VectorStore\n"
+              "from jobs.kb.vectors import VectorStore\n"
               "url, tenant, rows = json.loads(sys.stdin.read())\n"
               "with VectorStore(url) as store:\n"
               "    store.write(tenant, 0, np.array(rows, dtype=np.float32))\n")

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 import redis
 
-from jobs.workers import webhook_worker_command
+from jobs.worker.workers import webhook_worker_command
 from tests.integration.fixtures import FAULT_ENV, Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, assert_stays, poll
 from tests.integration.intake_api import (TASK_TIMEOUT, get_json, txt, unique_word, upload,

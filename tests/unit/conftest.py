@@ -11,10 +11,12 @@ import fakeredis
 import pytest
 from rq import Queue, SimpleWorker
 
-from jobs import Settings, parts
-from jobs.queues import all_names as all_queue_names
-from jobs.embedding import make_embedder
-from jobs.parts import Parts
+from jobs import Settings
+
+from jobs.worker import parts
+from jobs.core.queues import all_names as all_queue_names
+from jobs.embedding.embedders import make_embedder
+from jobs.worker.parts import Parts
 from webapp import create_app
 
 
@@ -46,8 +48,8 @@ def client(app):
 
 @pytest.fixture
 def run_jobs(redis):
-    """Drain every queue (every tenant's: jobs.queues) in-process, with the settings the test put in the environment and,
-    if given, an embedder of the test's own (handed to the jobs as jobs.parts)."""
+    """Drain every queue (every tenant's: jobs.core.queues) in-process, with the settings the test put in the environment and,
+    if given, an embedder of the test's own (handed to the jobs as jobs.worker.parts)."""
     def run(embedder=None):
         settings = Settings.from_env()
         queues = [Queue(name, connection=redis) for name in all_queue_names(redis)]

@@ -1,5 +1,5 @@
 """Exact dot products of sparse rows, in memory: the reference the tests hold the embedder's
-rankings and the Redis search (jobs.retrieval) to. It was the product's search until the index
+rankings and the Redis search (jobs.kb.retrieval) to. It was the product's search until the index
 moved into Redis.
 
 Pure numpy: no redis.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jobs.embedding import SparseRows
+from jobs.embedding.embedders import SparseRows
 
 
 class InvertedIndex:

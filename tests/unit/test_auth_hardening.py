@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from jobs import keys
+from jobs.core import keys
 from tests.unit.conftest import upload
 
 KEYS = "acme:acme-key-123,globex:globex-key-456"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from jobs import keys, tasks
+from jobs.core import keys
+
+from jobs.tasks import records as tasks
 from tests.unit.conftest import upload
 
 
@@ -66,7 +68,7 @@ def test_a_task_view_needs_only_the_view_fields(client, redis, run_jobs):
 
 
 def test_the_task_json_cache_stays_bounded_and_right(client, redis):
-    from jobs.batches import TaskJsonCache
+    from jobs.tasks.batches import TaskJsonCache
     body = upload(client, *[(f"{n}.txt", f"Words {n}.".encode()) for n in range(10)]).get_json()
     ids = [t["id"] for t in body["tasks"]]
     cache = TaskJsonCache(limit=4)

@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from jobs.chunking import chunk_blocks, chunk_text
-from jobs.parsers.document import Block
+from jobs.text.chunking import chunk_blocks, chunk_text
+from jobs.text.parsers.document import Block
 
 
 def words_text(n_words, seed=7):

@@ -64,7 +64,7 @@ def test_ingest_writes_its_log_lines_to_a_file_not_between_the_bar_s_redraws(app
     import logging
     import sys
 
-    from jobs.logs import JsonFormatter
+    from jobs.core.logs import JsonFormatter
     logger = logging.getLogger("intake")
     terminal = logging.StreamHandler(sys.__stderr__)   # as configure_logging() makes it
     terminal.setFormatter(JsonFormatter())
@@ -161,7 +161,7 @@ def test_ingest_sync_refuses_an_empty_folder_instead_of_removing_everything(app,
 
 
 def _upload(name, data):
-    from jobs.submit import Upload
+    from jobs.tasks.submit import Upload
     return Upload.from_bytes(name, name, data, "txt")
 
 
@@ -235,7 +235,7 @@ def test_ingest_sync_removes_its_own_version_still_pending(app, run_jobs, tmp_pa
 
 def test_ingest_sync_leaves_an_id_recorded_without_its_version_and_records_the_rest(
         app, redis, run_jobs, tmp_path):
-    from jobs import keys
+    from jobs.core import keys
     folder = tmp_path / "a"
     folder.mkdir()
     (folder / "kept.txt").write_text("A kept file about terns.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from jobs.workers import stop_horse_left_behind
+from jobs.worker.workers import stop_horse_left_behind
 
 
 class _Worker:

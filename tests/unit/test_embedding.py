@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobs.embedding import HttpEmbedder, LocalEmbedder, SparseRows, make_embedder
-from jobs.failures import PermanentError, TransientError
-from jobs.settings import Settings
+from jobs.embedding.embedders import HttpEmbedder, LocalEmbedder, SparseRows, make_embedder
+from jobs.core.failures import PermanentError, TransientError
+from jobs.core.settings import Settings
 from tests.unit.sparse_reference import InvertedIndex, top_k
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,7 +131,7 @@ def test_local_a_rare_word_ranks_its_chunk_first_in_a_large_corpus():
 
 
 def test_local_rows_are_stable_across_processes():
-    script = ("import hashlib, sys; from jobs.embedding import LocalEmbedder; "
+    script = ("import hashlib, sys; from jobs.embedding.embedders import LocalEmbedder; "
               "v = LocalEmbedder().embed(sys.argv[1:]); "
               "print(hashlib.sha256(b''.join(v.to_bytes())).hexdigest())")
     expected = hashlib.sha256(b"".join(LocalEmbedder().embed(CORPUS).to_bytes())).hexdigest()
@@ -306,7 +306,7 @@ def test_http_401_message():
         def json(self):
             raise ValueError("no body")
 
-    from jobs.embedding import _status_error
+    from jobs.embedding.embedders import _status_error
     assert _status_error(Response()).message == (
         "The embedding service refused the API key (HTTP 401). "
         "Check INTAKE_EMBEDDING_API_KEY, then Retry.")

@@ -1,4 +1,4 @@
-"""The shared embedding budget (jobs.embedding_budget) on fakeredis, whose Lua has Redis TIME,
+"""The shared embedding budget (jobs.embedding.budget) on fakeredis, whose Lua has Redis TIME,
 and the HTTP embedder's answers to Retry-After and to batches refused as too large
 (tests/integration/test_embedding_budget.py proves both again across real worker processes).
 
@@ -15,13 +15,13 @@ import fakeredis
 import numpy as np
 import pytest
 
-from jobs import keys
-from jobs.embedding import (
+from jobs.core import keys
+from jobs.embedding.embedders import (
     BudgetUnavailable, HttpEmbedder, MAX_RETRY_AFTER_SECONDS, retry_after_seconds)
-from jobs.embedding_budget import EmbeddingBudget, NowGate, WaitingGate
-from jobs.failures import PermanentError, TransientError
-from jobs.search import Searcher
-from jobs.settings import Settings
+from jobs.embedding.budget import EmbeddingBudget, NowGate, WaitingGate
+from jobs.core.failures import PermanentError, TransientError
+from jobs.kb.search import Searcher
+from jobs.core.settings import Settings
 from tests.unit.conftest import upload
 from tests.unit.test_embedding import serving
 from tests.unit.test_index import MemoryVectors
@@ -351,7 +351,7 @@ def test_another_400_is_not_taken_for_too_many_inputs(service):
 
 
 def test_the_batch_size_is_a_setting():
-    from jobs.embedding import make_embedder
+    from jobs.embedding.embedders import make_embedder
     embedder = make_embedder(Settings(embedding_url="http://127.0.0.1:9/v1",
                                       embedding_batch_size=16))
     assert (embedder.batch_size, embedder.request_size) == (16, 16)

@@ -1,7 +1,9 @@
 """A batch's ETA (DESIGN §14): from its own finished documents and the workers at work."""
 from __future__ import annotations
 
-from jobs import eta, keys
+from jobs.tasks import eta
+
+from jobs.core import keys
 from tests.unit.conftest import upload
 from webapp.display import eta_text
 

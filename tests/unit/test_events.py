@@ -93,7 +93,7 @@ def test_a_change_is_pushed_while_the_stream_is_open(fast_client, redis):
         seen += next(chunks).decode()
     redis.hset(f"intake:task:{task_id}", mapping={"status": "running", "progress": 40,
                                                   "current_step": "embedding"})
-    announce(redis, task_id)  # as every writer of a task does (jobs.announcements)
+    announce(redis, task_id)  # as every writer of a task does (jobs.tasks.announcements)
     while '"progress":40' not in seen:
         seen += next(chunks).decode()
     response.close()

@@ -12,10 +12,10 @@ from rq import Queue
 from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
-from jobs import keys, queues
-from jobs.fairshare import wanted_queues
-from jobs.settings import QUEUE_NAMES
-from jobs.submit import choose_queue
+from jobs.core import keys, queues
+from jobs.worker.fairshare import wanted_queues
+from jobs.core.settings import QUEUE_NAMES
+from jobs.tasks.submit import choose_queue
 
 KEYS = "acme:acme-key-123,globex:globex-key-456"
 ACME = {"Authorization": "Bearer acme-key-123"}
@@ -117,7 +117,7 @@ def test_single_tenant_deployments_use_only_the_static_queues(client, redis):
 
 @pytest.fixture
 def worker(redis):
-    from jobs.workers import IntakeWorker
+    from jobs.worker.workers import IntakeWorker
     return IntakeWorker(list(QUEUE_NAMES), connection=redis)
 
 
@@ -185,10 +185,10 @@ def test_the_learned_queues_retries_are_brought_back_by_the_workers_thread(worke
 
 
 def test_crash_recovery_cleans_every_tenants_started_registry(redis, monkeypatch):
-    """The lost-machine path (jobs.maintenance): RQ's StartedJobRegistry cleanup runs for the
+    """The lost-machine path (jobs.worker.maintenance): RQ's StartedJobRegistry cleanup runs for the
     tenants' queues too, whichever worker takes the lock, listening to them or not."""
-    from jobs import maintenance
-    from jobs.settings import Settings
+    from jobs.worker import maintenance
+    from jobs.core.settings import Settings
     cleaned = []
 
     class Recording:

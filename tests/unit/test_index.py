@@ -8,11 +8,13 @@ import random
 import numpy as np
 import pytest
 
-from jobs import index, keys, kb_migration, postings
-from jobs.embedding import LocalEmbedder
-from jobs.index import IndexedDocument
-from jobs.retrieval import Retriever
-from jobs.search import Searcher
+from jobs.kb import index, migration as kb_migration, postings
+
+from jobs.core import keys
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.kb.index import IndexedDocument
+from jobs.kb.retrieval import Retriever
+from jobs.kb.search import Searcher
 from tests.unit.sparse_reference import InvertedIndex, top_k
 
 EMBEDDER = LocalEmbedder()
@@ -213,7 +215,7 @@ class _Down:
     model, dimension, batch_size = "m", 4, 8
 
     def embed(self, texts):
-        from jobs.failures import TransientError
+        from jobs.core.failures import TransientError
         raise TransientError("timed out after 2 s")
 
 
@@ -312,7 +314,7 @@ def test_a_query_of_many_words_reads_only_its_heaviest_terms():
 
 
 def test_a_staging_that_fails_midway_leaves_nothing_behind(redis):
-    from jobs.failures import TransientError
+    from jobs.core.failures import TransientError
 
     class Down(MemoryVectors):
         def write(self, tenant, first, vectors):

@@ -6,10 +6,12 @@ import json
 from rq.job import Job
 from rq.registry import FailedJobRegistry
 
-from jobs import Settings, keys
-from jobs.embedding import LocalEmbedder
-from jobs.failures import PermanentError, TransientError
-from jobs.reconcile import reconcile
+from jobs import Settings
+
+from jobs.core import keys
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.core.failures import PermanentError, TransientError
+from jobs.worker.reconcile import reconcile
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
@@ -143,7 +145,7 @@ def test_error_json_is_readable(client, run_jobs):
 
 def test_a_delete_of_one_version_leaves_an_upload_that_lands_between_its_check_and_exec(
         client, run_jobs, monkeypatch):
-    from jobs import lifecycle
+    from jobs.tasks import lifecycle
     first = _one(client, ("readme.md", b"The folder's readme about ospreys."))
     run_jobs()
     check, landed = lifecycle.current_version, []

@@ -1,8 +1,12 @@
 """Backpressure on fakeredis: a batch is accepted whole or refused whole (DESIGN §5, §11)."""
 from __future__ import annotations
 
-from jobs import blobs, index, keys
-from jobs.chunking import chunk_text
+from jobs.tasks import blobs
+
+from jobs.kb import index
+
+from jobs.core import keys
+from jobs.text.chunking import chunk_text
 from tests.unit.conftest import upload
 
 

@@ -5,7 +5,7 @@ import io
 import json
 import logging
 
-from jobs.logs import JsonFormatter
+from jobs.core.logs import JsonFormatter
 
 
 def test_one_trace_id_from_upload_to_index(client, run_jobs, caplog):

@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
-from jobs.failures import PermanentError
-from jobs.parsers import office, parse_document
-from jobs.parsers.office_sheets import cell_text
+from jobs.core.failures import PermanentError
+from jobs.text.parsers import office, parse_document
+from jobs.text.parsers.office_sheets import cell_text
 from tests.samples import (make_docx, make_docx_with_parts, make_pptx, make_xlsx, rewrite_zip,
                            zip_bomb)
 

@@ -11,11 +11,15 @@ import numpy as np
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs import keys, parts, postings
-from jobs.embedding import LocalEmbedder
-from jobs.failures import TransientError
-from jobs.attempts import AttemptFence, Superseded
-from jobs.progress import ProgressReporter
+from jobs.core import keys
+
+from jobs.worker import parts
+
+from jobs.kb import postings
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.core.failures import TransientError
+from jobs.worker.attempts import AttemptFence, Superseded
+from jobs.worker.progress import ProgressReporter
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
@@ -104,7 +108,7 @@ def _running(redis, task_id):
 
 def test_progress_writes_stay_within_four_a_second(redis, monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr("jobs.progress.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobs.worker.progress.time.monotonic", lambda: clock[0])
     fence = _RecordingFence(redis, "t" * 32, clock)
     redis.hset(keys.task("t" * 32), mapping={"status": "running", "attempt_id": fence.attempt_id})
     reporter = ProgressReporter(fence, ttl_seconds=60)
@@ -120,9 +124,9 @@ def test_progress_writes_stay_within_four_a_second(redis, monkeypatch):
 
 
 def test_an_older_run_never_replaces_a_newer_index_entry(redis):
-    from jobs.embedding import LocalEmbedder
-    from jobs.index import IndexedDocument, write
-    from jobs.retrieval import Retriever
+    from jobs.embedding.embedders import LocalEmbedder
+    from jobs.kb.index import IndexedDocument, write
+    from jobs.kb.retrieval import Retriever
 
     def put(version, text):
         return write(redis, IndexedDocument("default", "doc", "doc.txt", f"{version:032d}",

@@ -1,13 +1,13 @@
 """The Procfile runs what the code says (DESIGN §12): its worker line is the one command of
-jobs.workers (flags and queue order included) and its web line a gevent gunicorn on $PORT."""
+jobs.worker.workers (flags and queue order included) and its web line a gevent gunicorn on $PORT."""
 from __future__ import annotations
 
 import shlex
 import sys
 from pathlib import Path
 
-from jobs.settings import QUEUE_NAMES
-from jobs.workers import WORKER_FLAGS, webhook_worker_command, worker_command
+from jobs.core.settings import QUEUE_NAMES
+from jobs.worker.workers import WORKER_FLAGS, webhook_worker_command, worker_command
 
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.parsers import parse_document
+from jobs.text.parsers import parse_document
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 FILES = sorted(path for path in REAL.iterdir() if path.suffix in (".docx", ".pptx"))

@@ -1,14 +1,14 @@
 """Real PDFs from pypdf's own test resources (tests/fixtures/real, BSD-licensed; see
 LICENSE.md there), made by pdfTeX, LibreOffice, ImageMagick, a scanner's OCR and Acrobat: each
 is read with its pages located, or refused for the reason a person would give, and the words
-of every script in them are found by the search's own splitting (jobs.tokens)."""
+of every script in them are found by the search's own splitting (jobs.text.tokens)."""
 from pathlib import Path
 
 import pytest
 
-from jobs.failures import PermanentError
-from jobs.parsers import parse_document
-from jobs.tokens import terms
+from jobs.core.failures import PermanentError
+from jobs.text.parsers import parse_document
+from jobs.text.tokens import terms
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 PDFS = sorted(path.name for path in REAL.glob("*.pdf"))

@@ -13,10 +13,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis_sentinel_url import parse_sentinel_url
 
-from jobs.failures import TransientError, classify
-from jobs.redis_client import (WEB, WORKER, FollowingConnection, SentinelBlockingConnectionPool,
-                               WorkerRedis, connect, dashboard_url, is_outage, sentinel_url)
-from jobs.settings import Settings
+from jobs.core.failures import TransientError
+from jobs.core.redis_client import (WEB, WORKER, FollowingConnection, SentinelBlockingConnectionPool,
+                               WorkerRedis, connect, dashboard_url, is_outage)
+from jobs.core.addresses import sentinel_url
+from jobs.core.settings import Settings
+from jobs.worker.classify import classify
 from webapp import create_app
 
 

@@ -1,4 +1,4 @@
-"""An upload confirmed by a replica (WAIT) when one is attached (DESIGN §15, jobs.replicas).
+"""An upload confirmed by a replica (WAIT) when one is attached (DESIGN §15, jobs.core.replicas).
 
 fakeredis knows neither ROLE nor WAIT, so these tests check the decisions: what a ROLE reply
 means, that WAIT is the last command of the pipeline that sends an upload's last writes in every
@@ -14,11 +14,13 @@ import pytest
 from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
-from jobs import NotReplicated, Settings, keys, replicas
-from jobs.submit import INLINE_BYTES
+from jobs import NotReplicated, Settings
+
+from jobs.core import keys, replicas
+from jobs.tasks.submit import INLINE_BYTES
 from tests.unit.conftest import upload
 
-BIG = INLINE_BYTES + 1000  # sent in pieces after the claim (jobs.blobs.PieceWriter)
+BIG = INLINE_BYTES + 1000  # sent in pieces after the claim (jobs.tasks.blobs.PieceWriter)
 
 
 def test_role_reply_counts_online_replicas_of_a_primary_only():

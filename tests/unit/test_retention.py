@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 
-from jobs import keys
-from jobs.housekeeping import run as housekeeping
+from jobs.core import keys
+from jobs.worker.housekeeping import run as housekeeping
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 

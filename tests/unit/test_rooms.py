@@ -38,3 +38,102 @@ def test_jobs_never_imports_the_runner_and_the_runner_only_the_top_of_jobs():
 def test_webapp_starts_no_processes_itself():
     """Process supervision lives in runner/; webapp is HTTP only (its CLI hands over to it)."""
     assert [(f, m) for f, m in _imports("webapp") if m == "subprocess"] == []
+
+
+# -- the floor plan of jobs/ (README, Layout) ------------------------------------------------------
+
+#: The packages of jobs/, lowest first: each imports only those before it (and itself); the
+#: modules at the top (the facade, the paths RQ and the Procfile store) may import any.
+FLOORS = ("core", "text", "embedding", "kb", "tasks", "webhooks", "worker")
+TOP_MODULES_AT_MOST = 12
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _jobs_graph() -> dict[str, set[str]]:
+    """Every module of jobs and the modules of jobs it imports, at module level or inside a
+    function (a lazy import is an arrow all the same)."""
+    modules = {_module_name(path): path for path in (ROOT / "jobs").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jobs"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name.split(".")[0] == "jobs"}
+        graph[name] = {t for t in targets if t != name and t != "jobs"}
+    return graph
+
+
+def _floor(module: str) -> int:
+    parts = module.split(".")
+    return FLOORS.index(parts[1]) if len(parts) > 1 and parts[1] in FLOORS else len(FLOORS)
+
+
+def test_no_package_of_jobs_imports_one_above_it():
+    graph = _jobs_graph()
+    upward = sorted((m, t) for m, ts in graph.items() for t in ts if _floor(t) > _floor(m))
+    assert upward == []
+
+
+def test_the_modules_of_jobs_import_each_other_in_no_circle():
+    graph, circles, done = _jobs_graph(), [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for target in sorted(graph.get(module, ())):
+            if target in path:
+                circles.append(path[path.index(target):] + [target])
+            elif target not in done:
+                visit(target, path + [target])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    assert circles == []
+
+
+def test_the_text_layer_never_reaches_redis_or_rq():
+    """Parsers, OCR, chunking and tokens run on a file alone: nothing they import, however
+    deep, imports a Redis or RQ client (a forked parse must not share a connection)."""
+    graph, reached = _jobs_graph(), set()
+    todo = [m for m in graph if _floor(m) == FLOORS.index("text")]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += graph.get(module, ())
+    infrastructure = {"rq", "redis", "fakeredis", "flask", "webapp"}
+    found = sorted((module, root) for module in reached for root in _imported_roots(module)
+                   if root in infrastructure)
+    assert found == []
+
+
+def _imported_roots(module: str) -> set[str]:
+    path = ROOT / Path(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_jobs_has_at_most_twelve_modules_at_its_top():
+    top = sorted(p.name for p in (ROOT / "jobs").glob("*.py"))
+    assert len(top) <= TOP_MODULES_AT_MOST, top
+
+
+def test_production_code_never_imports_fakeredis():
+    """fakeredis is for fast tests, and for the dev runner's embedded not-durable Redis."""
+    found = [(f, m) for folder in ("jobs", "webapp") for f, m in _imports(folder)
+             if m.split(".")[0] == "fakeredis"]
+    assert found == []

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from jobs import parse_reply, sandbox
-from jobs.failures import PermanentError
-from jobs.parsers import Block, ParsedDocument
+from jobs.text import parse_reply, sandbox
+from jobs.core.failures import PermanentError
+from jobs.text.parsers import Block, ParsedDocument
 from tests.samples import make_html, make_pdf, make_pdf_no_text
 
 BOUNDS = {"seconds": 30, "memory_bytes": 512 * sandbox.MIB}

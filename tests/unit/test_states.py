@@ -1,13 +1,13 @@
 """The task state machine (DESIGN §3) as a person meets it: which statuses can be canceled or
 retried, and the `can_cancel`/`can_retry` the task and batch JSON carry, which the pages' buttons
-follow (jobs.states is the one place that decides)."""
+follow (jobs.tasks.states is the one place that decides)."""
 from __future__ import annotations
 
 import pytest
 
-from jobs import states
-from jobs.embedding import LocalEmbedder
-from jobs.failures import PermanentError
+from jobs.tasks import states
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.core.failures import PermanentError
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 

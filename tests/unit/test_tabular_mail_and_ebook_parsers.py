@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from jobs.failures import PermanentError
-from jobs.parsers import office, parse_document
-from jobs.parsers.tabular import column_letter, rows_as_pairs
+from jobs.core.failures import PermanentError
+from jobs.text.parsers import office, parse_document
+from jobs.text.parsers.tabular import column_letter, rows_as_pairs
 from tests.samples import make_eml, make_epub, rewrite_zip
 
 

@@ -1,10 +1,10 @@
-"""Search terms in every language (jobs.tokens): words where a script has spaces, overlapping
+"""Search terms in every language (jobs.text.tokens): words where a script has spaces, overlapping
 character pairs where it has none, the same for documents and queries."""
 from __future__ import annotations
 
-from jobs.embedding import LocalEmbedder
+from jobs.embedding.embedders import LocalEmbedder
 from tests.unit.sparse_reference import InvertedIndex
-from jobs.tokens import pairs, phrases, spaceless, terms
+from jobs.text.tokens import pairs, phrases, spaceless, terms
 
 
 def test_spaced_scripts_split_into_words_normalised():

@@ -9,7 +9,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from redis.exceptions import ResponseError
 
-from jobs import replicas, warmup
+from jobs.core import replicas
+
+from jobs.worker import warmup
 from tests.unit.conftest import upload
 
 
@@ -53,14 +55,14 @@ def test_a_refused_role_warns_once_per_process(fresh_warning, caplog):
     refused = ResponseError("NOPERM no permissions to run the 'role' command")
     replicas.attached(refused)
     replicas.attached(refused)
-    warnings = [r for r in caplog.records if r.name == "jobs.replicas" and
+    warnings = [r for r in caplog.records if r.name == "jobs.core.replicas" and
                 r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "not confirmed by a replica" in warnings[0].getMessage()
 
 
 def test_the_warm_up_is_quiet_and_leaves_the_warning_to_the_real_server(fresh_warning, caplog):
-    caplog.set_level(logging.DEBUG, logger="jobs.replicas")
+    caplog.set_level(logging.DEBUG, logger="jobs.core.replicas")
     assert warmup.warm_up() == warmup.WARM_UP_DOCUMENTS
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
     replicas.attached(ResponseError("NOPERM no permissions to run the 'role' command"))
-    assert [r.levelno for r in caplog.records if r.name == "jobs.replicas"][-1] == logging.WARNING
+    assert [r.levelno for r in caplog.records if r.name == "jobs.core.replicas"][-1] == logging.WARNING

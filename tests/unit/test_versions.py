@@ -1,8 +1,8 @@
 """The pipeline version (DESIGN §9): what makes an already ingested file be ingested again. Each
 thing that changes what a document's entries would be changes it; nothing else does."""
-from jobs.embedding import LocalEmbedder
-from jobs.settings import Settings
-from jobs.versions import pipeline_version
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.core.settings import Settings
+from jobs.kb.versions import pipeline_version
 
 
 def version(**env):

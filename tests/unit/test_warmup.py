@@ -5,7 +5,7 @@ import logging
 import os
 import signal
 
-from jobs import warmup
+from jobs.worker import warmup
 
 
 def test_warm_up_ingests_its_documents_with_the_local_embedder(monkeypatch, caplog):

@@ -14,8 +14,12 @@ import socket
 import pytest
 from rq import Queue, SimpleWorker
 
-from jobs import keys, webhook_events, webhooks
-from jobs.settings import Settings
+from jobs.core import keys
+
+from jobs.tasks import webhook_events
+
+from jobs.webhooks import delivery as webhooks
+from jobs.core.settings import Settings
 from tests.integration.webhook_receiver import WebhookReceiver, verify
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload

@@ -1,7 +1,7 @@
 """A work-horse is a fork of a worker whose maintenance thread runs beside its main loop. A fork
 taken while that thread is half way through an import inherits the module's import lock held
 by a thread that does not exist in the child: the horse's own import of that module then waits
-forever (seen: a task stuck `running` at jobs.parts.vector_store). So whatever the thread
+forever (seen: a task stuck `running` at jobs.worker.parts.vector_store). So whatever the thread
 imports lazily must already be imported once the worker is built."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from tests.integration.processes import REPO_ROOT
 _SCRIPT = """
 import sys
 import fakeredis
-from jobs.workers import IntakeWorker
+from jobs.worker.workers import IntakeWorker
 IntakeWorker(["intake"], connection=fakeredis.FakeRedis())
-from jobs import maintenance  # what work() imports before it starts the thread
-from jobs import parts
-from jobs.settings import Settings
+from jobs.worker import maintenance  # what work() imports before it starts the thread
+from jobs.worker import parts
+from jobs.core.settings import Settings
 before = set(sys.modules)
 store = parts.vector_store(Settings(embedding_url="http://127.0.0.1:9/v1",
                                     vector_database_url="postgresql://127.0.0.1:9/none"))

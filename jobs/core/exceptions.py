@@ -1,0 +1,141 @@
+"""What a request to the domain can come to, other than success: named exceptions, raised by
+jobs (as rq raises NoSuchJobError) and mapped to HTTP once, in webapp/errors.py.
+
+Each carries a `message` written for a person; the pages show the same words the API sends.
+Pipeline failures (what a task fails of) are jobs.core.failures, not these.
+"""
+from __future__ import annotations
+
+
+class IntakeRefusal(Exception):
+    """Base: `code` names the outcome in the API's error object."""
+
+    code = "refused"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(IntakeRefusal):
+    """No such task, batch or document for this tenant (another tenant's ids do not exist)."""
+
+    code = "not_found"
+
+
+class NoSuchTask(NotFound):
+    def __init__(self) -> None:
+        super().__init__("No such task.")
+
+
+class NoSuchBatch(NotFound):
+    def __init__(self) -> None:
+        super().__init__("No such batch.")
+
+
+class NoSuchDocument(NotFound):
+    def __init__(self) -> None:
+        super().__init__("No such document.")
+
+
+class NotNow(IntakeRefusal):
+    """The task's status does not allow this action (DESIGN §3): a conflict."""
+
+    code = "conflict"
+
+    def __init__(self, status: str, action: str) -> None:
+        verb = {"retry": "retried", "cancel": "canceled"}.get(action, action)
+        super().__init__(f"A {status} task cannot be {verb}.")
+        self.status, self.action = status, action
+
+
+class NotRetryable(NotNow):
+    """A failed task whose error says no Retry can help: the file itself must change."""
+
+    code = "not_retryable"
+
+    def __init__(self, status: str = "failed") -> None:
+        IntakeRefusal.__init__(self, "This task failed because of its file: retrying cannot "
+                                     "help. Fix the file and upload it again.")
+        self.status, self.action = status, "retry"
+
+
+class UploadExpired(NotNow):
+    """The upload a Retry needs is no longer kept (INTAKE_UPLOAD_RETENTION_HOURS)."""
+
+    code = "upload_expired"
+
+    def __init__(self, status: str) -> None:
+        IntakeRefusal.__init__(self, "The upload of this task is no longer kept (failed and "
+                                     "canceled uploads are kept for a limited time); upload "
+                                     "the file again.")
+        self.status, self.action = status, "retry"
+
+
+class NoChunks(NotNow):
+    """Only a succeeded task whose chunks are still the indexed version has chunks to show."""
+
+    code = "no_chunks"
+
+    def __init__(self, status: str) -> None:
+        message = (f"A {status} task has no chunks in the knowledge base; they are shown once "
+                   "it has succeeded." if status != "succeeded" else
+                   "The chunks of this task are no longer in the knowledge base: its document "
+                   "was deleted or a newer version replaced them.")
+        IntakeRefusal.__init__(self, message)
+        self.status, self.action = status, "chunks"
+
+
+class LimitReached(IntakeRefusal):
+    """A submit refused whole because a limit would be passed: nothing was registered.
+
+    `limit` names it; `busy` says whether the service is only busy for a moment (waiting work
+    of all tenants: 503) rather than refusing what this tenant or the knowledge base would hold
+    (429: a tenant's own queue or share, or a full knowledge base, its own or everyone's, which
+    only deleting documents empties); `retry_after` is a hint in seconds.
+    """
+
+    _LIMITS: dict[str, tuple[str, bool, int, str]] = {
+        "queue_full": ("queue_full", True, 30, "Too many documents are waiting to be "
+                       "processed; try again shortly."),
+        "tenant_full": ("tenant_queue_full", False, 30, "You have too many documents waiting; "
+                        "try again when some have finished."),
+        "blob_budget": ("storage_full", True, 30, "Too many uploaded bytes are waiting to be "
+                        "processed; try again shortly."),
+        "tenant_blob_budget": ("tenant_storage_full", False, 30, "Your uploads waiting to be "
+                               "processed, or kept for a Retry, fill your share of the upload "
+                               "storage; try again when some have finished, or delete failed "
+                               "documents."),
+        "knowledge_base_full": ("knowledge_base_full", False, 3600, "Your knowledge base is "
+                                "full (its chunk limit is reached); delete documents you no "
+                                "longer need first."),
+        "kb_total_full": ("knowledge_base_full", False, 3600, "The service's knowledge base is "
+                          "full (all its users together reached its chunk limit): no new "
+                          "documents are accepted until documents are deleted. Try again "
+                          "later; deleting documents you no longer need makes room too."),
+    }
+
+    def __init__(self, limit: str) -> None:
+        code, busy, retry_after, message = self._LIMITS.get(limit, self._LIMITS["queue_full"])
+        super().__init__(message)
+        self.limit, self.code = limit, code
+        self.busy, self.retry_after = busy, retry_after
+
+
+class NotReplicated(IntakeRefusal):
+    """An upload stored on the primary that no replica confirmed in time (DESIGN §15, `WAIT`):
+    the service answers 503, and the client sends it again.
+
+    Nothing is lost or doubled by that resend: the upload's tasks, bytes and jobs are all
+    written (the primary works on them), so the same files again claim the same idempotency
+    keys (DESIGN §9) and answer the same tasks with `duplicate: true`; the resend's own WAIT
+    then confirms them. Only the refused request's batch is left over, listing those tasks too.
+    """
+
+    code = "not_replicated"
+    retry_after = 1
+
+    def __init__(self, wait_ms: int) -> None:
+        super().__init__(f"The upload was stored but no replica confirmed it within {wait_ms} "
+                         "ms; send it again (it will be recognised as a duplicate).")
+        self.wait_ms = wait_ms

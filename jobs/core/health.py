@@ -1,0 +1,74 @@
+"""What GET /api/health reports: Redis answers, which workers live, how deep each queue is,
+whether a scheduler holds its lock. Only RQ's public API reads RQ's state.
+
+`queues` names every queue of every tenant (jobs.core.queues: `default`'s are the plain three, always
+listed); `priorities` sums them per priority over the tenants; `unscheduled` lists the queues no
+scheduler holds the lock of (their retries with a backoff would not come back); `replication`
+says whether an upload now would be confirmed by a replica (jobs.core.replicas).
+
+Health is polled without credentials, and a queue's name names its tenant: `without_tenants`
+is the report anyone may read, each tenant's queues folded into the shared name of their
+priority (`intake.acme` counts under `intake`), so who uses this Intake is not given away."""
+from __future__ import annotations
+
+from typing import Any
+
+from redis import Redis
+from rq import Worker
+from rq.scheduler import RQScheduler
+from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+from jobs.core import queues, replicas
+from jobs.core.settings import QUEUE_NAMES
+
+
+def report(connection: Redis) -> dict[str, Any]:
+    """Raises redis' ConnectionError when Redis is down (the web answers 503)."""
+    connection.ping()
+    workers = Worker.all(connection=connection)
+    names = queues.all_names(connection)
+    pipe = connection.pipeline(transaction=False)
+    for name in names:
+        pipe.exists(RQScheduler.get_locking_key(name))
+    locks = pipe.execute()
+    depths = queues.depths(connection, names)
+    priorities = dict.fromkeys(queues.PRIORITIES, 0)
+    for name, depth in depths.items():
+        priorities[queues.parse(name)[1]] += depth
+    return {
+        "redis": "ok",
+        "workers": {"count": len(workers), "names": sorted(w.name for w in workers)},
+        "queues": depths,
+        "priorities": priorities,
+        "scheduler": any(locks),
+        "unscheduled": [name for name, locked in zip(names, locks) if not locked],
+        "replication": replicas.status(connection),
+    }
+
+
+def without_tenants(full: dict[str, Any]) -> dict[str, Any]:
+    """`full` (a `report`) with every per-tenant queue folded into its priority's shared name."""
+    depths = dict.fromkeys(QUEUE_NAMES, 0)
+    for name, depth in full["queues"].items():
+        shared = shared_queue_name(name)
+        depths[shared] = depths.get(shared, 0) + depth
+    unscheduled = sorted({shared_queue_name(name) for name in full["unscheduled"]},
+                         key=_static_order)
+    return {**full, "queues": depths, "unscheduled": unscheduled}
+
+
+def shared_queue_name(name: str) -> str:
+    """The name every tenant's queue of that priority shares (`intake-bulk.acme` →
+    `intake-bulk`); any other queue keeps its name."""
+    parsed = queues.parse(name)
+    return name if parsed is None else queues.queue_name(queues.DEFAULT_TENANT, parsed[1])
+
+
+def _static_order(name: str) -> tuple[int, str]:
+    return (QUEUE_NAMES.index(name) if name in QUEUE_NAMES else len(QUEUE_NAMES), name)
+
+
+def ingestion_workers(connection: Redis) -> int:
+    """Registered workers that take documents: those listening to any ingestion queue (RQ's
+    per-queue worker sets), so a webhook worker (its queue alone) is not counted."""
+    return len(connection.sunion([WORKERS_BY_QUEUE_KEY % name for name in QUEUE_NAMES]))

@@ -1,0 +1,111 @@
+"""An upload confirmed by a replica before it is accepted (DESIGN §15): WAIT, when one is attached.
+
+WAIT waits for the replication offset of the connection it is sent on (that of that connection's
+last write). So it is queued at the end of the pipeline that sends an upload's LAST writes: the
+replication stream is one ordered log, so a replica that has that offset has every earlier write
+of the upload too, whichever pooled connection sent them (the claim script's, the webhook
+event's). A pipeline runs on one connection, so WAIT there cannot land on another.
+
+Whether replicas are attached is learned by ROLE, sent right behind the claim script on its
+connection and read with it: no extra round trip, and a primary without replicas (or a single
+Redis) never waits — WAIT with none attached would block for its whole timeout. A server that
+refuses ROLE (fakeredis; an ACL without @admin) is taken as one without replicas, with a warning
+once per process: uploads still work, unconfirmed.
+
+An operator sees uploads going unconfirmed: each one accepted without a replica's confirmation
+is counted (`intake_uploads_unconfirmed_total{reason}`): `role_refused` (whether replicas run is
+unknown: grant ROLE to know) or `no_replica` (a primary with none online). A single Redis
+without replicas is a normal deployment and counts every upload as `no_replica`: the counter
+states a fact, and only the operator knows whether replicas are meant to run, so alert on it
+(or on health's `replication.replicas_online` being 0) only where they are.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import ResponseError
+
+from jobs.core import metrics
+from jobs.core.exceptions import NotReplicated
+from jobs.core.settings import Settings
+
+log = logging.getLogger(__name__)
+_warned = [False]
+UNCONFIRMED = "uploads_unconfirmed_total"
+
+
+def attached(role: Any) -> int:
+    """How many replicas a ROLE reply lists as online (0 unless the server is a primary).
+
+    `role` is the raw reply (`[b"master", offset, [[ip, port, offset], …]]`), or an exception
+    the server answered instead (ROLE refused): then 0, warned once.
+    """
+    if isinstance(role, Exception):
+        _refused(role)
+        return 0
+    if _name(role) != "master":
+        return 0
+    return len(role[2])
+
+
+def _refused(role: Exception) -> None:
+    if not _warned[0]:
+        _warned[0] = True
+        log.warning("ROLE refused (%s): uploads are not confirmed by a replica (WAIT)", role)
+
+
+def _name(role: Any) -> str:
+    """`master`, `slave` or `sentinel` from a ROLE reply (bytes or str, as decoded or not)."""
+    if not role:
+        return "unknown"
+    first = role[0]
+    return first.decode() if isinstance(first, bytes) else str(first)
+
+
+def unconfirmed_reason(role: Any) -> str | None:
+    """Why an upload with this ROLE reply goes unconfirmed: `role_refused`, `no_replica`, or
+    None when a replica is online (it waits for WAIT)."""
+    if isinstance(role, Exception):
+        return "role_refused"
+    return None if attached(role) else "no_replica"
+
+
+def count_unconfirmed(pipe: Pipeline, role: Any) -> None:
+    """Count an upload accepted without a replica's confirmation, on the pipeline of its last
+    writes (no extra round trip)."""
+    reason = unconfirmed_reason(role)
+    if reason is not None:
+        metrics.count(pipe, UNCONFIRMED, reason=reason)
+
+
+def describe(role: Any) -> dict[str, Any]:
+    """Health's `replication`: the server's role, the replicas online, and whether an upload
+    now would be confirmed by one."""
+    refused = isinstance(role, Exception)
+    online = 0 if refused else attached(role)
+    return {"role": "unknown" if refused else _name(role), "replicas_online": online,
+            "uploads_confirmed": online > 0, "role_refused": refused}
+
+
+def status(connection: Redis) -> dict[str, Any]:
+    """`describe` of the server `connection` talks to now (ROLE, one round trip)."""
+    try:
+        role: Any = connection.execute_command("ROLE")
+    except ResponseError as refused:
+        role = refused
+    return describe(role)
+
+
+def queue_wait(pipe: Pipeline, settings: Settings) -> None:
+    """Queue `WAIT 1 <replica_wait_ms>` as the pipeline's last command: its reply, the pipeline's
+    last, is how many replicas confirmed everything written before it (see `confirm`)."""
+    pipe.execute_command("WAIT", 1, settings.replica_wait_ms)
+
+
+def confirm(acknowledged: int, settings: Settings) -> None:
+    """Raise NotReplicated when no replica confirmed within the timeout (WAIT answered 0)."""
+    if int(acknowledged) < 1:
+        raise NotReplicated(settings.replica_wait_ms)

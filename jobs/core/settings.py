@@ -1,0 +1,156 @@
+"""Settings shared by the web process and the workers, read from the environment (DESIGN §11).
+
+Workers never build the Flask app, so the pipeline reads its settings here; the web's Config
+builds on the same parser so both sides agree on every limit and on the pipeline version.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from jobs.core.addresses import sentinel_url
+
+MIB = 1024 * 1024
+#: What the OCR models in the wheel read (jobs.text.ocr); INTAKE_OCR_LANGUAGES picks among them.
+OCR_LANGUAGES: tuple[str, ...] = ("en", "zh")
+
+QUEUE_NAMES: tuple[str, ...] = ("intake-high", "intake", "intake-bulk")
+PRIORITY_QUEUES: dict[str, str] = {"high": "intake-high", "normal": "intake", "bulk": "intake-bulk"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of Intake with its default; names map to INTAKE_* environment variables."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # With Sentinels (REDIS_SENTINELS `host:port,…`), `redis_url` becomes the Sentinel address
+    # of REDIS_SENTINEL_MASTER (jobs.core.redis_client): every process follows a failover.
+    redis_sentinels: str = ""
+    redis_sentinel_master: str = "mymaster"
+    embedding_url: str = ""
+    # PostgreSQL with pgvector for the HTTP embedder's dense vectors (jobs.kb.vectors); unset, `make
+    # run` starts one (runner.postgres_service). The local embedder never uses it.
+    vector_database_url: str = ""
+    embedding_model: str = ""
+    embedding_api_key: str = ""
+    embedding_timeout: float = 30.0
+    search_embedding_timeout: float = 2.0
+    search_breaker_seconds: int = 30
+    max_attempts: int = 4
+    retry_base_seconds: int = 1
+    job_timeout: int = 600
+    max_file_bytes: int = 20 * MIB
+    max_request_bytes: int = 200 * MIB
+    max_files_per_request: int = 500
+    queue_limit: int = 10000
+    tenant_queue_limit: int = 5000
+    blob_budget_bytes: int = 2048 * MIB
+    tenant_blob_budget_bytes: int = 512 * MIB
+    tenant_chunk_limit: int = 2_000_000
+    # The knowledge base as a whole, all tenants together (keys.kb_total_chunks): what keeps
+    # many tenants from filling Redis. At ~1.5–2 KB of Redis per chunk, 6 M chunks ≈ 9–12 GB;
+    # size it below Redis `maxmemory` (docs/deploying.md, "The knowledge base").
+    kb_chunk_limit: int = 6_000_000
+    retention_days: int = 30
+    upload_retention_hours: int = 24
+    chunk_size: int = 1000
+    chunk_overlap: int = 150
+    parse_timeout: float = 120.0
+    parse_memory_mb: int = 1024
+    parse_max_chars: int = 32 * MIB
+    ocr: str = "auto"
+    ocr_languages: str = "en,zh"
+    ocr_max_pages: int = 200
+    ocr_page_timeout: float = 60.0
+    # Webhooks (jobs.tasks.webhook_events, jobs.webhooks.delivery): unset URL, nothing is recorded or sent.
+    webhook_url: str = ""
+    webhook_secret: str = ""
+    webhook_timeout: float = 10.0
+    webhook_retry_base_seconds: int = 10
+    # The embedding API's budget, shared by every worker and the search (jobs.embedding.budget):
+    # requests per minute and requests in flight, 0 = unlimited; texts per request.
+    embedding_rpm: int = 0
+    embedding_concurrency: int = 0
+    embedding_batch_size: int = 64
+    # How long an upload waits for a replica to confirm its records (WAIT, jobs.core.replicas), when
+    # the primary has one attached; then 503 not_replicated. Below the web's 2 s read timeout
+    # (jobs.core.redis_client.WEB), or the wait would look like a stalled Redis.
+    replica_wait_ms: int = 500
+
+    @property
+    def retention_seconds(self) -> int:
+        return self.retention_days * 86400
+
+    @property
+    def upload_retention_seconds(self) -> int:
+        """How long the upload of a failed (retryable) or canceled task is kept for a Retry."""
+        return self.upload_retention_hours * 3600
+
+    @property
+    def ocr_language_list(self) -> tuple[str, ...]:
+        return tuple(code.strip().lower() for code in self.ocr_languages.split(",")
+                     if code.strip())
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, Any]) -> "Settings":
+        """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the variable."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = f.name.upper() if f.name.startswith("redis_") else "INTAKE_" + f.name.upper()
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            kind = type(f.default)
+            try:
+                values[f.name] = kind(raw) if kind is not int else int(str(raw).strip())
+            except (TypeError, ValueError):
+                raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
+        if values.get("redis_sentinels"):
+            values["redis_url"] = sentinel_url(
+                values["redis_sentinels"], values.get("redis_sentinel_master", "mymaster"))
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        return cls.from_mapping(os.environ)
+
+    def validate(self) -> None:
+        if self.search_embedding_timeout <= 0 or self.search_breaker_seconds < 1:
+            raise ValueError("INTAKE_SEARCH_EMBEDDING_TIMEOUT must be > 0 and "
+                             "INTAKE_SEARCH_BREAKER_SECONDS ≥ 1")
+        if self.vector_database_url and not self.vector_database_url.startswith(
+                ("postgresql://", "postgres://")):
+            raise ValueError("INTAKE_VECTOR_DATABASE_URL must be a postgresql:// URL")
+        if self.kb_chunk_limit < 1:
+            raise ValueError("INTAKE_KB_CHUNK_LIMIT must be at least 1 (chunks, all tenants)")
+        if self.max_attempts < 1:
+            raise ValueError("INTAKE_MAX_ATTEMPTS must be at least 1")
+        if self.retry_base_seconds < 1:
+            raise ValueError("INTAKE_RETRY_BASE_SECONDS must be a whole number of seconds ≥ 1")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ValueError("INTAKE_CHUNK_OVERLAP must be ≥ 0 and smaller than INTAKE_CHUNK_SIZE")
+        if self.ocr not in ("auto", "off"):
+            raise ValueError("INTAKE_OCR must be auto or off")
+        if self.ocr_max_pages < 1 or self.ocr_page_timeout <= 0:
+            raise ValueError("INTAKE_OCR_MAX_PAGES must be ≥ 1 and INTAKE_OCR_PAGE_TIMEOUT > 0")
+        if not self.ocr_language_list:
+            raise ValueError("INTAKE_OCR_LANGUAGES must name at least one language, e.g. en,zh")
+        if self.webhook_url and not self.webhook_url.startswith(("http://", "https://")):
+            raise ValueError("INTAKE_WEBHOOK_URL must be an http:// or https:// URL")
+        if self.webhook_timeout <= 0 or self.webhook_retry_base_seconds < 1:
+            raise ValueError("INTAKE_WEBHOOK_TIMEOUT must be > 0 and "
+                             "INTAKE_WEBHOOK_RETRY_BASE_SECONDS a whole number of seconds ≥ 1")
+        if self.embedding_rpm < 0 or self.embedding_concurrency < 0:
+            raise ValueError("INTAKE_EMBEDDING_RPM and INTAKE_EMBEDDING_CONCURRENCY must be ≥ 0 "
+                             "(0 = unlimited)")
+        if self.embedding_batch_size < 1:
+            raise ValueError("INTAKE_EMBEDDING_BATCH_SIZE must be at least 1")
+        if not 1 <= self.replica_wait_ms <= 1500:
+            raise ValueError("INTAKE_REPLICA_WAIT_MS must be between 1 and 1500 (milliseconds)")
+        unknown = [code for code in self.ocr_language_list if code not in OCR_LANGUAGES]
+        if unknown:
+            raise ValueError(f"INTAKE_OCR_LANGUAGES={self.ocr_languages!r}: the OCR models Intake "
+                             f"ships read {' and '.join(OCR_LANGUAGES)}, not {', '.join(unknown)}")

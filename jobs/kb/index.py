@@ -1,0 +1,511 @@
+"""The knowledge base's write side: a document's chunks go into Redis (and dense vectors into
+the vector engine) ahead of one atomic flip that makes them the document's searchable version.
+
+Why staged, then flipped: a large document has hundreds of thousands of postings. Written in
+one script, they would hold Redis (and every search) for a second; written in small pipelined
+pieces under chunk ids nobody can see yet, they cost searches nothing. Then the flip, queued
+in the same MULTI as the task's `succeeded` state, sets those ids live in a bitmap and clears
+the old version's: a reader sees the old version or the new one, never half of either, and the
+document is searchable exactly when its task succeeds. A version number (the run's submission
+time) keeps an older run from replacing a newer one. Indexing one document touches only its own
+entries: nothing is rebuilt for the others.
+
+What a flip or a delete leaves behind (the rows and texts of dead ids, their vectors, and dead
+ids inside posting strings) is garbage: `collect_garbage` deletes it after the fact, and
+compacts a posting string once a quarter of it is dead.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from redis import Redis, WatchError
+from redis.client import Pipeline
+
+from jobs.core import keys
+
+from jobs.kb import postings
+from jobs.embedding.embedders import Embedding, LocalEmbedder, SparseRows
+from jobs.core.failures import PermanentError
+
+#: Bytes of rows and texts per round trip while staging, and (term, level) groups of postings
+#: per script call: small enough that Redis serves searches in between (a call of 1,000 groups
+#: takes it ~1 ms), large enough that a 10,000-chunk document takes a few hundred calls.
+PIECE_BYTES = 512 * 1024
+GROUPS_PER_CALL = 1000
+#: A run of chunk ids written but never flipped (its worker died) is garbage after this long.
+STAGED_TTL_SECONDS = 3600
+LEXICAL = LocalEmbedder()
+
+
+class VectorWriter(Protocol):
+    """What the index needs of a vector engine (jobs.kb.vectors.VectorStore is one)."""
+
+    def write(self, tenant: str, first: int, vectors: np.ndarray) -> None: ...
+
+    def delete(self, tenant: str, first: int, stop: int) -> None: ...
+
+
+# Shared by the flip and the removal: set a run of chunk ids live or dead in the bitmap (runs
+# are multiples of 8, so whole bytes), and hand a dead run to the garbage collector.
+_RUNS = """
+local function set_run(bitmap, first, stop, byte)
+  redis.call('SETRANGE', bitmap, math.floor(first / 8),
+             string.rep(byte, math.floor((stop - first) / 8)))
+end
+local function retire(bitmap, garbage, first, stop)
+  set_run(bitmap, tonumber(first), tonumber(stop), '\\0')
+  redis.call('RPUSH', garbage, first .. ':' .. stop)
+end
+"""
+
+# Moves the count of all tenants together by what a tenant's count moved, once it is counted
+# at all (absent, `ensure_chunk_counts` counts it from the tenants' counts, exactly once).
+_TOTAL = """
+local function add_to_total(total, chunks)
+  if redis.call('EXISTS', total) == 1 then redis.call('INCRBY', total, chunks) end
+end
+"""
+
+# KEYS: document hash, tenant's document set, generation, tenant's chunk count, live bitmap,
+#       staged runs, garbage runs, all tenants' chunk count.
+# ARGV: version, task_id, document_id, filename, chunks, first, stop, format, dim,
+#       vector_store ('store' | 'none'), run ("first:stop"), keep ('1': leave the fields of the
+#       layout before chunk ids in the hash, for web processes of that version; a migration).
+_FLIP = _RUNS + _TOTAL + """
+local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop')
+if current[4] == ARGV[6] then return 1 end  -- this very flip, sent again
+if current[1] and tonumber(current[1]) > tonumber(ARGV[1]) then
+  if redis.call('ZREM', KEYS[6], ARGV[11]) == 1 then redis.call('RPUSH', KEYS[7], ARGV[11]) end
+  return 0
+end
+local before = tonumber(current[2] or '0')
+if current[1] and not current[2] and current[3] then before = #cjson.decode(current[3]) end
+if current[4] then retire(KEYS[5], KEYS[7], current[4], current[5]) end
+set_run(KEYS[5], tonumber(ARGV[6]), tonumber(ARGV[7]), '\\255')
+redis.call('ZREM', KEYS[6], ARGV[11])
+if ARGV[12] ~= '1' then redis.call('DEL', KEYS[1]) end
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
+           'filename', ARGV[4], 'chunks', ARGV[5], 'first', ARGV[6], 'stop', ARGV[7],
+           'format', ARGV[8], 'dim', ARGV[9], 'vector_store', ARGV[10])
+redis.call('SADD', KEYS[2], KEYS[1])
+redis.call('INCR', KEYS[3])
+redis.call('INCRBY', KEYS[4], tonumber(ARGV[5]) - before)
+add_to_total(KEYS[8], tonumber(ARGV[5]) - before)
+return 1
+"""
+
+# KEYS: as _FLIP. A document indexed before chunk ids existed has only its hash to delete.
+_REMOVE = _RUNS + _TOTAL + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts', 'first', 'stop')
+local chunks = tonumber(current[1] or '0')
+if not current[1] and current[2] then chunks = #cjson.decode(current[2]) end
+if current[3] then retire(KEYS[5], KEYS[7], current[3], current[4]) end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], KEYS[1])
+redis.call('INCR', KEYS[3])
+redis.call('DECRBY', KEYS[4], chunks)
+add_to_total(KEYS[8], -chunks)
+return 1
+"""
+
+# KEYS: next chunk id, staged runs. ARGV: how many ids, now. Reserves a run, marked staged.
+_RESERVE = """
+local stop = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], (stop - tonumber(ARGV[1])) .. ':' .. stop)
+return stop
+"""
+
+# ARGV: prefix, then (bucket name, level, chunk ids) per group. Keys are derived from the
+# prefix (see keys.kb_prefix): a bucket's postings at one level, and its levels.
+_APPEND_POSTINGS = """
+local prefix = ARGV[1]
+for i = 2, #ARGV, 3 do
+  redis.call('APPEND', prefix .. 'p:' .. ARGV[i] .. ':' .. ARGV[i + 1], ARGV[i + 2])
+  redis.call('SETRANGE', prefix .. 'l:' .. ARGV[i], tonumber(ARGV[i + 1]), '\\1')
+end
+"""
+
+# KEYS: staged runs, garbage runs. ARGV: run.
+_DISCARD = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
+"""
+
+# KEYS: tenant's chunk count, document hash, all tenants' chunk count. What the tenant holds,
+# the document's own indexed version (counted from its texts where it was indexed before counts
+# were kept), and what all tenants hold.
+_HELD = """
+local current = redis.call('HMGET', KEYS[2], 'chunks', 'texts')
+local previous = tonumber(current[1] or '0')
+if not current[1] and current[2] then previous = #cjson.decode(current[2]) end
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous,
+        tonumber(redis.call('GET', KEYS[3]) or '0')}
+"""
+
+# KEYS: tenant's chunk count, all tenants' chunk count. ARGV: the tenant's chunks, counted from
+# its documents. A tenant counted for the first time adds what it holds to the total.
+_COUNT_TENANT = _TOTAL + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+add_to_total(KEYS[2], tonumber(ARGV[1]))
+return 1
+"""
+
+# KEYS: all tenants' chunk count, then every tenant's chunk count. Counted once: from then on
+# the flips and removals move it with each tenant's.
+_COUNT_TOTAL = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local total = 0
+for i = 2, #KEYS do total = total + tonumber(redis.call('GET', KEYS[i]) or '0') end
+redis.call('SET', KEYS[1], total)
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class IndexedDocument:
+    """One document's chunks, their L2-normalised vectors (dense float32 or sparse rows) and
+    where each chunk starts (`locations`, one per chunk; none given: all ``{}``)."""
+
+    tenant: str
+    document_id: str
+    filename: str
+    task_id: str
+    version: int
+    texts: list[str]
+    vectors: Embedding
+    locations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StagedDocument:
+    """A document written under fresh chunk ids [first, stop), not yet searchable."""
+
+    tenant: str
+    document_id: str
+    first: int
+    stop: int
+    flip_keys: tuple[str, ...]
+    flip_args: tuple[Any, ...]
+
+    @property
+    def run(self) -> str:
+        return f"{self.first}:{self.stop}"
+
+
+def _check(doc: IndexedDocument) -> tuple[str, int, np.ndarray | None, list[dict[str, Any]]]:
+    """(format, dimension, dense vectors or None, locations); raises ValueError on a mismatch."""
+    if isinstance(doc.vectors, SparseRows):
+        form, dim, dense = "sparse", doc.vectors.dimension, None
+    else:
+        dense = np.ascontiguousarray(doc.vectors, dtype=np.float32)
+        if dense.ndim != 2:
+            raise ValueError("dense vectors must be a 2-D array")
+        form, dim = "dense", dense.shape[1]
+    if len(doc.vectors) != len(doc.texts):
+        raise ValueError(f"{len(doc.texts)} chunks but {len(doc.vectors)} vectors")
+    locations = doc.locations or [{} for _ in doc.texts]
+    if len(locations) != len(doc.texts):
+        raise ValueError(f"{len(doc.texts)} chunks but {len(locations)} locations")
+    return form, dim, dense, locations
+
+
+def stage(connection: Redis, doc: IndexedDocument,
+          vectors: VectorWriter | None = None) -> StagedDocument:
+    """Write a document under new chunk ids, in pieces, ready for `queue_flip`.
+
+    Every document gets lexical postings (for dense documents too: that is the search that
+    still answers while the embedding service is down). Dense vectors go to `vectors`; without
+    a vector engine they are not kept and the document is searched by its words alone.
+    """
+    form, dim, dense, locations = _check(doc)
+    lexical = doc.vectors if isinstance(doc.vectors, SparseRows) and (
+        doc.vectors.dimension == LEXICAL.dimension) else LEXICAL.embed(doc.texts)
+    size = (len(doc.texts) + 7) // 8 * 8 or 8
+    tenant = doc.tenant
+    stop = int(connection.eval(_RESERVE, 2, keys.kb_next_chunk(tenant), keys.kb_staged(tenant),
+                               size, time.time()))
+    first = stop - size
+    run = f"{first}:{stop}"
+    staged = StagedDocument(
+        tenant, doc.document_id, first, stop,
+        (keys.kb_document(tenant, doc.document_id), keys.kb_documents(tenant),
+         keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
+         keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()),
+        (doc.version, doc.task_id, doc.document_id, doc.filename, len(doc.texts), first, stop,
+         form, dim, "store" if dense is not None and vectors is not None else "none", run))
+    try:
+        encoded = postings.encode(lexical, first)
+        digest = keys.document_digest(doc.document_id)
+        _write_pieces(connection, tenant, digest, first, doc.texts, locations, encoded)
+        if dense is not None and vectors is not None:
+            vectors.write(tenant, first, dense)
+    except BaseException:
+        discard(connection, staged)  # what was written of it is garbage now, not in an hour
+        raise
+    return staged
+
+
+def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts: list[str],
+                  locations: list[dict[str, Any]], encoded: postings.Postings) -> None:
+    """Rows and texts as large HSETs, postings by a script of at most GROUPS_PER_CALL groups,
+    so that Redis never spends more than a millisecond or two on one call; sent PIECE_BYTES at
+    a time (a small document: one round trip)."""
+    rows_key, texts_key, prefix = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_prefix(
+        tenant)
+    pipe, held = connection.pipeline(transaction=False), 0
+
+    def sent(size: int) -> None:
+        nonlocal held
+        held += size
+        if held >= PIECE_BYTES:
+            pipe.execute()
+            held = 0
+
+    rows: dict[int, bytes] = {}
+    records: dict[int, str] = {}
+    for n, (text, row, place) in enumerate(zip(texts, encoded.rows, locations)):
+        records[first + n] = json.dumps([digest, n, text, place], ensure_ascii=False)
+        rows[first + n] = row
+        if len(rows) == 1000 or n == len(texts) - 1:
+            pipe.hset(rows_key, mapping=rows)
+            pipe.hset(texts_key, mapping=records)
+            size = sum(map(len, rows.values())) + sum(map(len, records.values()))
+            rows, records = {}, {}
+            sent(size)
+    groups = encoded.groups
+    for start in range(0, len(groups), GROUPS_PER_CALL):
+        args: list[Any] = [prefix]
+        for name, level, ids in groups[start:start + GROUPS_PER_CALL]:
+            args += [name, level, ids]
+        pipe.eval(_APPEND_POSTINGS, 0, *args)
+        sent(sum(len(ids) + 16 for _, _, ids in groups[start:start + GROUPS_PER_CALL]))
+    pipe.execute()
+
+
+def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = False) -> None:
+    """Queue the switch to the staged version on a MULTI pipeline.
+
+    The caller adds its task's `succeeded` write to the same pipeline, so both land together.
+    The script's reply is 0 when a newer version was already indexed (that one stays).
+    `keep_legacy` (jobs.kb.migration) leaves the old layout's fields in the document's hash.
+    """
+    pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args,
+              "1" if keep_legacy else "0")
+
+
+def discard(connection: Redis, staged: StagedDocument) -> None:
+    """A staged version that will not be flipped (the attempt failed or lost its task); once
+    flipped, it is no longer staged and this does nothing."""
+    connection.eval(_DISCARD, 2, keys.kb_staged(staged.tenant), keys.kb_garbage(staged.tenant),
+                    staged.run)
+
+
+def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None, *,
+          keep_legacy: bool = False) -> bool:
+    """Stage and flip one document outside any task (migrations, benchmarks, tests); True
+    when it is now the indexed version."""
+    staged = stage(connection, doc, vectors)
+    pipe = connection.pipeline()
+    queue_flip(pipe, staged, keep_legacy=keep_legacy)
+    flipped = bool(pipe.execute()[0])
+    collect_garbage(connection, doc.tenant, vectors)
+    return flipped
+
+
+def quota_keys(tenant: str, document_id: str) -> list[str]:
+    """What `check_chunk_limit` reads: WATCH them so the check holds until the write."""
+    return [keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
+            keys.kb_total_chunks()]
+
+
+def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, chunks: int,
+                      limit: int, total_limit: int) -> int:
+    """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT
+    or all tenants together past INTAKE_KB_CHUNK_LIMIT; returns how many chunks its indexed
+    version holds (0: none, so its flip leaves no garbage).
+
+    Its own earlier version is replaced, so only the difference counts. Deleting documents
+    makes room; a Retry then indexes this one without parsing or embedding it again.
+    """
+    held, previous, total = (int(v) for v in reader.eval(
+        _HELD, 3, keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
+        keys.kb_total_chunks()))
+    if held - previous + chunks > limit:
+        raise PermanentError(
+            f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
+            f"document needs {chunks:,}. Delete documents you no longer need, then Retry.",
+            code="knowledge_base_full", step="indexing", retryable=True)
+    if total - previous + chunks > total_limit:
+        raise PermanentError(
+            f"The service's knowledge base is full: all its users together hold {total:,} of "
+            f"its {total_limit:,} chunks and this document needs {chunks:,}. Retry once "
+            "documents were deleted (deleting your own makes room too).",
+            code="knowledge_base_full", step="indexing", retryable=True)
+    return previous
+
+
+def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: str,
+                    offset: int, limit: int) -> tuple[int, list[dict[str, Any]]] | None:
+    """The total and one page of the chunks the task indexed, or None when the knowledge base
+    holds no chunks of that task (never indexed, deleted, or replaced by a newer version)."""
+    owner, chunks, first = connection.hmget(keys.kb_document(tenant, document_id),
+                                            "task_id", "chunks", "first")
+    if owner is None or owner.decode() != task_id or first is None:
+        return None
+    total, first = int(chunks), int(first)
+    page = list(range(offset, min(offset + limit, total)))
+    if not page:
+        return total, []
+    records = connection.hmget(keys.kb_texts(tenant), [first + n for n in page])
+    found = []
+    for n, record in zip(page, records):
+        if record is not None:
+            _digest, _n, text, location = json.loads(record)
+            found.append({"chunk": n, "text": text, "location": location or {}})
+    return total, found
+
+
+def remove_document(connection: Redis, tenant: str, document_id: str,
+                    vectors: VectorWriter | None = None) -> bool:
+    """Delete a document's chunks; True when there was one. It leaves search at once; its
+    entries are deleted right after."""
+    removed = bool(connection.eval(_REMOVE, *_removal_keys(tenant, document_id)))
+    if removed:
+        collect_garbage(connection, tenant, vectors)
+    return removed
+
+
+def queue_removal(pipe: Pipeline, tenant: str, document_id: str) -> None:
+    """Queue remove_document's removal on a MULTI pipeline, so that it lands together with the
+    caller's check of the document (read under WATCH); its reply is 1 when there was one.
+    The caller collects the garbage afterwards (`collect_garbage`)."""
+    pipe.eval(_REMOVE, *_removal_keys(tenant, document_id))
+
+
+def _removal_keys(tenant: str, document_id: str) -> list[Any]:
+    """_REMOVE's key count, then its keys."""
+    return [8, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
+            keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
+            keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()]
+
+
+def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None = None,
+                    runs: int = 1000) -> int:
+    """Delete the entries of up to `runs` dead runs of chunk ids; returns how many runs.
+
+    A run stays at the head of the list until its entries are gone, so a crash midway only
+    means the next collection does it again. Runs staged long ago and never flipped join first.
+    """
+    horizon = time.time() - STAGED_TTL_SECONDS
+    pipe = connection.pipeline(transaction=False)
+    pipe.zrangebyscore(keys.kb_staged(tenant), "-inf", horizon)
+    pipe.lindex(keys.kb_garbage(tenant), 0)
+    stale, run = pipe.execute()   # one round trip when there is nothing to do
+    for old in stale:
+        connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), old)
+    done = 0
+    while done < runs:
+        if stale or done:
+            run = connection.lindex(keys.kb_garbage(tenant), 0)
+        if run is None:
+            break
+        first, stop = (int(n) for n in run.split(b":"))
+        _delete_run(connection, tenant, first, stop)
+        if vectors is not None:
+            vectors.delete(tenant, first, stop)
+        connection.lrem(keys.kb_garbage(tenant), 1, run)
+        done += 1
+    return done
+
+
+def _delete_run(connection: Redis, tenant: str, first: int, stop: int, step: int = 1000) -> None:
+    """Delete the rows and texts of [first, stop), counting the dead ids of each posting key;
+    compact the keys where they reach a quarter."""
+    rows_key, texts_key, dead_key = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_dead(
+        tenant)
+    touched: set[str] = set()
+    for start in range(first, stop, step):
+        ids = list(range(start, min(start + step, stop)))
+        rows = [row for row in connection.hmget(rows_key, ids) if row is not None]
+        dead = {keys.kb_postings(tenant, name, level): count
+                for name, level, count in postings.posting_groups(b"".join(rows))}
+        pipe = connection.pipeline(transaction=False)
+        pipe.hdel(rows_key, *ids)
+        pipe.hdel(texts_key, *ids)
+        for key, count in dead.items():
+            pipe.hincrby(dead_key, key, count)
+        pipe.execute()
+        touched.update(dead)
+    for key in sorted(touched):
+        compact_if_worth_it(connection, tenant, key)
+
+
+def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
+    """Rewrite a posting string without its dead chunk ids once they are a quarter of it.
+
+    WATCH keeps a concurrent APPEND (a document being staged) from being lost: on a conflict
+    the compaction is simply tried again.
+    """
+    dead_key, live_key = keys.kb_dead(tenant), keys.kb_live(tenant)
+    while True:
+        with connection.pipeline() as pipe:
+            try:
+                pipe.watch(key)
+                dead = int(pipe.hget(dead_key, key) or 0)
+                size = int(pipe.strlen(key)) // postings.CHUNK_ID.itemsize
+                if dead == 0 or dead * 4 < size:
+                    return False
+                ids = np.frombuffer(pipe.get(key) or b"", dtype=postings.CHUNK_ID).astype(
+                    np.int64)
+                live = _live_bits(pipe, live_key, ids)
+                kept = ids[live].astype(postings.CHUNK_ID).tobytes()
+                pipe.multi()
+                if kept:
+                    pipe.set(key, kept)
+                else:
+                    pipe.delete(key)
+                pipe.hdel(dead_key, key)
+                pipe.execute()
+                return True
+            except WatchError:
+                continue
+
+
+def _live_bits(reader: Redis | Pipeline, live_key: str, ids: np.ndarray) -> np.ndarray:
+    """Which of `ids` are live (one GETRANGE of the bitmap bytes they span)."""
+    if not len(ids):
+        return np.zeros(0, dtype=bool)
+    low, high = int(ids.min()) // 8, int(ids.max()) // 8
+    raw = reader.getrange(live_key, low, high) or b""
+    bits = np.unpackbits(np.frombuffer(raw.ljust(high - low + 1, b"\0"), dtype=np.uint8))
+    return bits[ids - low * 8].astype(bool)
+
+
+def ensure_chunk_counts(connection: Redis) -> None:
+    """Count the chunks of every tenant whose count does not exist yet (indexes written before
+    the count was kept), then, once, those of all tenants together, so both chunk limits hold
+    for what was indexed before them too."""
+    head, tail = keys.kb_documents("\0").split("\0")
+    tenants = []
+    for key in connection.scan_iter(match=keys.kb_documents("*"), count=500):
+        tenant = key.decode()[len(head):-len(tail)]
+        tenants.append(tenant)
+        if not connection.exists(keys.tenant_chunks(tenant)):
+            connection.eval(_COUNT_TENANT, 2, keys.tenant_chunks(tenant),
+                            keys.kb_total_chunks(), _count_documents(connection, key))
+    if not connection.exists(keys.kb_total_chunks()):
+        connection.eval(_COUNT_TOTAL, 1 + len(tenants), keys.kb_total_chunks(),
+                        *(keys.tenant_chunks(tenant) for tenant in tenants))
+
+
+def _count_documents(connection: Redis, documents_key: bytes) -> int:
+    """The chunks of a tenant's indexed documents, read from each document's hash."""
+    pipe = connection.pipeline(transaction=False)
+    for member in connection.smembers(documents_key):
+        pipe.hmget(member, "chunks", "texts")
+    return sum(int(c) if c else (len(json.loads(t)) if t else 0) for c, t in pipe.execute())

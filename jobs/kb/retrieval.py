@@ -1,0 +1,219 @@
+"""Reading the knowledge base: the top k chunks of a query, computed inside Redis.
+
+Why a script: a search must cost what its query needs, never what the knowledge base holds,
+and no web process may keep a copy of it. The lexical search is the threshold algorithm over
+impact-ordered postings (jobs.kb.postings): it reads each query term's postings in turn, highest levels first,
+a block at a time, scores each new chunk exactly from its own row, and stops
+once the k-th best score reaches the most any unread chunk could get. Then the answer is exact.
+A query whose terms are in most chunks with near-equal weights could read its way through
+millions of postings before that point, so `budget` caps the chunks scored: past it the answer is
+the best of the highest-impact chunks of every term (what the Lucene-family's impact-ordered
+early termination gives), reported with ``exact = False``.
+
+Dense vectors live in a vector engine (jobs.kb.vectors); what it finds is checked against the
+same live-chunk bitmap, so a chunk of a replaced or deleted document is never answered.
+Both scripts read each hit's text and document in the same call: one round trip, one snapshot.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from redis import Redis
+
+from jobs.core import keys
+from jobs.embedding.embedders import SparseRows
+from jobs.kb.postings import query_terms
+
+#: Most chunks one lexical search scores (each is one row read and a few string finds).
+DEFAULT_BUDGET = 2048
+BLOCK = 256  # chunk ids read per GETRANGE
+
+# Shared by both scripts: turn (chunk id, score) pairs into answers, skipping chunks that are no
+# longer live or whose document moved on. KEYS: none (derived from the prefix, ARGV[1]).
+_HYDRATE = r"""
+local function hydrate(prefix, found)
+  local out = {}
+  if #found == 0 then return out end
+  local ids = {}
+  for i, hit in ipairs(found) do ids[i] = hit[2] end
+  local texts = redis.call('HMGET', prefix .. 'texts', unpack(ids))
+  for i, hit in ipairs(found) do
+    local record = texts[i]
+    if record then
+      local digest = string.match(record, '^%["([0-9a-f]+)"')
+      local doc = redis.call('HMGET', prefix .. 'doc:' .. digest, 'task_id', 'document_id',
+                             'filename', 'first', 'stop')
+      local cid = hit[2]
+      if doc[1] and doc[4] and tonumber(doc[4]) <= cid and cid < tonumber(doc[5]) then
+        out[#out + 1] = {tostring(cid), string.format('%.9g', hit[1]), record, doc[1], doc[2],
+                         doc[3]}
+      end
+    end
+  end
+  return out
+end
+"""
+
+# ARGV: prefix, k, budget, then (bucket as 4 bytes, query weight) per term.
+_LEXICAL = _HYDRATE + r"""
+local prefix, k, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local block = """ + str(BLOCK) + r"""
+local terms = {}
+for i = 4, #ARGV, 2 do
+  local b = ARGV[i]
+  local name = string.format('%02x%02x%02x%02x', string.byte(b, 1, 4))
+  local marks = redis.call('GET', prefix .. 'l:' .. name)
+  local levels = {}
+  if marks then
+    for at = #marks, 1, -1 do
+      if string.byte(marks, at) ~= 0 then levels[#levels + 1] = at - 1 end
+    end
+  end
+  terms[#terms + 1] = {bytes = b, q = tonumber(ARGV[i + 1]), name = name, levels = levels,
+                       at = 1, offset = 0}
+end
+
+local function bound(t)
+  local level = t.levels[t.at]
+  if level == nil then return 0 end
+  return t.q * (level + 1) / 256
+end
+
+local function weight_in(row, b)
+  local init = 1
+  while true do
+    local p = string.find(row, b, init, true)
+    if not p then return 0 end
+    if (p - 1) % 6 == 0 then
+      local hi, lo = string.byte(row, p + 4, p + 5)
+      return (hi * 256 + lo) / 65535
+    end
+    init = p + 1
+  end
+end
+
+local function better(a, b) return a[1] > b[1] or (a[1] == b[1] and a[2] < b[2]) end
+
+local top, seen, scored, exact, turn, reads = {}, {}, 0, 1, 0, 0
+local live_key, rows_key = prefix .. 'live', prefix .. 'rows'
+while true do
+  local threshold = 0
+  for _, t in ipairs(terms) do threshold = threshold + bound(t) end
+  if threshold <= 0 or (#top >= k and top[k][1] >= threshold) then break end
+  -- The budget bounds the rows scored, and the blocks read (dead ids are read, not scored).
+  if scored >= budget or reads >= budget / 8 then exact = 0; break end
+  reads = reads + 1
+  -- Round robin over the terms with postings left (the threshold algorithm's sorted access):
+  -- a short list (a rare word) is read to its end at once, a long one a block at a time.
+  local best = nil
+  repeat
+    turn = turn % #terms + 1
+    if bound(terms[turn]) > 0 then best = terms[turn] end
+  until best
+  local level = best.levels[best.at]
+  local chunk = redis.call('GETRANGE', prefix .. 'p:' .. best.name .. ':' .. level,
+                           best.offset, best.offset + 4 * block - 1)
+  if #chunk < 4 * block then best.at, best.offset = best.at + 1, 0
+  else best.offset = best.offset + #chunk end
+  local fresh, query = {}, {'BITFIELD', live_key}
+  for i = 1, #chunk - 3, 4 do
+    local b1, b2, b3, b4 = string.byte(chunk, i, i + 3)
+    local cid = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+    if not seen[cid] then
+      seen[cid] = true
+      fresh[#fresh + 1] = cid
+      query[#query + 1] = 'GET'; query[#query + 1] = 'u1'; query[#query + 1] = cid
+    end
+  end
+  if #fresh > 0 then
+    local alive, ids = redis.call(unpack(query)), {}
+    for i, cid in ipairs(fresh) do if alive[i] == 1 then ids[#ids + 1] = cid end end
+    if #ids > 0 then
+      local rows = redis.call('HMGET', rows_key, unpack(ids))
+      scored = scored + #ids
+      for i, cid in ipairs(ids) do
+        local row = rows[i]
+        if row then
+          local score = 0
+          for _, t in ipairs(terms) do score = score + t.q * weight_in(row, t.bytes) end
+          local hit = {score, cid}
+          if score > 0 and (#top < k or better(hit, top[#top])) then
+            local at = #top + 1
+            while at > 1 and better(hit, top[at - 1]) do at = at - 1 end
+            table.insert(top, at, hit)
+            if #top > k then top[#top] = nil end
+          end
+        end
+      end
+    end
+  end
+end
+return {exact, scored, hydrate(prefix, top)}
+"""
+
+# ARGV: prefix, then (chunk id, score) pairs best first, as the vector engine answered.
+_DENSE = _HYDRATE + r"""
+local prefix, query, found = ARGV[1], {'BITFIELD', ARGV[1] .. 'live'}, {}
+for i = 2, #ARGV, 2 do
+  query[#query + 1] = 'GET'; query[#query + 1] = 'u1'; query[#query + 1] = ARGV[i]
+end
+if #ARGV < 2 then return {} end
+local alive = redis.call(unpack(query))
+for i = 2, #ARGV, 2 do
+  if alive[i / 2] == 1 then found[#found + 1] = {tonumber(ARGV[i + 1]), tonumber(ARGV[i])} end
+end
+return hydrate(prefix, found)
+"""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one search found: the hits, best first, and whether they are the exact top k."""
+
+    hits: list[dict[str, Any]]
+    exact: bool = True
+    scored: int = 0
+
+
+def _answers(rows: Sequence[Sequence[bytes]]) -> list[dict[str, Any]]:
+    hits = []
+    for _cid, score, record, task_id, document_id, filename in rows:
+        _digest, chunk, text, location = json.loads(record)
+        hits.append({"text": text, "score": round(float(score), 6), "task_id": task_id.decode(),
+                     "document_id": document_id.decode(), "filename": filename.decode(),
+                     "chunk": chunk, "location": location or {}})
+    return hits
+
+
+class Retriever:
+    """Searches one Redis; holds nothing of the knowledge base itself (only the scripts)."""
+
+    def __init__(self, connection: Redis, budget: int = DEFAULT_BUDGET) -> None:
+        self.budget = budget
+        self._lexical = connection.register_script(_LEXICAL)
+        self._dense = connection.register_script(_DENSE)
+
+    def lexical(self, tenant: str, query: SparseRows, k: int) -> Found:
+        """The k chunks whose words best match the query row (cosine of the hashed terms)."""
+        if len(query) != 1:
+            raise ValueError("a sparse query must have exactly one row")
+        terms = query_terms(query)
+        if not terms or k <= 0:
+            return Found([])
+        args: list[Any] = [keys.kb_prefix(tenant), k, self.budget]
+        for bucket, weight in terms:
+            args += [bucket, repr(weight)]
+        exact, scored, rows = self._lexical(args=args)
+        return Found(_answers(rows), bool(exact), int(scored))
+
+    def hydrate(self, tenant: str, found: Sequence[tuple[int, float]],
+                k: int) -> list[dict[str, Any]]:
+        """The live ones of a vector engine's (chunk id, score) pairs, as answers, at most k."""
+        if not found:
+            return []
+        args: list[Any] = [keys.kb_prefix(tenant)]
+        for cid, score in found:
+            args += [int(cid), repr(float(score))]
+        return _answers(self._dense(args=args))[:k]

@@ -1,0 +1,154 @@
+"""The task state machine of DESIGN §3: the six statuses, who may move a task between them, and
+what a person may do with a task now.
+
+Why one module: these facts were spelled in a dozen places (Lua scripts, the reconciler, the
+templates, the page script), and each copy could drift. Here they are stated once: the Lua
+scripts receive the statuses they may act on as arguments from the `Transition`s below, the
+task JSON carries `can_retry` and `can_cancel` from `can_retry`/`can_cancel`, and every status
+change is recorded through `changed`, the one place its bookkeeping (the active sets, the dead
+letters, the finished counters) happens.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from redis.client import Pipeline
+
+from jobs.core import keys, metrics
+
+from jobs.tasks import webhook_events
+from jobs.tasks.announcements import announce
+from jobs.core.settings import Settings
+
+PENDING, RUNNING, RETRYING = "pending", "running", "retrying"
+SUCCEEDED, FAILED, CANCELED = "succeeded", "failed", "canceled"
+STATUSES: tuple[str, ...] = (PENDING, RUNNING, RETRYING, SUCCEEDED, FAILED, CANCELED)
+LIVE: tuple[str, ...] = (PENDING, RUNNING, RETRYING)
+TERMINAL: tuple[str, ...] = (SUCCEEDED, FAILED, CANCELED)
+# A batch's own statuses: the tasks' (but retrying) and `partial`, a mix of terminal ones.
+BATCH_LIVE: tuple[str, ...] = (PENDING, RUNNING)
+PARTIAL = "partial"
+BATCH_STATUSES: tuple[str, ...] = (*BATCH_LIVE, *TERMINAL, PARTIAL)
+
+# What each status's task is doing, as `current_step` says it when no step runs.
+STEP_OF: dict[str, str] = {PENDING: "queued", RETRYING: "waiting_retry", FAILED: "failed",
+                           CANCELED: "canceled", SUCCEEDED: "done"}
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A move from any of `sources` to `target`, made by `actor` only."""
+
+    name: str
+    actor: str  # "worker", "person" or "reconciler"
+    sources: tuple[str, ...]
+    target: str
+
+    def allows(self, status: str | None) -> bool:
+        return status in self.sources
+
+
+# A worker's attempt. It may start from `running` when RQ retries a job whose attempt was lost
+# before anyone recorded it (the attempt fence keeps the lost one from writing again).
+START = Transition("start", "worker", (PENDING, RETRYING, RUNNING), RUNNING)
+SUCCEED = Transition("succeed", "worker", (RUNNING,), SUCCEEDED)
+WAIT_FOR_RETRY = Transition("wait_for_retry", "worker", (RUNNING,), RETRYING)
+FAIL = Transition("fail", "worker", (RUNNING,), FAILED)
+# A person's. A failed task may be retried only when its error says a Retry can help.
+CANCEL = Transition("cancel", "person", LIVE, CANCELED)
+RETRY = Transition("retry", "person", (FAILED, CANCELED), PENDING)
+# The reconciler's, when a task's RQ job says something happened behind Intake's back.
+LOSE_ATTEMPT = Transition("lose_attempt", "reconciler", (RUNNING,), RETRYING)
+LOSE = Transition("lose", "reconciler", LIVE, FAILED)
+CANCELED_ELSEWHERE = Transition("canceled_elsewhere", "reconciler", (PENDING, RETRYING), CANCELED)
+TRANSITIONS: tuple[Transition, ...] = (START, SUCCEED, WAIT_FOR_RETRY, FAIL, CANCEL, RETRY,
+                                       LOSE_ATTEMPT, LOSE, CANCELED_ELSEWHERE)
+
+# The webhook event (DESIGN §14) a move to each terminal status sends.
+EVENT_TYPES: dict[str, str] = {SUCCEEDED: "task.succeeded", FAILED: "task.failed",
+                               CANCELED: "task.canceled"}
+
+# Submitting content a task of this status already holds returns that task (DESIGN §9).
+REUSABLE: tuple[str, ...] = (*LIVE, SUCCEEDED)
+
+
+def is_live(status: str | None) -> bool:
+    return status in LIVE
+
+
+def is_terminal(status: str | None) -> bool:
+    return status in TERMINAL
+
+
+def can_cancel(status: str | None) -> bool:
+    return CANCEL.allows(status)
+
+
+def can_retry(status: str | None, error: Mapping[str, Any] | None) -> bool:
+    """A canceled task, or a failed one whose error says a Retry can help (not a bad file)."""
+    if not RETRY.allows(status):
+        return False
+    return status != FAILED or bool(error and error.get("retryable"))
+
+
+def batch_status(counts: Mapping[str, int]) -> str:
+    """pending (nothing started), running (something live), else the terminal mix."""
+    total = sum(counts.values())
+    if total == 0 or counts[PENDING] == total:
+        return PENDING
+    if any(counts[status] for status in LIVE):
+        return RUNNING
+    for status in TERMINAL:
+        if counts[status] == total:
+            return status
+    return PARTIAL
+
+
+def changed(pipe: Pipeline, tenant: str, task_id: str, status: str, *,
+            settings: Settings) -> None:
+    """Queue what follows a task's move to `status`, whoever made it: the sets the limits and
+    the reconciler watch, the dead-letter indexes, the finished counters and, with webhooks on
+    (`settings`), the webhook event and its delivery (jobs.tasks.webhook_events). Queue it after the
+    write of the task's new state: the event keeps a copy of the task as it is then.
+
+    Every status change goes through here (a submit creates a task `pending` in its own
+    script, with the limits it checks), and is announced to the pages watching the task. Each
+    write is idempotent, so a change recorded twice (a re-sent command) leaves the same state.
+    """
+    announce(pipe, task_id)
+    if webhook_events.enabled(settings):  # off, nothing more is written
+        if status == PENDING:  # a Retry: the batches that list the task wait for it again
+            webhook_events.task_reopened(pipe, settings, task_id)
+        elif status in EVENT_TYPES:
+            webhook_events.task_finished(pipe, settings, tenant, task_id, EVENT_TYPES[status])
+    if status in LIVE:
+        if status == PENDING:
+            now = time.time()
+            pipe.zadd(keys.active(), {task_id: now})
+            pipe.zadd(keys.tenant_active(tenant), {task_id: now})
+            _not_a_dead_letter(pipe, tenant, task_id)
+        return
+    pipe.zrem(keys.active(), task_id)
+    pipe.zrem(keys.tenant_active(tenant), task_id)
+    if status == FAILED:
+        now = time.time()
+        pipe.zadd(keys.tenant_failed(tenant), {task_id: now})
+        pipe.zadd(keys.failed_all(), {task_id: now})
+    else:
+        _not_a_dead_letter(pipe, tenant, task_id)
+    metrics.count(pipe, "tasks_finished_total", status=status)
+
+
+def forget(pipe: Pipeline, tenant: str, task_id: str) -> None:
+    """A task is removed (its document deleted): it leaves every index, with no counter."""
+    announce(pipe, task_id)
+    pipe.zrem(keys.active(), task_id)
+    pipe.zrem(keys.tenant_active(tenant), task_id)
+    _not_a_dead_letter(pipe, tenant, task_id)
+
+
+def _not_a_dead_letter(pipe: Pipeline, tenant: str, task_id: str) -> None:
+    pipe.zrem(keys.tenant_failed(tenant), task_id)
+    pipe.zrem(keys.failed_all(), task_id)

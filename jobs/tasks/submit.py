@@ -1,0 +1,458 @@
+"""Registering uploaded documents as tasks: idempotency claims, records, bytes and RQ jobs.
+
+A submit never parses. One script checks every limit, claims every file and registers what is
+new — records, the reservation of its bytes in both upload budgets, the batch — before any
+large byte travels, so a refused batch costs Redis nothing and a huge one is never buffered
+whole. Small batches (INLINE_BYTES in all) carry their bytes in that script, and their jobs'
+enqueue is built while it runs; larger ones send their bytes afterwards in pieces
+(jobs.tasks.blobs.PieceWriter). Then RQ's own enqueue of each new task's job, on a pipeline sent
+right after (after the task's last piece): if the web dies in between, the reconciler fails
+the task as "job lost" (retryable), and an upload cut short fails readably if retried.
+
+The batch keeps what its claim decided (which files were new), so a re-send of the script by
+the client (redis-py re-sends after a timeout or a reset) answers the same and registers
+nothing twice.
+
+With a replica attached (ROLE, read with the claim), the pipeline of the upload's last writes
+ends with WAIT, and the upload is accepted only once a replica confirmed it (jobs.core.replicas).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Callable, Iterator
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rq import Queue, Retry
+from rq.queue import EnqueueData
+
+from jobs.tasks import blobs, states, webhook_events
+
+from jobs.core import keys, logs, metrics
+from jobs.core import replicas as replicas_
+from jobs.core.clock import now_iso
+from jobs.core.exceptions import LimitReached, NotReplicated
+from jobs.core.failures import backoff_delays
+from jobs.core.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
+from jobs.core.queues import register as register_queues
+from jobs.core.settings import Settings
+from jobs.tasks.records import new_id
+
+JOB_FUNCTION = "jobs.pipeline.ingest_document"
+SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
+BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
+RESULT_TTL_SECONDS = 3600
+INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
+
+# KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
+#       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
+#       9 tenant's chunk count, 10 all tenants' chunk count; then per file: idempotency key,
+#       task, upload, the document's tasks, the document's latest task, its indexed entry.
+# ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
+#       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit,
+#       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
+#       those statuses;
+#       then the reusable statuses beside those (succeeded); then per file: new task id,
+#       size, bytes ('' when they travel later), record (its number of fields, then fields
+#       and values).
+# Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
+_SUBMIT = """
+local remembered = redis.call('HGET', KEYS[7], 'claim')
+if remembered then
+  local out, ids, i = {'ok'}, redis.call('LRANGE', KEYS[6], 0, -1), 1
+  for status in string.gmatch(remembered, '[^,]+') do
+    out[#out + 1] = ids[i]
+    out[#out + 1] = status == '-' and '' or status
+    i = i + 1
+  end
+  return out
+end
+local live = {}
+local at = 16
+for i = 1, tonumber(ARGV[15]) do live[ARGV[at]] = true; at = at + 1 end
+local succeeded = ARGV[at]
+at = at + 1
+local files, starts, bytes = tonumber(ARGV[11]), {}, 0
+for i = 1, files do
+  starts[i] = at
+  bytes = bytes + tonumber(ARGV[at + 1])
+  at = at + 4 + 2 * tonumber(ARGV[at + 3])
+end
+if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
+if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
+if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
+  return {'blob_budget'}
+end
+if tonumber(redis.call('GET', KEYS[4]) or '0') + bytes > tonumber(ARGV[8]) then
+  return {'tenant_blob_budget'}
+end
+if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
+  return {'knowledge_base_full'}
+end
+if tonumber(redis.call('GET', KEYS[10]) or '0') >= tonumber(ARGV[10]) then
+  return {'kb_total_full'}
+end
+local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
+local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
+for i = 1, files do
+  local base = 10 + 6 * (i - 1)
+  local idem, task, blob, document, latest_key, indexed =
+    KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
+  local s = starts[i]
+  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 3])
+  local current = redis.call('GET', idem)
+  local reuse = false
+  local status = ''
+  if current and ARGV[1] ~= '1' then
+    status = status_of(current)
+    if live[status] or status == succeeded then
+      -- The same content again: the same task, unless newer content of the document is on its
+      -- way, or the index no longer holds this content (a later version replaced it).
+      local latest = redis.call('GET', latest_key)
+      local newer = latest and latest ~= current and live[status_of(latest)]
+      if not newer then
+        reuse = live[status] or redis.call('HGET', indexed, 'task_id') == current
+      end
+    end
+  end
+  if reuse then
+    id = current
+  else
+    status = ''
+    redis.call('SET', idem, id, 'EX', ttl)
+    redis.call('HSET', task, unpack(ARGV, s + 4, s + 3 + 2 * fields))
+    redis.call('EXPIRE', task, ttl)
+    redis.call('SET', blob, ARGV[s + 2], 'EX', ttl)
+    redis.call('ZADD', KEYS[1], ARGV[4], id)
+    redis.call('ZADD', KEYS[2], ARGV[4], id)
+    redis.call('INCRBY', KEYS[3], size)
+    redis.call('INCRBY', KEYS[4], size)
+    redis.call('HSET', KEYS[5], id, size)
+    redis.call('SADD', document, id)
+    redis.call('EXPIRE', document, ttl)
+    redis.call('SET', latest_key, id, 'EX', ttl)
+  end
+  ids[i] = id
+  claimed[i] = status == '' and '-' or status
+  out[#out + 1] = id
+  out[#out + 1] = status
+end
+for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[6], unpack(ids, i, math.min(i + 999, #ids))) end
+redis.call('EXPIRE', KEYS[6], ttl)
+redis.call('HSET', KEYS[7], 'id', ARGV[12], 'tenant', ARGV[13], 'created_at', ARGV[14],
+           'size', files, 'claim', table.concat(claimed, ','))
+redis.call('EXPIRE', KEYS[7], ttl)
+redis.call('ZADD', KEYS[8], ARGV[4], ARGV[12])
+return out
+"""
+_SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One accepted file: checked and named by the web layer, not yet parsed.
+
+    Its bytes are held (`data`) only when small; a larger file is read again from `source`
+    in pieces when it is stored, so a request never holds its files whole in memory.
+    """
+
+    filename: str
+    document_id: str
+    kind: str
+    size: int
+    sha256: str
+    data: bytes | None = None
+    source: BinaryIO | None = None
+
+    @classmethod
+    def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> "Upload":
+        return cls(filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(),
+                   data=data)
+
+    def pieces(self) -> Iterator[bytes]:
+        if self.data is not None:
+            yield self.data
+            return
+        assert self.source is not None
+        self.source.seek(0)
+        while piece := self.source.read(blobs.PIECE_BYTES):
+            yield piece
+
+    def content(self) -> bytes:
+        return self.data if self.data is not None else b"".join(self.pieces())
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What reading a stream once told: its size (up to the limit), digest and first bytes."""
+
+    size: int
+    sha256: str
+    head: bytes
+    data: bytes | None  # all of it, when no larger than INLINE_BYTES
+
+    def too_large(self, limit: int) -> bool:
+        return self.size > limit
+
+
+def measure(stream: BinaryIO, limit: int, head_bytes: int = 4096) -> Measured:
+    """Read a stream through in pieces: its size, sha256 and head, holding only a small file.
+
+    Stops once more than `limit` bytes were read (the file is refused anyway).
+    """
+    digest, size, head, held = hashlib.sha256(), 0, b"", []
+    while piece := stream.read(blobs.PIECE_BYTES):
+        if len(head) < head_bytes:
+            head += piece[:head_bytes - len(head)]
+        size += len(piece)
+        if size > limit:
+            break
+        digest.update(piece)
+        if size <= INLINE_BYTES:
+            held.append(piece)
+    data = b"".join(held) if size <= INLINE_BYTES else None
+    return Measured(size, digest.hexdigest(), head, data)
+
+
+def choose_priority(file_count: int, priority: str | None) -> str:
+    """An explicit priority wins; otherwise small uploads go first and large batches go last."""
+    if priority in PRIORITIES:
+        return priority
+    if file_count <= SMALL_UPLOAD_FILES:
+        return "high"
+    if file_count >= BULK_UPLOAD_FILES:
+        return "bulk"
+    return "normal"
+
+
+def choose_queue(file_count: int, priority: str | None,
+                 tenant: str = DEFAULT_TENANT) -> str:
+    """The name of the tenant's queue at that priority (jobs.core.queues: `default`'s are the plain
+    intake-high, intake, intake-bulk)."""
+    return queue_name(tenant, choose_priority(file_count, priority))
+
+
+def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_version: str) -> str:
+    material = json.dumps([tenant, document_id, sha256, pipeline_version])
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def submit_documents(connection: Redis, queues: Queues, settings: Settings,
+                     tenant: str, uploads: list[Upload], *, pipeline_version: str,
+                     priority: str | None = None, force: bool = False,
+                     trace_id: str | None = None) -> dict[str, Any]:
+    """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
+
+    Raises LimitReached when the batch is refused whole, and NotReplicated when the primary
+    has a replica attached and none confirmed the upload within INTAKE_REPLICA_WAIT_MS: then
+    everything is stored all the same, and a resend of the same files answers the same tasks
+    (`duplicate: true`), nothing lost, nothing doubled (jobs.core.exceptions.NotReplicated).
+    `trace_id` (the upload request's) is kept in each new task, for the logs of its worker.
+    """
+    ttl = settings.retention_seconds
+    batch_id, created_at = new_id(), now_iso()
+    firsts: dict[str, Upload] = {}
+    for upload in uploads:  # the same file twice in one request is one task
+        digest = idempotency_digest(tenant, upload.document_id, upload.sha256, pipeline_version)
+        firsts.setdefault(digest, upload)
+    inline = sum(upload.size for upload in firsts.values()) <= INLINE_BYTES
+    queue = queues.get(choose_queue(len(firsts), priority, tenant))
+    record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
+              "queue": queue.name, "pipeline_version": pipeline_version,
+              "trace_id": trace_id or batch_id}
+    keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
+             keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
+             keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
+             keys.tenant_chunks(tenant), keys.kb_total_chunks()]
+    args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
+                       settings.queue_limit, settings.tenant_queue_limit,
+                       settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
+                       settings.tenant_chunk_limit, settings.kb_chunk_limit, len(firsts),
+                       batch_id, tenant, created_at,
+                       len(states.LIVE), *states.LIVE, states.SUCCEEDED]
+    new_ids: dict[str, str] = {}
+    for digest, upload in firsts.items():
+        task_id = new_ids[digest] = new_id()
+        keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
+                  keys.document_tasks(tenant, upload.document_id),
+                  keys.document_latest(tenant, upload.document_id),
+                  keys.kb_document(tenant, upload.document_id)]
+        fields = _task_fields(task_id, upload, digest, settings, record)
+        args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
+        args += [item for pair in fields.items() for item in pair]
+    # Inline: build every job's enqueue while the claim runs; send what the claim allows.
+    reply, enqueue, role = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
+        connection, queue, settings, tenant, list(new_ids.values())) if inline else None)
+    replicas = replicas_.attached(role)
+    if reply[0] != b"ok":
+        raise LimitReached(reply[0].decode())
+    created = [(upload, task_id.decode()) for upload, task_id, existing
+               in zip(firsts.values(), reply[1::2], reply[2::2]) if not existing]
+    if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
+        webhook_events.batch_submitted(
+            connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
+            live=states.LIVE, complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
+    if enqueue is not None and len(created) == len(new_ids):
+        last = enqueue
+    elif inline and created:
+        last = _enqueue_pipeline(connection, queue, settings, tenant, [t for _, t in created])
+    elif created:
+        last = _store_and_enqueue(connection, queue, settings, tenant, created)
+    else:  # all duplicates: the batch is this upload's last write (bumped so WAIT covers it)
+        last = connection.pipeline(transaction=False)
+        if replicas:
+            last.expire(keys.batch(batch_id), ttl)
+    if replicas:  # the upload's last writes and WAIT on one connection (jobs.core.replicas)
+        replicas_.queue_wait(last, settings)
+    else:
+        replicas_.count_unconfirmed(last, role)
+    replies = last.execute()
+    if replicas:
+        _confirm(replies[-1], settings, batch_id, tenant, record["trace_id"])
+    return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
+
+
+def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
+             trace_id: str) -> None:
+    """The 202 only once a replica has the upload; else NotReplicated (stored all the same).
+
+    The refusal's log line is written at once: a request's held lines (logs.held) are written
+    only after a 202 is sent."""
+    try:
+        replicas_.confirm(acknowledged, settings)
+    except NotReplicated:
+        logs.write([("upload_not_replicated", {"batch_id": batch_id, "tenant": tenant,
+                                               "trace_id": trace_id,
+                                               "wait_ms": settings.replica_wait_ms},
+                     time.time())])
+        raise
+
+
+def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings, tenant: str,
+                      task_ids: list[str]) -> Pipeline:
+    """RQ's own enqueue of these tasks' jobs, queued on a pipeline the caller sends (or not),
+    after the registration of the tenant's queues (so workers listen to them)."""
+    pipe = connection.pipeline(transaction=False)
+    register_queues(pipe, tenant)
+    for _ in task_ids:
+        metrics.count(pipe, "tasks_submitted_total", queue=queue.name)
+    queue.enqueue_many([job_data(task_id, settings) for task_id in task_ids], pipeline=pipe)
+    return pipe
+
+
+def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tenant: str,
+                       created: list[tuple[Upload, str]]) -> Pipeline:
+    """The bytes of new tasks in pieces, each task's job (RQ's own enqueue) queued right after
+    its last piece, on one pipeline sent every few MiB: a job never runs before its bytes are
+    there, and nothing waits without its job longer than its own bytes take. Returns that
+    pipeline with its last part still to send (the caller may add WAIT to it)."""
+    writer = blobs.PieceWriter(connection.pipeline(transaction=False))
+    register_queues(writer.pipe, tenant)
+    for upload, task_id in created:
+        metrics.count(writer.pipe, "tasks_submitted_total", queue=queue.name)
+        writer.write(task_id, upload.pieces())
+        queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
+    return writer.pipe
+
+
+def _summary(batch_id: str, created_at: str, uploads: Any, reply: list[bytes], tenant: str,
+             trace_id: str) -> dict[str, Any]:
+    entries = []
+    for upload, task_id, existing in zip(uploads, reply[1::2], reply[2::2]):
+        task_id, existing = task_id.decode(), existing.decode()
+        entries.append({"id": task_id, "document_id": upload.document_id,
+                        "filename": upload.filename, "status": existing or states.PENDING,
+                        "duplicate": bool(existing)})
+        logs.event("task_submitted" if not existing else "duplicate_submitted",
+                   {"id": task_id, "batch_id": batch_id, "tenant": tenant,
+                    "trace_id": trace_id}, document_id=upload.document_id)
+    return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
+
+
+def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[bytes]:
+    """EVALSHA: the script's text is sent only the first time a server lacks it."""
+    try:
+        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+    except NoScriptError:
+        connection.script_load(_SUBMIT)
+        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+
+
+def _claim_while(connection: Redis, keys_: list[str], args: list[Any],
+                 meanwhile: Callable[[], Pipeline | None],
+                 ) -> tuple[list[bytes], Pipeline | None, Any]:
+    """Send the claim and ROLE behind it, run `meanwhile` while Redis runs them, then read both
+    replies: the claim's, what `meanwhile` built, and ROLE's (or its refusal: jobs.core.replicas).
+
+    Building the jobs' enqueue (RQ's Python: a Job each, serialised) takes about as long as
+    the claim's round trip; overlapped, a submit waits for one of them, not both. ROLE rides in
+    the same round trip, so a Redis without replicas costs nothing more (jobs.core.replicas). A reply
+    lost with its connection is asked for again by sending the claim again through the client:
+    the batch keeps what its first run decided, so the second answers the same. Without a
+    connection pool (a fake client): in turn.
+    """
+    pool = getattr(connection, "connection_pool", None)
+    if pool is None:
+        reply = _run_script(connection, keys_, args)
+        return reply, meanwhile(), _role(connection)
+    conn = pool.get_connection()
+    pipe = None
+    try:
+        conn.send_command("EVALSHA", _SUBMIT_SHA, len(keys_), *keys_, *args)
+        conn.send_command("ROLE")
+        pipe = meanwhile()
+        reply = conn.read_response()
+        try:
+            role: Any = conn.read_response()
+        except ResponseError as refused:  # a server without ROLE: one without replicas
+            role = refused
+    except (RedisConnectionError, RedisTimeoutError, NoScriptError):
+        conn.disconnect()  # a reply may be left unread: never hand this connection out again
+        reply = _run_script(connection, keys_, args)  # loads the script if the server lacked it
+        role = _role(connection)
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    return reply, pipe if pipe is not None else meanwhile(), role
+
+
+def _role(connection: Redis) -> Any:
+    """ROLE on its own (only when the claim went without it): the reply, or the refusal."""
+    try:
+        return connection.execute_command("ROLE")
+    except ResponseError as refused:
+        return refused
+
+
+def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:
+    """The RQ job of one run of a task: the first run's has the task's id, a Retry's its own
+    (`job_id`); its retries are its own.
+
+    Every TTL is explicit (RQ ignores Queue-level ones) and the retry delays are a per-job list
+    of jittered exponential whole seconds (RQ has neither jitter nor a backoff factor).
+    """
+    delays = backoff_delays(settings.max_attempts, settings.retry_base_seconds)
+    ttl = settings.retention_seconds
+    return Queue.prepare_data(
+        JOB_FUNCTION, args=(task_id,), job_id=job_id or task_id, timeout=settings.job_timeout,
+        result_ttl=RESULT_TTL_SECONDS, failure_ttl=ttl, ttl=ttl,
+        retry=Retry(max=len(delays), interval=delays) if delays else None)
+
+
+def _task_fields(task_id: str, upload: Upload, digest: str, settings: Settings,
+                 record: dict[str, str]) -> dict[str, Any]:
+    """The new task's record for the submit script; what tasks.view defaults is left out."""
+    return {
+        "id": task_id, **record, "document_id": upload.document_id,
+        "filename": upload.filename, "kind": upload.kind, "size": upload.size,
+        "status": states.PENDING, "max_attempts": settings.max_attempts, "idempotency": digest,
+        "version": time.time_ns() // 1000,
+    }

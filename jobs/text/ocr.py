@@ -1,0 +1,135 @@
+"""OCR: the text of page images, for PDF pages without a text layer and for image files.
+
+Why this engine: RapidOCR (PP-OCRv4 detection, orientation and recognition models run by
+onnxruntime) ships its models inside its wheel, so `requirements.txt` installs it whole:
+nothing is downloaded at run time and no system package (Tesseract and its language packs) is
+needed. Its recognition model reads Chinese and English (Latin letters, digits, punctuation) in
+one pass, so every language of `LANGUAGES` is read on every page; there is nothing to choose.
+
+Why one thread and built lazily: a worker is given one core, and onnxruntime would otherwise
+start a thread per core in each worker; building the engine (imports and three models) takes
+most of a second and a few hundred MiB of address space, paid once per process that OCRs and
+never by one that does not (the web, a worker reading text files). Pure: no rq, no redis.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import resource
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from jobs.core.failures import PermanentError
+from jobs.core.settings import OCR_LANGUAGES
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+#: What the bundled models read (INTAKE_OCR_LANGUAGES must be a subset of these).
+LANGUAGES: tuple[str, ...] = OCR_LANGUAGES
+#: The longest side, in pixels, of an image the engine reads (its own `max_side_len`): a page
+#: rendered or an image larger than this is scaled down first, which bounds time and memory.
+MAX_SIDE = 2000
+#: How much a small image (a screenshot, a cropped scan) is enlarged first: the recognition
+#: model drops the spaces between small Latin words far more often than between large ones.
+MAX_UPSCALE = 2.0
+#: A page whose grey levels span less than this is blank: no text, and no engine run.
+BLANK_RANGE = 8
+_PAGE_DETAIL = re.compile(r"OCR page (\d+) of (\d+)")
+
+
+def check_page_count(count: int, max_pages: int, what: str) -> None:
+    """PermanentError (too_large) when `count` pages, described by `what` ("This scan has
+    10,000 pages without text"), are more than OCR reads per document."""
+    if count > max_pages:
+        raise PermanentError(f"{what}; OCR reads at most {max_pages:,} pages per document.",
+                             code="too_large")
+
+
+def page_numbers(detail: str) -> tuple[int, int] | None:
+    """(i, n) of a progress detail "OCR page i of n" that `read_pages` reports, else None."""
+    found = _PAGE_DETAIL.fullmatch(detail)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def read_pages(renders: Sequence[Callable[[], "Image.Image"]],
+               progress: Callable[[str], None]) -> list[str]:
+    """The text of each page, in order; `renders[i]()` makes page i's image when its turn
+    comes, so one page image is held at a time. "OCR page i of n" goes to `progress` as each
+    page starts (a deadline per page is kept by whoever listens: jobs.text.sandbox)."""
+    texts = []
+    for number, render in enumerate(renders, start=1):
+        progress(f"OCR page {number} of {len(renders)}")
+        texts.append(read_image(render()))
+    return texts
+
+
+def read_image(image: "Image.Image") -> str:
+    """The text OCR finds in `image`, a line per line of text ("" when it finds none)."""
+    pixels = _grey_pixels(image)
+    if int(pixels.max()) - int(pixels.min()) < BLANK_RANGE:
+        return ""
+    try:
+        found, _ = engine()(pixels)
+    except Exception as exc:  # RapidOCR wraps onnxruntime's errors in one of its own
+        if "bad_alloc" in str(exc) or "allocate" in str(exc).lower():
+            raise MemoryError("OCR ran out of memory") from None
+        raise
+    return _lines(found or [])
+
+
+def _grey_pixels(image: "Image.Image") -> Any:
+    """Grey levels (the models read luminance), transparency flattened onto white, scaled to
+    MAX_SIDE pixels on its longer side (enlarged at most MAX_UPSCALE times)."""
+    import numpy as np
+    from PIL import Image
+
+    if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        image = Image.alpha_composite(Image.new("RGBA", rgba.size, "white"), rgba)
+    grey = image.convert("L")
+    scale = min(MAX_SIDE / max(grey.size), MAX_UPSCALE)
+    if scale > 1.25 or scale < 1:
+        size = (max(1, round(grey.width * scale)), max(1, round(grey.height * scale)))
+        grey = grey.resize(size, Image.Resampling.LANCZOS)
+    return np.asarray(grey)
+
+
+def _lines(found: list[Any]) -> str:
+    """The engine's boxes (sorted by their tops) as lines: a box whose middle lies within half
+    a line's height of the line's is on it; a line's boxes are joined left to right."""
+    lines: list[tuple[float, float, list[tuple[float, str]]]] = []  # middle, height, boxes
+    for box, text, _score in found:
+        top, bottom = min(y for _, y in box), max(y for _, y in box)
+        middle, left = (top + bottom) / 2, min(x for x, _ in box)
+        if lines and abs(middle - lines[-1][0]) <= lines[-1][1] / 2:
+            lines[-1][2].append((left, text))
+        else:
+            lines.append((middle, bottom - top, [(left, text)]))
+    joined = (" ".join(text.strip() for _, text in sorted(boxes)) for _, _, boxes in lines)
+    return "\n".join(line for line in joined if line.strip())
+
+
+def engine() -> Any:
+    """The process's RapidOCR engine, built on its first use in this process (a fork builds its
+    own: the libraries' threads and locks do not survive a fork), on one thread."""
+    return _engine(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)
+def _engine(pid: int) -> Any:
+    _take_reserved_address_space()
+    import cv2
+    from rapidocr_onnxruntime import RapidOCR
+
+    cv2.setNumThreads(1)
+    return RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+
+
+def _take_reserved_address_space() -> None:
+    """Raise the soft address-space limit to the hard one. A parse's child (jobs.text.sandbox)
+    bounds its address space with the soft limit and keeps the room OCR's libraries map above
+    it, up to the hard limit, for when OCR starts; without limits this changes nothing."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))

@@ -1,0 +1,85 @@
+"""What a parser gives: a document's text as blocks, each knowing where it is in the document.
+
+Why blocks: search results say where a chunk comes from ("page 12", "slide 3", "sheet Q3", the
+nearest heading), and a chunk must never run from one slide or sheet into the next. So a
+parser cuts the text where the document itself has parts; chunking (jobs.text.chunking) joins
+blocks until a block starts a new part (`boundary`) and gives each chunk the location of the
+block it starts in. Pure: no rq, no redis.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from jobs.core.failures import PermanentError
+
+#: Text is refused when it is out of all proportion to its file: a few kilobytes of workbook
+#: whose one long shared string every row repeats, or a PDF that draws one text object on
+#: every page, would otherwise turn a small upload into tens of thousands of chunks. Real
+#: documents give from under one to a few tens of characters per byte of file (Excel's shared
+#: strings and repeated headers at most); anything may give `TEXT_FREE_CHARS`.
+TEXT_PER_FILE_BYTE = 100
+TEXT_FREE_CHARS = 1_000_000
+
+
+@dataclass
+class Block:
+    """A run of a document's text. `location`: {"page": 3}, {"slide": 2}, {"sheet": "Q3"},
+    {"heading": "Terms"} or {}; `boundary`: no chunk spans into it from the block before."""
+
+    text: str
+    location: dict[str, Any] = field(default_factory=dict)
+    boundary: bool = False
+
+
+@dataclass
+class ParsedDocument:
+    """A document's blocks; how many pages it had (1 for formats without pages), how many of
+    them were read by OCR, and what a person should know about the reading (`warnings`)."""
+
+    blocks: list[Block]
+    pages: int = 1
+    ocr_pages: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(block.text for block in self.blocks)
+
+    @property
+    def characters(self) -> int:
+        return sum(len(block.text) for block in self.blocks) + 2 * max(len(self.blocks) - 1, 0)
+
+    @classmethod
+    def of_text(cls, text: str, pages: int = 1, **kwargs: Any) -> "ParsedDocument":
+        return cls([Block(text)] if text else [], pages, **kwargs)
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """How to read: OCR (`ocr` "auto" or "off", its languages, the most pages it reads, the
+    seconds one page may take), and whom to tell of progress (`progress("OCR page 3 of 9")`)."""
+
+    ocr: str = "auto"
+    ocr_languages: tuple[str, ...] = ("en", "zh")
+    ocr_max_pages: int = 200
+    ocr_page_seconds: float = 60.0
+    progress: Callable[[str], None] | None = None
+
+    def tell(self, detail: str) -> None:
+        if self.progress is not None:
+            self.progress(detail)
+
+
+def text_allowance(file_bytes: int) -> int:
+    """The most characters of text a file of `file_bytes` bytes may give."""
+    return max(TEXT_FREE_CHARS, TEXT_PER_FILE_BYTE * file_bytes)
+
+
+def out_of_proportion(file_bytes: int, at_least: int) -> PermanentError:
+    """The error for a file whose text passed `text_allowance` (`at_least` characters so far)."""
+    return PermanentError(
+        f"This file of {file_bytes:,} bytes expands to at least {at_least:,} characters of text, "
+        f"more than the {text_allowance(file_bytes):,} Intake accepts from a file of its size "
+        "(the same text repeated many times over, as a decompression bomb does).",
+        code="too_large")

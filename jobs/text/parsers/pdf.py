@@ -1,0 +1,124 @@
+"""PDF: each page's text layer as a block located by its page number; pages without one are
+rendered and read by OCR (jobs.text.ocr), only those pages.
+
+Why pypdfium2 (PDFium, the engine of Chrome's PDF viewer) and not pypdf: on the same files it
+extracts the same text 2.5 to 13 times as fast (docs/benchmarks.md, "PDF text extraction"),
+opens AES-encrypted files without a cryptography package, recovers a file cut before its
+cross-reference table where pypdf gives up, and it is the renderer OCR needs anyway: one
+library reads and renders. A file PDFium cannot open is damaged (or locked by a password).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from jobs.text import ocr
+from jobs.core.failures import PermanentError
+from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions
+from jobs.text.parsers.text import normalise_newlines
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+NO_TEXT_LAYER = "This PDF has no text layer (scanned?). Intake cannot read images of text."
+#: Resolution pages are rendered at for OCR (at most ocr.MAX_SIDE pixels on a side).
+RENDER_DPI = 200
+_PROTECTED = "This PDF is password-protected; upload an unprotected copy."
+_UNSUPPORTED_SECURITY = "This PDF uses an encryption Intake cannot open; upload an unprotected copy."
+_CORRUPT = "This PDF is damaged or truncated and cannot be read."
+
+
+def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
+    document = _open(data)
+    try:
+        texts = [_page_text(document, index) for index in range(len(document))]
+        unread = [n for n, text in enumerate(texts, start=1) if not text]
+        ocr_texts = _ocr(document, unread, options) if options.ocr == "auto" else {}
+    except pdfium.PdfiumError:
+        raise PermanentError(_CORRUPT, code="corrupt") from None
+    finally:
+        document.close()
+    texts = [text or ocr_texts.get(n, "") for n, text in enumerate(texts, start=1)]
+    blocks = [Block(text, {"page": n}) for n, text in enumerate(texts, start=1) if text]
+    if not blocks:
+        raise _nothing_read(data, len(texts), len(ocr_texts))
+    return ParsedDocument(blocks, pages=len(texts), ocr_pages=len(ocr_texts),
+                          warnings=_warnings(unread, ocr_texts, options))
+
+
+def _open(data: bytes) -> pdfium.PdfDocument:
+    """Open a PDF; one with only an owner password (an empty user password) opens as it is."""
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if exc.err_code == pdfium_c.FPDF_ERR_PASSWORD:
+            raise PermanentError(_PROTECTED, code="encrypted") from None
+        if exc.err_code == pdfium_c.FPDF_ERR_SECURITY:
+            raise PermanentError(_UNSUPPORTED_SECURITY, code="encrypted") from None
+        raise PermanentError(_CORRUPT, code="corrupt") from None
+
+
+def _page_text(document: pdfium.PdfDocument, index: int) -> str:
+    page = document[index]
+    try:
+        textpage = page.get_textpage()
+        try:
+            text = textpage.get_text_bounded()
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    # PDFium writes a hyphen that breaks a word at a line's end as U+0002 and drops the line
+    # break: the word is whole again, as a person reads (and searches for) it.
+    return normalise_newlines(text).replace("\x00", "").replace("\x02", "").strip()
+
+
+def _ocr(document: pdfium.PdfDocument, pages: list[int], options: ParseOptions,
+         ) -> dict[int, str]:
+    """The text OCR reads on `pages` (1-based), after checking there are not too many."""
+    if not pages:
+        return {}
+    ocr.check_page_count(len(pages), options.ocr_max_pages,
+                         f"This scan has {len(pages):,} pages without text")
+    renders = [_renderer(document, n) for n in pages]
+    return dict(zip(pages, ocr.read_pages(renders, options.tell)))
+
+
+def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], "Image.Image"]:
+    def render() -> "Image.Image":
+        page = document[number - 1]
+        try:
+            width, height = page.get_size()
+            scale = min(RENDER_DPI / 72, ocr.MAX_SIDE / max(width, height, 1))
+            bitmap = page.render(scale=scale, grayscale=True)
+            return bitmap.to_pil()
+        finally:
+            page.close()
+    return render
+
+
+def _nothing_read(data: bytes, pages: int, ocr_pages: int) -> PermanentError:
+    if b"%%EOF" not in data[-8192:]:  # recovered from a cut-off file: "no text" would mislead
+        return PermanentError(_CORRUPT, code="corrupt")
+    if not ocr_pages:
+        return PermanentError(NO_TEXT_LAYER, code="no_text")
+    each = "its page" if ocr_pages == 1 else f"its {ocr_pages:,} pages"
+    return PermanentError(f"This PDF has no text layer, and OCR read {each} without finding "
+                          "any text (blank pages, or a scan too faint to read?).", code="no_text")
+
+
+def _warnings(unread: list[int], ocr_texts: dict[int, str], options: ParseOptions) -> list[str]:
+    if options.ocr != "auto" and unread:
+        return [f"{_count(unread)} without text {'was' if len(unread) == 1 else 'were'} "
+                "not read: OCR is turned off (INTAKE_OCR=off)."]
+    empty = [n for n in unread if not ocr_texts.get(n)]
+    if empty:
+        shown = ", ".join(map(str, empty[:10])) + (" …" if len(empty) > 10 else "")
+        return [f"OCR found no text on {_count(empty)} ({shown})."]
+    return []
+
+
+def _count(pages: list[int]) -> str:
+    return "1 page" if len(pages) == 1 else f"{len(pages):,} pages"

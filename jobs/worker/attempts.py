@@ -1,0 +1,188 @@
+"""An attempt's hold on its task: every write an attempt makes is fenced by its own id.
+
+Why: one task can have an older attempt still running while a newer one owns it — a cancel
+followed at once by a Retry (the old work-horse is still being stopped), a job pushed twice by
+a client that re-sent its enqueue, a worker cut off from Redis that comes back. So an attempt
+starts only when its job is the job of the task's current run and the task may run; it takes a
+fresh attempt id; and every later write of it (progress, the final state, the index) applies
+only while the task is `running` under that id. A cancel, a Retry, a DELETE or the reconciler
+changes the status or the id, and the old attempt's next write is refused: it stops, having
+changed nothing.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Callable, Iterable
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import WatchError
+
+from jobs.core import keys
+
+from jobs.tasks import states
+from jobs.tasks.announcements import announce
+from jobs.core.clock import now_iso
+from jobs.core.failures import CancelRequested, TransientError
+
+COMMIT_TRIES = 5
+
+# KEYS: task. ARGV: task id, job id, attempt id, now, the status it moves to, then the
+# statuses it may start from (states.START). The first run's job has the task's id; a Retry's
+# run names its own (`job_id`). Returns {'ok', attempts, the record's fields and values…}.
+_START = """
+local r = redis.call('HMGET', KEYS[1], 'tenant', 'status', 'job_id')
+if not r[1] then return {'missing', ''} end
+local current = r[3]
+if not current or current == '' then current = ARGV[1] end
+if current ~= ARGV[2] then return {'superseded', r[2] or ''} end
+for i = 6, #ARGV do
+  if ARGV[i] == r[2] then
+    local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+    redis.call('HSET', KEYS[1], 'status', ARGV[5], 'attempt_id', ARGV[3],
+               'started_at', ARGV[4], 'ended_at', '', 'error', '', 'next_attempt_at', '',
+               'current_step', 'parsing', 'step_detail', 'Starting', 'updated_at', ARGV[4])
+    local reply = {'ok', tostring(attempts)}
+    for _, item in ipairs(redis.call('HGETALL', KEYS[1])) do reply[#reply + 1] = item end
+    return reply
+  end
+end
+return {'refused', r[2] or ''}
+"""
+
+# KEYS: task, the RQ job's key. ARGV: attempt id, the status the attempt owns the task in,
+# ttl, pickled meta ('' for none), then field/value pairs. The meta goes where
+# Job.save_meta() puts it, in the same round trip. The last word of a canceled attempt (its
+# step and timings) is written the same way, with the canceled status.
+_WRITE = """
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt_id')
+if r[1] ~= ARGV[2] or r[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[4]) end
+return 1
+"""
+
+
+class Superseded(Exception):
+    """This attempt no longer owns its task: another attempt or run took over, or it is gone."""
+
+
+class Refused(Exception):
+    """The task may not start now (it is canceled, finished or failed); `status` says which."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class AttemptFence:
+    """One attempt's id and the fenced writes made with it."""
+
+    def __init__(self, connection: Redis, task_id: str, job_key: str | bytes | None) -> None:
+        self.connection = connection
+        self.task_id = task_id
+        self.key = keys.task(task_id)
+        self.job_key = job_key or ""
+        self.attempt_id = secrets.token_hex(8)
+        self.attempt = 0
+        self.prefetched: dict[str, dict[bytes, bytes]] = {}
+
+    def start(self, job_id: str, *, prefetch: tuple[str, ...] = ()) -> dict[str, str]:
+        """Take the task for this attempt; returns its record as it then is (one round trip).
+        The hashes named in `prefetch` are read in the same round trip, into `prefetched`
+        (the attempt's checkpoint: a tiny document's attempt is a few round trips in all).
+
+        Raises Superseded (another run's job, or no record) or Refused (a status it may not
+        start from, e.g. canceled just as it was dequeued).
+        """
+        pipe = self.connection.pipeline(transaction=False)
+        pipe.eval(_START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(),
+                  states.START.target, *states.START.sources)
+        announce(pipe, self.task_id)   # a refused start announces nothing that moved: harmless
+        for key in prefetch:
+            pipe.hgetall(key)
+        replies = pipe.execute()
+        self.prefetched = dict(zip(prefetch, replies[2:]))
+        reply = [v.decode() for v in replies[0]]
+        outcome, value = reply[0], reply[1]
+        if outcome == "refused":
+            raise Refused(value)
+        if outcome != "ok":
+            raise Superseded(outcome)
+        self.attempt = int(value)
+        return dict(zip(reply[2::2], reply[3::2]))
+
+    def write(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"",
+              pipe: Pipeline | None = None) -> None:
+        """Queue (on `pipe`) or send a progress write; it applies only while this attempt owns
+        the running task."""
+        self._write(states.RUNNING, fields, ttl_seconds, meta, pipe)
+
+    def write_succeeded(self, fields: dict[str, Any], ttl_seconds: int,
+                        pipe: Pipeline | None = None) -> None:
+        """What an attempt writes after its task succeeded, only while it still holds it."""
+        self._write(states.SUCCEEDED, fields, ttl_seconds, b"", pipe)
+
+    def write_canceled(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"") -> None:
+        """The last word of this attempt, only if the cancel that stopped it was of this one."""
+        self._write(states.CANCELED, fields, ttl_seconds, meta, None)
+
+    def _write(self, owned_as: str, fields: dict[str, Any], ttl_seconds: int, meta: bytes,
+               pipe: Pipeline | None) -> None:
+        target = pipe if pipe is not None else self.connection.pipeline(transaction=False)
+        target.eval(_WRITE, 2, self.key, self.job_key, self.attempt_id, owned_as, ttl_seconds,
+                    meta, *_pairs(fields))
+        announce(target, self.task_id)
+        if pipe is None:
+            target.execute()
+
+    def check(self, pipe: Pipeline | None = None) -> None:
+        """Raise CancelRequested or Superseded unless this attempt still owns the running task.
+
+        With `pipe` (writes queued on it, e.g. a checkpoint), the check travels in the same
+        round trip as those writes.
+        """
+        if pipe is None:
+            status, owner = self.connection.hmget(self.key, "status", "attempt_id")
+        else:
+            pipe.hmget(self.key, "status", "attempt_id")
+            status, owner = pipe.execute()[-1]
+        self._verify(status, owner)
+
+    def commit(self, build: Callable[[Pipeline], None], *, watch: Iterable[str] = (),
+               check: Callable[[Pipeline], None] | None = None) -> list[Any]:
+        """Send `build`'s writes in one MULTI, only while this attempt owns the running task.
+
+        The task key (and `watch`) are WATCHed: if anyone changes them before EXEC, the writes
+        are not applied and the ownership is checked again. `check(pipe)` may read the watched
+        keys first and raise to refuse the commit (e.g. a full knowledge base).
+        """
+        for _ in range(COMMIT_TRIES):
+            with self.connection.pipeline() as pipe:
+                try:
+                    pipe.watch(self.key, *watch)
+                    status, owner = pipe.hmget(self.key, "status", "attempt_id")
+                    self._verify(status, owner)
+                    if check is not None:
+                        check(pipe)
+                    pipe.multi()
+                    build(pipe)
+                    return pipe.execute()
+                except WatchError:
+                    continue
+        raise TransientError("The task's record kept changing while its result was being "
+                             "saved; it will be tried again.", code="commit_contended")
+
+    def _verify(self, status: bytes | None, owner: bytes | None) -> None:
+        if owner is None or owner.decode() != self.attempt_id:
+            raise Superseded("another attempt owns the task")
+        current = status.decode() if status else None
+        if current == states.CANCELED:
+            raise CancelRequested()
+        if current != states.RUNNING:
+            raise Superseded(f"the task is {current or 'gone'}")
+
+
+def _pairs(fields: dict[str, Any]) -> list[Any]:
+    return [item for pair in fields.items() for item in pair]

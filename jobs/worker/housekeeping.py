@@ -1,0 +1,49 @@
+"""Housekeeping, about once a minute in one worker: what no single event takes care of.
+
+Uploads of waiting tasks are kept alive with them; the bytes of uploads that expired go back
+to their budgets (jobs.tasks.blobs.recount); lists of batches and dead letters lose the entries
+older than the retention (their records have expired by then); knowledge bases written before
+their chunks were counted get counted, those written before chunk ids are migrated
+(jobs.kb.migration), and the garbage of replaced and deleted documents is collected (what a
+worker that died in the middle of it left).
+"""
+from __future__ import annotations
+
+import time
+
+from redis import Redis
+
+from jobs.tasks import blobs
+
+from jobs.kb import index, migration as kb_migration
+
+from jobs.core import keys
+
+
+def run(connection: Redis, ttl_seconds: int,
+        vectors: index.VectorWriter | None = None) -> None:
+    pipe = connection.pipeline(transaction=False)
+    for task_id in connection.zrange(keys.active(), 0, -1):
+        pipe.expire(keys.blob(task_id.decode()), ttl_seconds)
+    horizon = time.time() - ttl_seconds
+    pipe.zremrangebyscore(keys.failed_all(), "-inf", horizon)
+    for pattern in (keys.tenant_batches("*"), keys.tenant_failed("*")):
+        for key in connection.scan_iter(match=pattern, count=500):
+            pipe.zremrangebyscore(key, "-inf", horizon)
+    pipe.execute()
+    blobs.recount(connection)
+    index.ensure_chunk_counts(connection)
+    kb_migration.migrate(connection, vectors)
+    for tenant in _tenants_with(connection, keys.kb_garbage, keys.kb_staged):
+        index.collect_garbage(connection, tenant, vectors)
+
+
+def _tenants_with(connection: Redis, *key_of) -> set[str]:
+    """The tenants that have one of these per-tenant keys (each a function of the tenant)."""
+    found = set()
+    for make in key_of:
+        head, tail = make("\0").split("\0")
+        for key in connection.scan_iter(match=make("*"), count=500):
+            name = key.decode()
+            found.add(name[len(head):len(name) - len(tail)])
+    return found

@@ -1,0 +1,374 @@
+"""ingest_document(task_id): the RQ job that takes one document through
+parse → chunk → embed → index.
+
+`ingest_document` is RQ's entry point only: it hands the job, the task id and this process's
+parts (jobs.worker.parts: settings, embedder, progress reporter) to `run_attempt`, which uses nothing
+else. An attempt first takes its task (jobs.worker.attempts): only the job of the task's current run
+may, and only while the task may start; a job canceled just as it was dequeued, or one of a
+run a Retry replaced, ends at once having changed nothing. After that every write of the
+attempt is fenced by its own id, and it checks that it still owns the task between steps and
+embedding batches, so a cancel, a Retry or a delete stops it at its next checkpoint. Completed
+steps and embedding batches are checkpointed, so a retry resumes where the last attempt
+stopped. Every failure is classified (jobs.core.failures): a permanent one sets `retries_left = 0`
+before the exception leaves the job, so RQ records it as a dead letter at once; a transient
+one is left to RQ's Retry, and the task shows `retrying` until the next attempt starts.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+from redis import Redis
+from redis.client import Pipeline
+from rq import get_current_job
+
+from jobs.tasks import blobs, states, records as tasks
+
+from jobs.worker import checkpoints, parts
+
+from jobs.kb import index
+
+from jobs.core import keys, logs, metrics
+
+from jobs.text import ocr
+from jobs.worker.attempts import AttemptFence, Refused, Superseded
+from jobs.text.chunking import Chunk, chunk_blocks
+from jobs.core.clock import iso_in, now_iso
+from jobs.embedding.embedders import Embedding, HttpEmbedder, SparseRows
+from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
+from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError
+from jobs.worker.classify import classify
+from jobs.text.parsers import ParsedDocument, ParseOptions
+from jobs.worker.parts import Parts
+from jobs.worker.progress import dashboard_text
+from jobs.text.sandbox import parse_bounded
+from jobs.core.settings import MIB, Settings
+
+#: What the parse (OCR above all) may spend of an attempt's INTAKE_JOB_TIMEOUT: the rest is
+#: kept for embedding and indexing, so a scan too long to read fails with its reason instead of
+#: being killed by RQ's timeout and retried.
+PARSE_SHARE_OF_JOB = 0.8
+#: What waits for the embedding budget may reach of an attempt's INTAKE_JOB_TIMEOUT, less one
+#: request's timeout: the rest is kept for that request and the indexing, so an attempt that
+#: would wait longer fails with its reason (and resumes from its checkpoints) instead of being
+#: killed by RQ's timeout.
+BUDGET_WAIT_SHARE_OF_JOB = 0.9
+
+
+class Attempt:
+    """One attempt at one task: its record, parts, fence, progress reporter and checkpoints."""
+
+    def __init__(self, job: Any, record: dict[str, str], parts_: Parts,
+                 fence: AttemptFence) -> None:
+        self.started = time.monotonic()
+        self.job = job
+        self.connection: Redis = job.connection
+        self.record = record
+        self.task_id = record["id"]
+        self.tenant = record["tenant"]
+        self.settings = parts_.settings
+        self.embedder = parts_.embedder
+        self.fence = fence
+        self.version = parts_.version
+        self.reporter = parts_.reporter(
+            fence, job=job, ttl_seconds=self.settings.retention_seconds,
+            steps=tasks.view(record)["steps"], attempt=fence.attempt)
+        # Operators see in rq-dashboard which document a job reads, escaped like all its meta.
+        job.meta["document"] = dashboard_text(record["filename"])
+        self.checkpoints = checkpoints.Checkpoints(
+            self.connection, self.task_id, self.version, self.settings.retention_seconds,
+            stored=fence.prefetched.get(keys.checkpoint(self.task_id)))
+
+
+def ingest_document(task_id: str) -> dict[str, Any]:
+    """RQ entry point: this job, its task and this process's parts (jobs.worker.parts.current)."""
+    job = get_current_job()
+    if job is None:
+        raise RuntimeError("ingest_document must run inside an RQ job")
+    return run_attempt(job, task_id, parts.current())
+
+
+def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
+    """One attempt of the task, with everything it uses handed in. Returns the result
+    summary; raises so that RQ sees every failure."""
+    fence = AttemptFence(job.connection, task_id, job.key)
+    try:
+        record = fence.start(job.id, prefetch=(keys.checkpoint(task_id),))
+    except (Refused, Superseded) as exc:  # canceled, replaced, deleted: nothing to do or tell
+        job.retries_left = 0
+        logs.event("attempt_skipped", {"id": task_id}, reason=str(exc))
+        return {"skipped": str(exc)}
+    attempt = Attempt(job, record, parts_, fence)
+    try:
+        logs.event("attempt_started", record, attempt=fence.attempt)
+        return _run(attempt)
+    except CancelRequested:
+        return _finish_canceled(attempt)
+    except Superseded as exc:
+        return _superseded(attempt, exc)
+    except Exception as exc:
+        error = classify(exc, attempt.reporter.current_step)
+        logs.event("attempt_failed", record, attempt=fence.attempt, step=error.step,
+                   error=error.code, transient=error.transient, retries_left=job.retries_left)
+        try:
+            _record_failure(attempt, error)
+        except CancelRequested:
+            return _finish_canceled(attempt)
+        except Superseded as lost:
+            return _superseded(attempt, lost)
+        # What RQ keeps (exc_info) is rendered as raw HTML by rq-dashboard: escaped words only.
+        raise AttemptFailed(dashboard_text(f"{error.code}: {error.message}")) from None
+
+
+def _run(attempt: Attempt) -> dict[str, Any]:
+    summary, chunks = _parse_and_chunk(attempt)
+    vectors = _embed(attempt, [chunk.text for chunk in chunks])
+    reporter, record, tenant = attempt.reporter, attempt.record, attempt.tenant
+    reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
+    result = {**summary, "chunks": len(chunks)}
+    store = parts.vector_store(attempt.settings)
+    try:
+        staged = index.stage(attempt.connection, index.IndexedDocument(
+            tenant=tenant, document_id=record["document_id"], filename=record["filename"],
+            task_id=attempt.task_id, version=int(record.get("version") or 0),
+            texts=[chunk.text for chunk in chunks], vectors=vectors,
+            locations=[chunk.location for chunk in chunks]), store)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+
+    replaced = [0]  # the chunks of the version the flip replaces, as read under WATCH
+
+    def within_quota(pipe: Pipeline) -> None:
+        replaced[0] = index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
+                                              attempt.settings.tenant_chunk_limit,
+                                              attempt.settings.kb_chunk_limit)
+
+    def index_and_clean_up(pipe: Pipeline) -> None:
+        index.queue_flip(pipe, staged)
+        blobs.release(pipe, tenant, attempt.task_id)
+        checkpoints.delete(pipe, attempt.task_id)
+        states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target,
+                       settings=attempt.settings)
+
+    reporter.close()
+    reporter.end_step("indexing")  # as the write is sent; its true end follows it below
+    reporter.progress, reporter.current_step = 100, "done"
+    reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
+    try:
+        reporter.commit({"status": states.SUCCEED.target, "ended_at": now_iso(),
+                         "result": result, "error": "", "next_attempt_at": "",
+                         "pipeline_version": attempt.version},
+                        queue_more=index_and_clean_up, check=within_quota,
+                        watch=index.quota_keys(tenant, record["document_id"]))
+        # What the version it replaced leaves (rows, texts, vectors): on no one's path, and
+        # housekeeping collects what a failure here leaves (and stagings a lost worker left).
+        # A first version replaces nothing: no round trip for it.
+        if replaced[0]:
+            with contextlib.suppress(Exception):
+                index.collect_garbage(attempt.connection, tenant, store)
+    except BaseException:
+        index.discard(attempt.connection, staged)  # a no-op if the flip did land
+        raise
+    finally:
+        if store is not None:
+            store.close()
+    reporter.end_step("indexing")  # after the write itself: the step's time includes it
+    reporter.finish(lambda pipe: metrics.observe_steps(pipe, reporter.steps, reporter.attempt))
+    logs.event("task_succeeded", record, attempt=reporter.attempt, **result,
+               steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]]
+                      for s in reporter.steps})
+    return result
+
+
+def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
+    """What the parse found (`checkpoints.summary`) and the chunks, or both from an earlier
+    attempt's checkpoint (the steps keep that attempt's times)."""
+    saved = attempt.checkpoints.chunks()
+    if saved is not None:
+        return saved
+    reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
+    reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
+    data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0))
+    parsed = _parse(data, record["kind"], settings, reporter.update)
+    reporter.end_step("parsing")
+    attempt.fence.check()
+    reporter.begin_step("chunking", 20, f"Splitting {parsed.characters} characters")
+    chunks = chunk_blocks(parsed.blocks, settings.chunk_size, settings.chunk_overlap)
+    if not chunks:
+        raise PermanentError("This document contains no text.", code="no_text", step="chunking")
+    reporter.end_step("chunking")
+    summary = checkpoints.summary(parsed)
+    pipe = attempt.connection.pipeline()
+    attempt.checkpoints.save_chunks(summary, chunks, pipe=pipe)
+    attempt.fence.check(pipe)          # one round trip for the checkpoint and the check
+    return summary, chunks
+
+
+def _parse(data: bytes, kind: str, settings: Settings,
+           update: Callable[[int, str], None]) -> ParsedDocument:
+    """Every format, plain text and Markdown included, is read in a killable child under a
+    deadline and a memory bound (jobs.text.sandbox): no file can hold a worker or take its memory,
+    however it was crafted. A parser's progress ("OCR page 3 of 80") moves the bar through the
+    parsing step's share of it."""
+    def progress(detail: str) -> None:
+        number, count = ocr.page_numbers(detail) or (0, 1)
+        update(2 + 17 * max(number - 1, 0) // max(count, 1), detail)
+
+    options = ParseOptions(ocr=settings.ocr, ocr_languages=settings.ocr_language_list,
+                           ocr_max_pages=settings.ocr_max_pages,
+                           ocr_page_seconds=settings.ocr_page_timeout, progress=progress)
+    return parse_bounded(data, kind, options=options, seconds=settings.parse_timeout,
+                         memory_bytes=settings.parse_memory_mb * MIB,
+                         max_chars=settings.parse_max_chars,
+                         budget_seconds=settings.job_timeout * PARSE_SHARE_OF_JOB)
+
+
+def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
+    """Embed in batches; each batch is checkpointed and followed by an ownership check. An HTTP
+    embedder's requests pass the shared embedding budget (jobs.embedding.budget) first."""
+    embedder = attempt.embedder
+    reporter, total = attempt.reporter, len(chunks)
+    reporter.begin_step("embedding", 30, f"Embedding chunks 0 of {total}")
+    gate = _budget_gate(attempt, embedder) if isinstance(embedder, HttpEmbedder) else None
+    blocks = []
+    for start in range(0, total, embedder.batch_size):
+        batch = chunks[start:start + embedder.batch_size]
+        block = attempt.checkpoints.embedding(start)
+        if block is not None and len(block) != len(batch):
+            block = None  # saved under another batch size (another worker's): embed it again
+        pipe = attempt.connection.pipeline()
+        if block is None:
+            block = embedder.embed(batch, gate=gate) if gate else embedder.embed(batch)
+            attempt.checkpoints.save_embedding(start, block, pipe=pipe)
+        blocks.append(block)
+        done = min(start + embedder.batch_size, total)
+        reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
+        attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
+    reporter.end_step("embedding")
+    if isinstance(blocks[0], SparseRows):
+        return SparseRows.concatenate(blocks)
+    return np.vstack(blocks)
+
+
+def _budget_gate(attempt: Attempt, embedder: HttpEmbedder) -> WaitingGate:
+    """The attempt's way through the embedding budget: its waits shown in step_detail, and
+    none reaching past what the attempt's job timeout leaves for them."""
+    timeout = getattr(attempt.job, "timeout", None) or attempt.settings.job_timeout
+    deadline = None
+    if timeout > 0:  # RQ's -1: no timeout
+        deadline = attempt.started + max(0.5 * timeout,
+                                         BUDGET_WAIT_SHARE_OF_JOB * timeout - embedder.timeout)
+    budget = EmbeddingBudget.from_settings(attempt.connection, attempt.settings,
+                                           timeout=embedder.timeout)
+    return WaitingGate(budget, on_wait=BudgetWaits(attempt), deadline=deadline)
+
+
+class BudgetWaits:
+    """Shows a wait for the embedding budget as the task's step_detail, which the reporter
+    throttles (the text changes once a second), then puts the step's own text back. The wait
+    is neither a failure nor an attempt: the status stays `running`. About once a second it
+    checks that the attempt still owns its task, so a cancel stops a long wait at once."""
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+        self.resume: str | None = None
+        self.began = 0.0
+        self.checked = 0.0
+
+    def __call__(self, wait: BudgetWait | None) -> None:
+        reporter, now = self.attempt.reporter, time.monotonic()
+        if wait is None:
+            if self.resume is not None:
+                reporter.update(reporter.progress, self.resume)
+                logs.event("embedding_budget_waited", self.attempt.record,
+                           attempt=reporter.attempt, seconds=round(now - self.began, 3))
+            self.resume = None
+            return
+        if self.resume is None:
+            self.resume, self.began = reporter.step_detail, now
+        if wait.text != reporter.step_detail:
+            reporter.update(reporter.progress, wait.text)
+        if now - self.checked >= 1.0:
+            self.checked = now
+            self.attempt.fence.check()
+
+
+def _stretch_retry(job: Any, seconds: float) -> None:
+    """Make the coming retry's delay (RQ's retry_intervals) at least `seconds`: a service's
+    Retry-After, or what the budget still makes a request wait."""
+    intervals = list(job.retry_intervals or [0])
+    index = max(len(intervals) - job.retries_left, 0)
+    intervals[index] = max(int(intervals[index]), math.ceil(seconds))
+    job.retry_intervals = intervals
+
+
+def _finish_canceled(attempt: Attempt) -> dict[str, Any]:
+    """The cancel already set the status; leave the record's step and the job meta saying so.
+
+    No automatic retry: RQ must not run a canceled task again.
+    """
+    attempt.job.retries_left = 0
+    reporter = attempt.reporter
+    reporter.close()
+    reporter.current_step = "canceled"
+    reporter.write_canceled()
+    logs.event("task_canceled", attempt.record, attempt=reporter.attempt)
+    return {"canceled": True}
+
+
+def _superseded(attempt: Attempt, reason: Superseded) -> dict[str, Any]:
+    """Another attempt or run owns the task now (or it was deleted): stop, writing nothing."""
+    attempt.job.retries_left = 0
+    attempt.reporter.close()
+    logs.event("attempt_superseded", attempt.record, attempt=attempt.reporter.attempt,
+               reason=str(reason))
+    return {"superseded": True}
+
+
+def _record_failure(attempt: Attempt, error: IntakeError) -> None:
+    """Write `retrying` with the next attempt's time, or `failed` (a dead letter).
+
+    A failure for good frees the upload at once when no Retry can use it (a bad file); a
+    retryable one keeps the upload and checkpoints for INTAKE_UPLOAD_RETENTION_HOURS.
+    """
+    job, reporter = attempt.job, attempt.reporter
+    reporter.close()
+    if not error.transient:
+        job.retries_left = 0
+    fields: dict[str, Any] = {"error": error.as_dict(error.step or reporter.current_step)}
+    tenant, task_id = attempt.tenant, attempt.task_id
+    if job.retries_left:
+        if getattr(error, "retry_after", None):
+            _stretch_retry(job, error.retry_after)
+        delay = job.get_retry_interval()
+        reporter.current_step = "waiting_retry"
+        fields.update(status=states.WAIT_FOR_RETRY.target, next_attempt_at=iso_in(delay),
+                      step_detail=tasks.attempt_words(reporter.attempt + 1,
+                                                      int(attempt.record["max_attempts"]), delay))
+
+        def retry_later(pipe: Pipeline) -> None:
+            states.changed(pipe, tenant, task_id, states.WAIT_FOR_RETRY.target,
+                           settings=attempt.settings)
+            metrics.count(pipe, "retries_total")
+
+        reporter.commit(fields, queue_more=retry_later)
+        return
+    reporter.current_step = "failed"
+    fields.update(status=states.FAIL.target, next_attempt_at="", ended_at=now_iso(),
+                  step_detail=error.message, attempt_id="")
+
+    def dead_letter(pipe: Pipeline) -> None:
+        states.changed(pipe, tenant, task_id, states.FAIL.target, settings=attempt.settings)
+        if error.retryable:
+            blobs.keep_for_retry(pipe, task_id, attempt.settings.upload_retention_seconds)
+        else:
+            blobs.release(pipe, tenant, task_id)
+            checkpoints.delete(pipe, task_id)
+        metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
+
+    reporter.commit(fields, queue_more=dead_letter)

@@ -1,0 +1,191 @@
+"""ProgressReporter: the one writer of a running attempt's progress.
+
+Each write updates the RQ job's meta (what rq-dashboard shows) and Intake's plain task hash (what
+the API reads) in one round trip, through the attempt's fence (jobs.worker.attempts): nothing is
+written once the attempt no longer owns the running task, so a cancel, a Retry or a delete is
+never undone by a late write. Writes are throttled so that no job makes more than four in any
+second: intermediate updates need 0.5 s since the previous write, which leaves room for the two
+writes of the final state (the commit, then the steps' final timings). An intermediate write
+that finds Redis unreachable (a failover) is tried again half a second later instead of failing
+the attempt; the final state's writes are not optional and fail it (to be retried).
+
+rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts there is escaped
+(`dashboard_text`): a document's name or an error's words show as text and never run.
+"""
+from __future__ import annotations
+
+import html
+import json
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from redis.client import Pipeline
+
+from jobs.worker.attempts import AttemptFence
+from jobs.core.clock import now_iso
+from jobs.core.redis_client import is_outage
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL_SECONDS = 0.5
+
+
+def dashboard_text(value: Any) -> Any:
+    """`value` fit for rq-dashboard's raw HTML: strings escaped, containers walked, rest as is."""
+    if isinstance(value, str):
+        return html.escape(value, quote=True)
+    if isinstance(value, dict):
+        return {key: dashboard_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [dashboard_text(item) for item in value]
+    return value
+
+
+class ProgressReporter:
+    """Throttled, never-decreasing progress of one attempt, mirrored to job meta and task hash.
+
+    An update the throttle holds back is written by a timer as soon as the throttle allows, so
+    a step that begins just before a long call (an embedding request) is shown during it.
+    """
+
+    def __init__(self, fence: AttemptFence, *, job: Any = None, ttl_seconds: int,
+                 steps: list[dict[str, Any]] | None = None, attempt: int = 1) -> None:
+        self.fence = fence
+        self.job = job
+        self.ttl_seconds = ttl_seconds
+        self.steps = steps or []
+        self.attempt = attempt
+        self.progress = 0
+        self.current_step = "queued"
+        self.step_detail = ""
+        self._last_write = 0.0
+        self._dirty = False
+        self._closed = False
+        self._timer: threading.Timer | None = None
+        self._lock = threading.RLock()
+
+    def update(self, progress: int, detail: str | None = None) -> None:
+        """Record progress; written now if the throttle allows, else as soon as it does."""
+        with self._lock:
+            self.progress = max(self.progress, min(100, int(progress)))
+            if detail is not None:
+                self.step_detail = detail
+            self._dirty = True
+            self._flush()
+
+    def begin_step(self, name: str, progress: int, detail: str) -> None:
+        """Start a step: its timing is kept for `steps`, replacing an earlier attempt's entry."""
+        with self._lock:
+            self.steps = [s for s in self.steps if s["name"] != name]
+            self.steps.append({"name": name, "attempt": self.attempt, "started_at": now_iso(),
+                               "ended_at": None})
+            self.current_step = name
+            self.update(progress, detail)
+
+    def end_step(self, name: str) -> None:
+        with self._lock:
+            for step in self.steps:
+                if step["name"] == name:
+                    step["ended_at"] = now_iso()
+
+    def _flush(self) -> None:
+        """Write if dirty and allowed; otherwise make sure a timer will."""
+        with self._lock:
+            if not self._dirty or self._closed:
+                return
+            wait = self._last_write + MIN_INTERVAL_SECONDS - time.monotonic()
+            if wait <= 0:
+                try:
+                    self.fence.write(self._fields({}), self.ttl_seconds, self._meta())
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    # Redis unreachable or refusing writes (a failover): progress is shown
+                    # late, not lost, and never fails the attempt; tried again in a moment.
+                    log.info("progress of %s not written (%s); trying again",
+                             self.fence.task_id, exc)
+                    self._last_write = time.monotonic()
+                    wait = MIN_INTERVAL_SECONDS
+                else:
+                    self._wrote()
+                    return
+            timer = self._timer
+            if timer is None or not timer.is_alive() or timer is threading.current_thread():
+                self._timer = threading.Timer(wait, self._flush)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def close(self) -> None:
+        """No more progress from this attempt (its final state is being written)."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+
+    def commit(self, extra: dict[str, Any], queue_more: Callable[[Pipeline], None] | None = None,
+               **options: Any) -> None:
+        """A write that changes the task's status, with `queue_more`'s writes in the same MULTI
+        after it (so what they read of the task, a webhook event's copy, is its new state); it
+        applies only while this attempt owns the running task (`AttemptFence.commit`, which
+        takes `options`), else raises CancelRequested or Superseded."""
+        def build(pipe: Pipeline) -> None:
+            fields = {k: _field(v) for k, v in self._fields(extra).items()}
+            pipe.hset(self.fence.key, mapping=fields)
+            pipe.expire(self.fence.key, self.ttl_seconds)
+            meta = self._meta(fields)
+            if meta:
+                pipe.hset(self.fence.job_key, "meta", meta)
+            if queue_more is not None:
+                queue_more(pipe)
+
+        with self._lock:
+            self.fence.commit(build, **options)
+            self._wrote()
+
+    def finish(self, queue_more: Callable[[Pipeline], None] | None = None) -> None:
+        """After the commit that made the task succeed: the steps' final timings (the index
+        write's end), then this attempt lets go of the task. `queue_more`'s writes travel in
+        the same round trip."""
+        with self._lock, self.fence.connection.pipeline(transaction=False) as pipe:
+            self.fence.write_succeeded({"steps": json.dumps(self.steps), "attempt_id": ""},
+                                       self.ttl_seconds, pipe=pipe)
+            if queue_more is not None:
+                queue_more(pipe)
+            pipe.execute()
+
+    def write_canceled(self) -> None:
+        """The last word of an attempt that was canceled (the cancel already set the status)."""
+        with self._lock:
+            fields = self._fields({"step_detail": "Canceled", "error": "", "next_attempt_at": ""})
+            self.fence.write_canceled(fields, self.ttl_seconds, self._meta(fields))
+
+    def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
+        fields = {"progress": self.progress, "current_step": self.current_step,
+                  "step_detail": self.step_detail, "steps": json.dumps(self.steps),
+                  "updated_at": now_iso(), **extra}
+        return {k: _field(v) for k, v in fields.items()}
+
+    def _meta(self, fields: dict[str, Any] | None = None) -> bytes:
+        """The job meta rq-dashboard shows, pickled as Job.save_meta() would (b"" without a job)."""
+        if self.job is None:
+            return b""
+        fields = fields or self._fields({})
+        error = json.loads(fields["error"]) if fields.get("error") else None
+        self.job.meta.update(dashboard_text({
+            "progress": int(fields["progress"]), "current_step": fields["current_step"],
+            "step_detail": fields["step_detail"], "attempt": self.attempt, "error": error}))
+        return self.job.serializer.dumps(self.job.meta)
+
+    def _wrote(self) -> None:
+        self._last_write = time.monotonic()
+        self._dirty = False
+
+
+def _field(value: Any) -> str | int:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return value

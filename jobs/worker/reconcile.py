@@ -1,0 +1,233 @@
+"""The reconciler: makes every task's record agree with its RQ job, so nothing stays stuck.
+
+RQ notices a job whose worker died with it only when the job's heartbeat expires and a
+cleanup of the started registry runs (then RQ retries or fails it), and it never tells Intake.
+Dashboard actions and deleted keys change jobs behind Intake's back. So, every few seconds,
+one worker (jobs.worker.maintenance, whichever takes the lock) compares each live task with the job
+of its current run, read through RQ's public API only:
+
+| task                      | job                    | becomes (states.*)                       |
+|---------------------------|------------------------|------------------------------------------|
+| running                   | scheduled or queued    | retrying ("worker lost"): RQ retried it  |
+| pending/running/retrying  | failed or stopped      | failed ("worker lost"), a dead letter    |
+| pending/running/retrying  | gone                   | failed ("job lost"), retryable           |
+| pending/retrying          | canceled (dashboard)   | canceled                                 |
+
+A task is only judged once its record has been still for GRACE_SECONDS, and every change is a
+compare-and-set on status, attempts, attempt and run, so a task that moves on meanwhile is left
+alone. Jobs stopped by a cancel are taken out of the failed registry: a cancel is not a dead
+letter.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+from redis import Redis
+from rq import Queue
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
+from rq.registry import FailedJobRegistry, ScheduledJobRegistry
+
+from jobs.tasks import blobs, states, records as tasks
+
+from jobs.core import keys, metrics, queues
+
+from jobs.worker import parts
+from jobs.core.clock import iso_in, now_iso, timestamp
+from jobs.core.failures import IntakeError, job_lost, worker_lost
+from jobs.core.settings import QUEUE_NAMES, Settings
+from jobs.tasks.states import Transition
+
+log = logging.getLogger(__name__)
+
+GRACE_SECONDS = 10
+
+# KEYS: task. ARGV: expected status, attempts, attempt id and job id, then field/value pairs:
+# a task that moved on since it was read (another attempt, another run) is left alone.
+_COMPARE_AND_SET = """
+local current = redis.call('HMGET', KEYS[1], 'status', 'attempts', 'attempt_id', 'job_id')
+if current[1] ~= ARGV[1] or (current[2] or '0') ~= ARGV[2] or (current[3] or '') ~= ARGV[3]
+   or (current[4] or '') ~= ARGV[4] then
+  return 0
+end
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+_FIELDS = ("status", "attempts", "updated_at", "tenant", "queue", "created_at", "attempt_id",
+           "job_id", "max_attempts")
+
+
+def job_of(task_id: str, task: dict[str, Any]) -> str:
+    """The RQ job of the task's current run (the first run's job has the task's id)."""
+    return task.get("job_id") or task_id
+
+
+def reconcile(connection: Redis, settings: Settings, *,
+              grace_seconds: float = GRACE_SECONDS) -> dict[str, int]:
+    """One pass over the live tasks and the canceling set; returns what it changed."""
+    changed = {"retrying": 0, "failed": 0, "canceled": 0, "forgotten": 0, "uncanceled": 0}
+    task_ids = [t.decode() for t in connection.zrange(keys.active(), 0, -1)]
+    pipe = connection.pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.hmget(keys.task(task_id), *_FIELDS)
+    records = [dict(zip(_FIELDS, (v.decode() if v is not None else None for v in fields)))
+               for fields in pipe.execute()]
+    cutoff = time.time() - grace_seconds
+    still = [(task_id, task) for task_id, task in zip(task_ids, records)
+             if not states.is_live(task["status"])
+             or timestamp(task["updated_at"] or task["created_at"]) <= cutoff]
+    statuses = _job_statuses(connection, still)
+    for task_id, task in still:
+        outcome = _judge(connection, settings, task_id, task, statuses.get(job_of(task_id, task)))
+        if outcome:
+            changed[outcome] += 1
+    changed["uncanceled"] = _clear_canceled_jobs(connection)
+    if any(changed.values()):
+        log.info("reconciled tasks: %s", changed)
+    return changed
+
+
+def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """The status of each judged task's job (missing: the job is gone).
+
+    A waiting job is found in its queue or the scheduled registry (one read each of the queues
+    the waiting tasks were submitted to, and the static three, for the whole backlog) and only
+    checked to exist; only the others are fetched whole.
+    """
+    waiting: dict[str, str] = {}
+    recorded = {task["queue"] for _, task in judged
+                if task["status"] in (states.PENDING, states.RETRYING)}
+    if recorded:
+        names = list(QUEUE_NAMES) + sorted(name for name in recorded - set(QUEUE_NAMES)
+                                           if name and queues.parse(name))
+        for name in names:
+            waiting.update(dict.fromkeys(Queue(name, connection=connection).get_job_ids(),
+                                         JobStatus.QUEUED.value))
+            waiting.update(dict.fromkeys(
+                ScheduledJobRegistry(name, connection=connection).get_job_ids(cleanup=False),
+                JobStatus.SCHEDULED.value))
+    job_ids = [job_of(task_id, task) for task_id, task in judged]
+    listed = [job_id for job_id in job_ids if job_id in waiting]
+    pipe = connection.pipeline(transaction=False)
+    for job_id in listed:
+        pipe.exists(Job.key_for(job_id))
+    found = {job_id: waiting[job_id] for job_id, there in zip(listed, pipe.execute()) if there}
+    others = [job_id for job_id in job_ids if job_id not in waiting]
+    found.update({job.id: job.get_status(refresh=False).value
+                  for job in Job.fetch_many(others, connection=connection) if job is not None})
+    return found
+
+
+def horse_lost(connection: Redis, job: Any) -> str | None:
+    """The work-horse of `job` died under its worker (OOM, kill -9): say so at once.
+
+    Called (jobs.worker.workers, RQ's work_horse_killed_handler) before RQ retries or fails the job,
+    so RQ's own decision is known: retries left → `retrying` at the time RQ will use; none →
+    `failed` ("worker lost").
+    """
+    task_id = job.args[0] if job.args else job.id
+    raw = connection.hmget(keys.task(task_id), *_FIELDS)
+    task = dict(zip(_FIELDS, (v.decode() if v is not None else None for v in raw)))
+    if task["status"] != states.RUNNING or job_of(task_id, task) != job.id:
+        return None  # not this job's run any more: a Retry replaced it
+    settings = parts.current().settings
+    if job.retries_left:
+        return _lose_attempt(connection, settings, task_id, task, delay=job.get_retry_interval())
+    return _lose(connection, settings, task_id, task, worker_lost())
+
+
+def _judge(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
+           job_status: str | None) -> str | None:
+    status = task["status"]
+    if not states.is_live(status):  # finished: only the active set still lists it
+        pipe = connection.pipeline()
+        states.forget(pipe, task["tenant"] or "default", task_id)
+        pipe.execute()
+        return "forgotten"
+    if job_status is None:
+        return _lose(connection, settings, task_id, task, job_lost())
+    if job_status in (JobStatus.FAILED.value, JobStatus.STOPPED.value):
+        return _lose(connection, settings, task_id, task, worker_lost())
+    if job_status == JobStatus.CANCELED.value and states.CANCELED_ELSEWHERE.allows(status):
+        return _move(connection, settings, task_id, task, states.CANCELED_ELSEWHERE,
+                     step_detail="Canceled", ended_at=now_iso())
+    waiting = (JobStatus.SCHEDULED.value, JobStatus.QUEUED.value)
+    if job_status in waiting and states.LOSE_ATTEMPT.allows(status):
+        return _lose_attempt(connection, settings, task_id, task, job_status=job_status)
+    return None
+
+
+def _lose_attempt(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
+                  job_status: str = JobStatus.SCHEDULED.value,
+                  delay: float | None = None) -> str | None:
+    """RQ retried the job of an attempt nobody recorded the end of: `retrying`."""
+    if delay is None and job_status == JobStatus.SCHEDULED.value:
+        delay = 0.0
+        registry = ScheduledJobRegistry(task["queue"] or "intake", connection=connection)
+        with contextlib.suppress(Exception):  # it may have just been enqueued
+            scheduled = registry.get_scheduled_time(job_of(task_id, task))
+            delay = max(0.0, scheduled.timestamp() - time.time())
+    error = worker_lost()
+    error.message = ("The worker processing this document stopped unexpectedly; it will be "
+                     "tried again.")
+    next_attempt = int(task["attempts"] or 0) + 1
+    outcome = _move(connection, settings, task_id, task, states.LOSE_ATTEMPT,
+                    next_attempt_at=iso_in(delay or 0.0), error=json.dumps(error.as_dict(None)),
+                    step_detail=tasks.attempt_words(next_attempt,
+                                                    int(task["max_attempts"] or next_attempt)))
+    if outcome:
+        metrics.count(connection, "tasks_lost_total", reason="worker_lost_retried")
+    return outcome
+
+
+def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
+          error: IntakeError) -> str | None:
+    outcome = _move(connection, settings, task_id, task, states.LOSE, step_detail=error.message,
+                    error=json.dumps(error.as_dict(None)), next_attempt_at="", ended_at=now_iso())
+    if outcome:
+        pipe = connection.pipeline()
+        blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
+        metrics.count(pipe, "tasks_lost_total", reason=error.code)
+        pipe.execute()
+    return outcome
+
+
+def _move(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
+          move: Transition, **fields: str) -> str | None:
+    """Compare-and-set the task to `move.target` (with `fields`); its bookkeeping follows."""
+    fields.update(status=move.target, current_step=states.STEP_OF[move.target],
+                  updated_at=now_iso())
+    args = [task["status"], task["attempts"] or "0", task["attempt_id"] or "",
+            task["job_id"] or ""]
+    for name, value in fields.items():
+        args += [name, value]
+    if not connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), *args):
+        return None
+    pipe = connection.pipeline()
+    states.changed(pipe, task["tenant"] or "default", task_id, move.target, settings=settings)
+    pipe.execute()
+    return move.target
+
+
+def _clear_canceled_jobs(connection: Redis) -> int:
+    """A job stopped by a cancel lands in RQ's failed registry; take it out once it is there."""
+    cleared = 0
+    for raw in connection.smembers(keys.canceling()):
+        job_id = raw.decode()
+        try:
+            job = Job.fetch(job_id, connection=connection)
+        except NoSuchJobError:
+            connection.srem(keys.canceling(), job_id)
+            continue
+        status = job.get_status(refresh=False)
+        if status in (JobStatus.STARTED, JobStatus.QUEUED, JobStatus.SCHEDULED):
+            continue
+        if status in (JobStatus.FAILED, JobStatus.STOPPED):
+            FailedJobRegistry(job.origin, connection=connection).remove(job, delete_job=True)
+            cleared += 1
+        connection.srem(keys.canceling(), job_id)
+    return cleared
