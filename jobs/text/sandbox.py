@@ -33,7 +33,7 @@ import time
 from dataclasses import replace
 from typing import Callable, NoReturn
 
-from jobs.text import ocr, parse_reply
+from jobs.text import in_process, ocr, parse_reply
 from jobs.core.failures import PermanentError
 from jobs.text.parse_reply import reply_limit
 from jobs.text.parsers import ParsedDocument, ParseOptions, parse_document
@@ -54,10 +54,14 @@ _OUT_OF_MEMORY_SIGNS = ("memory allocation failed", "out of memory", "cannot all
 def parse_bounded(data: bytes, kind: str, *, seconds: float, memory_bytes: int,
                   max_chars: int = DEFAULT_MAX_CHARS, options: ParseOptions | None = None,
                   budget_seconds: float | None = None) -> ParsedDocument:
-    """parse_document in a child process; PermanentError when it fails, overruns a deadline,
-    blows a bound (code ``parse_timeout`` or ``too_large``) or dies before answering
+    """parse_document in a child process (plain text and Markdown: in this one, under the same
+    bounds, jobs.text.in_process); PermanentError when it fails, overruns a deadline, blows a
+    bound (code ``parse_timeout`` or ``too_large``) or dies before answering
     (``reader_crashed``). Exceptions of `options.progress` propagate, the child killed."""
     options = options or ParseOptions()
+    if kind in in_process.KINDS:
+        return in_process.parse(data, kind, seconds=seconds, memory_bytes=memory_bytes,
+                                max_chars=max_chars, options=options)
     deadlines = _Deadlines(seconds, options, budget_seconds)
     read_end, write_end = os.pipe()
     pid = os.fork()

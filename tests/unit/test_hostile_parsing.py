@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import resource
 import signal
 import time
 import zipfile
@@ -18,7 +19,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from jobs.text import chunking, sandbox, tokens
+from jobs.text import chunking, in_process, sandbox, tokens
 
 from jobs.worker import pipeline
 from jobs.core.failures import PermanentError
@@ -82,17 +83,42 @@ def test_headings_of_an_ordinary_document_each_start_their_block():
     assert "#NotAHeading" in parsed.blocks[-1].text
 
 
-def test_markdown_and_plain_text_are_read_in_the_sandbox(monkeypatch):
+def _spin(data, kind, options):
+    while True:
+        pass
+
+
+@pytest.mark.parametrize("kind", ["md", "txt"])
+def test_markdown_and_plain_text_parse_under_the_deadline(monkeypatch, kind):
     """Their parse has the deadline of every other format: past it, a permanent parse_timeout,
     never a job timeout that would be retried."""
-    monkeypatch.setattr(sandbox, "parse_document", lambda data, kind, options: time.sleep(60))
-    settings = Settings(parse_timeout=0.5)
-    for kind in ("md", "txt"):
-        started = time.monotonic()
-        with pytest.raises(PermanentError) as failure:
-            pipeline._parse(b"# Title\n\ntext", kind, settings, lambda progress, detail: None)
-        assert failure.value.code == "parse_timeout", kind
-        assert time.monotonic() - started < 10
+    monkeypatch.setattr(in_process, "parse_document", _spin)
+    started = time.monotonic()
+    with pytest.raises(PermanentError) as failure:
+        pipeline._parse(b"# Title\n\ntext", kind, Settings(parse_timeout=0.5),
+                        lambda progress, detail: None)
+    assert failure.value.code == "parse_timeout"
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("kind", ["md", "txt"])
+def test_markdown_and_plain_text_parse_under_the_memory_bound(monkeypatch, kind):
+    monkeypatch.setattr(in_process, "parse_document",
+                        lambda data, kind, options: bytearray(400 * MIB))
+    with pytest.raises(PermanentError) as failure:
+        sandbox.parse_bounded(b"text", kind, seconds=30, memory_bytes=64 * MIB)
+    assert failure.value.code == "too_large" and "memory" in failure.value.message
+    assert len(bytearray(400 * MIB)) == 400 * MIB      # the bound is lifted again afterwards
+
+
+def test_the_bounds_of_an_in_process_parse_are_put_back(monkeypatch):
+    before = (resource.getrlimit(resource.RLIMIT_AS), signal.getsignal(signal.SIGPROF),
+              signal.getitimer(signal.ITIMER_PROF))
+    sandbox.parse_bounded(b"# T\n\nbody", "md", **BOUNDS)
+    with pytest.raises(PermanentError):
+        sandbox.parse_bounded(b"", "txt", **BOUNDS)
+    assert (resource.getrlimit(resource.RLIMIT_AS), signal.getsignal(signal.SIGPROF),
+            signal.getitimer(signal.ITIMER_PROF)) == before
 
 
 # -- the other expressions of the text layer -----------------------------------------------------
