@@ -120,13 +120,13 @@ redis.call('ZADD', KEYS[2], ARGV[2], (stop - tonumber(ARGV[1])) .. ':' .. stop)
 return stop
 """
 
-# ARGV: prefix, then (bucket name, level, chunk ids) per group. Keys are derived from the
-# prefix (see keys.kb_prefix): a bucket's postings at one level, and its levels.
+# KEYS: per group, a bucket's postings at one level and that bucket's levels.
+# ARGV: per group, the level and the chunk ids to append.
 _APPEND_POSTINGS = """
-local prefix = ARGV[1]
-for i = 2, #ARGV, 3 do
-  redis.call('APPEND', prefix .. 'p:' .. ARGV[i] .. ':' .. ARGV[i + 1], ARGV[i + 2])
-  redis.call('SETRANGE', prefix .. 'l:' .. ARGV[i], tonumber(ARGV[i + 1]), '\\1')
+for i = 1, #KEYS, 2 do
+  local level, ids = ARGV[i], ARGV[i + 1]
+  redis.call('APPEND', KEYS[i], ids)
+  redis.call('SETRANGE', KEYS[i + 1], tonumber(level), '\\1')
 end
 """
 
@@ -255,8 +255,7 @@ def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts
     """Rows and texts as large HSETs, postings by a script of at most GROUPS_PER_CALL groups,
     so that Redis never spends more than a millisecond or two on one call; sent PIECE_BYTES at
     a time (a small document: one round trip)."""
-    rows_key, texts_key, prefix = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_prefix(
-        tenant)
+    rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
     pipe, held = connection.pipeline(transaction=False), 0
 
     def sent(size: int) -> None:
@@ -279,10 +278,12 @@ def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts
             sent(size)
     groups = encoded.groups
     for start in range(0, len(groups), GROUPS_PER_CALL):
-        args: list[Any] = [prefix]
+        names: list[str] = []
+        args: list[Any] = []
         for name, level, ids in groups[start:start + GROUPS_PER_CALL]:
-            args += [name, level, ids]
-        pipe.eval(_APPEND_POSTINGS, 0, *args)
+            names += [keys.kb_postings(tenant, name, level), keys.kb_levels(tenant, name)]
+            args += [level, ids]
+        pipe.eval(_APPEND_POSTINGS, len(names), *names, *args)
         sent(sum(len(ids) + 16 for _, _, ids in groups[start:start + GROUPS_PER_CALL]))
     pipe.execute()
 
