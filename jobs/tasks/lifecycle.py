@@ -1,17 +1,22 @@
 """What a person does to a task: cancel it, retry it, delete its document.
 
-Each status change is one Lua script that checks the status it starts from (the statuses come
-from jobs.tasks.states as arguments), so two people (or a person and a worker) never both win: a
-task is canceled at most once, retried at most once per failure. Each script carries the id
-of the request that sent it, so when the client re-sends it (redis-py does after a timeout or
-a reset) the second run answers what the first did and changes nothing. What follows a change
+Each status change is one Lua script that checks the status it starts from, so two people (or a
+person and a worker) never both win: a task is canceled at most once, retried at most once per
+failure. A cancel's script gets the statuses it may act on from jobs.tasks.states; a Retry is
+judged in Python by the one retry rule (states.can_retry) and its script applies it only while
+the task still holds what was judged. The fields each script writes come from
+jobs.tasks.record. Each script carries the id of the request that sent it, so when the client
+re-sends it (redis-py does after a timeout or a reset) the second run answers what the first
+did and changes nothing. What follows a change
 (states.changed, the RQ job) is sent right after it. A Retry starts a new run with an RQ job of
 its own (`run_job_id`): the job of the run it replaces may still be stopping, and RQ's handling
 of that stop must never land on the new one.
 """
 from __future__ import annotations
 
+import json
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis, WatchError
@@ -20,6 +25,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from jobs.tasks import blobs, states
+from jobs.tasks import record as task_record
 
 from jobs.core import keys, metrics
 from jobs.core.clock import now_iso
@@ -30,61 +36,49 @@ from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
 from jobs.tasks.submit import job_data
 
-# KEYS: task. ARGV: tenant, now, task id, request id, the status it moves to and its step,
-# then the statuses that may be canceled. Returns {outcome, previous status, the run's job id}.
+# KEYS: task. ARGV: 1 tenant, 2 task id, 3 request id, the fields of 4 the tenant, 5 the
+# status, 6 the run's job, 7 the request and 8 the status it was canceled from, 9 how many
+# statuses may be canceled and those, then the field/value pairs to write
+# (jobs.tasks.record.canceled). Returns {outcome, previous status, the run's job id}.
 _CANCEL = """
-if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', '', ''} end
-local r = redis.call('HMGET', KEYS[1], 'status', 'job_id', 'cancel_request', 'canceled_from')
+if redis.call('HGET', KEYS[1], ARGV[4]) ~= ARGV[1] then return {'missing', '', ''} end
+local r = redis.call('HMGET', KEYS[1], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
 local job = r[2]
-if not job or job == '' then job = ARGV[3] end
-if r[3] == ARGV[4] then return {'ok', r[4] or '', job} end
-local cancelable = false
-for i = 7, #ARGV do if ARGV[i] == r[1] then cancelable = true end end
+if not job or job == '' then job = ARGV[2] end
+if r[3] == ARGV[3] then return {'ok', r[4] or '', job} end
+local sources, cancelable = tonumber(ARGV[9]), false
+for i = 10, 9 + sources do if ARGV[i] == r[1] then cancelable = true end end
 if not cancelable then return {'conflict', r[1] or '', job} end
-redis.call('HSET', KEYS[1], 'status', ARGV[5], 'current_step', ARGV[6],
-           'step_detail', 'Canceled', 'ended_at', ARGV[2], 'updated_at', ARGV[2],
-           'next_attempt_at', '', 'error', '', 'cancel_request', ARGV[4], 'canceled_from', r[1])
+redis.call('HSET', KEYS[1], ARGV[8], r[1], unpack(ARGV, 10 + sources))
 return {'ok', r[1], job}
 """
 
-# KEYS: task, upload, checkpoint. ARGV: tenant, now, ttl, task id, max attempts, request id,
-# the new run's job id, the run it replaces, the status it moves to and its step, the status
-# whose error must say a Retry can help, then the statuses that may be retried.
-# Returns {outcome, previous status, the replaced run's job id}.
+# KEYS: task, upload, checkpoint. ARGV: 1 tenant, 2 ttl, 3 request id, the fields of 4 the
+# tenant and 5 the request, 6 how many fields to compare, then field/value pairs the task
+# must still hold (what the Retry was judged on), then how many pairs to write when the
+# upload is gone, those, then the pairs of the Retry (jobs.tasks.record.retried).
+# Returns the outcome: a re-sent script finds its own request and answers `ok` again.
 _RETRY = """
-if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return {'missing', '', ''} end
-local r = redis.call('HMGET', KEYS[1], 'status', 'error', 'run', 'retry_request',
-                     'retried_from', 'job_id')
-local old_job = r[6]
-if not old_job or old_job == '' then old_job = ARGV[4] end
-if r[4] == ARGV[6] then return {'ok', r[5] or '', redis.call('HGET', KEYS[1], 'replaced_job')} end
-local status, retryable = r[1], false
-for i = 12, #ARGV do if ARGV[i] == status then retryable = true end end
-if not retryable then return {'conflict', status or '', old_job} end
-if status == ARGV[11] and (not r[2] or r[2] == '' or not cjson.decode(r[2])['retryable']) then
-  return {'not_retryable', status, old_job}
+if redis.call('HGET', KEYS[1], ARGV[4]) ~= ARGV[1] then return 'missing' end
+if redis.call('HGET', KEYS[1], ARGV[5]) == ARGV[3] then return 'ok' end
+local at = 7
+for i = 1, tonumber(ARGV[6]) do
+  if (redis.call('HGET', KEYS[1], ARGV[at]) or '') ~= ARGV[at + 1] then return 'changed' end
+  at = at + 2
 end
-if tonumber(r[3] or '0') ~= tonumber(ARGV[8]) then return {'conflict', status, old_job} end
+local gone = tonumber(ARGV[at])
 if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('HEXISTS', KEYS[3], 'chunks') == 0 then
-  if status == ARGV[11] then
-    local error = cjson.decode(r[2])
-    error['retryable'] = false
-    error['message'] = error['message'] .. ' Its upload is no longer kept: upload the file again.'
-    redis.call('HSET', KEYS[1], 'error', cjson.encode(error))
-  end
-  return {'upload_expired', status, old_job}
+  if gone > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, at + 1, at + 2 * gone)) end
+  return 'upload_expired'
 end
-redis.call('HSET', KEYS[1], 'status', ARGV[9], 'current_step', ARGV[10],
-           'step_detail', 'Waiting for a worker', 'progress', 0, 'attempts', 0,
-           'max_attempts', ARGV[5], 'error', '', 'next_attempt_at', '', 'started_at', '',
-           'ended_at', '', 'result', '', 'updated_at', ARGV[2], 'attempt_id', '',
-           'run', tonumber(ARGV[8]) + 1, 'job_id', ARGV[7], 'replaced_job', old_job,
-           'retry_request', ARGV[6], 'retried_from', status)
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-redis.call('EXPIRE', KEYS[3], ARGV[3])
-return {'ok', status, old_job}
+redis.call('HSET', KEYS[1], unpack(ARGV, at + 1 + 2 * gone))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[3], ARGV[2])
+return 'ok'
 """
+# A Retry that finds its task changed since it was judged judges it again, this many times.
+RETRY_TRIES = 5
 
 
 def run_job_id(task_id: str, run: int) -> str:
@@ -110,9 +104,11 @@ def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str
 
 def _cancel_call(tenant: str, task_id: str) -> list[Any]:
     """_CANCEL with its keys and arguments, for an EVAL sent alone or queued in a MULTI."""
-    move = states.CANCEL
-    return [_CANCEL, 1, keys.task(task_id), tenant, now_iso(), task_id, secrets.token_hex(8),
-            move.target, states.STEP_OF[move.target], *move.sources]
+    move, request_id = states.CANCEL, secrets.token_hex(8)
+    return [_CANCEL, 1, keys.task(task_id), tenant, task_id, request_id, task_record.TENANT,
+            task_record.STATUS, task_record.JOB_ID, task_record.CANCEL_REQUEST,
+            task_record.CANCELED_FROM, len(move.sources), *move.sources,
+            *task_record.as_argv(task_record.canceled(request_id, now_iso()))]
 
 
 def _stop_canceled(connection: Redis, settings: Settings, tenant: str, task_id: str,
@@ -142,31 +138,73 @@ def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: st
     NoSuchTask, NotNow, NotRetryable or UploadExpired.
     """
     move = states.RETRY
-    run_raw, queue_raw = connection.hmget(keys.task(task_id), "run", "queue")
-    run = int(run_raw or 0)
-    job_id = run_job_id(task_id, run + 1)
-    outcome, previous, old_job = _decoded(connection.eval(
-        _RETRY, 3, keys.task(task_id), keys.blob(task_id), keys.checkpoint(task_id), tenant,
-        now_iso(), settings.retention_seconds, task_id, settings.max_attempts,
-        secrets.token_hex(8), job_id, run, move.target, states.STEP_OF[move.target],
-        states.FAILED, *move.sources))
+    for _ in range(RETRY_TRIES):
+        judged = _judge_retry(connection, settings, tenant, task_id)
+        outcome = _decoded([connection.eval(_RETRY, 3, keys.task(task_id), keys.blob(task_id),
+                                            keys.checkpoint(task_id), *judged.argv)])[0]
+        if outcome != "changed":
+            break
+    else:
+        raise NotNow(judged.status, "retry")
     if outcome == "missing":
         raise NoSuchTask()
-    refusal = {"not_retryable": NotRetryable, "upload_expired": UploadExpired}.get(outcome)
-    if refusal is not None:
-        raise refusal(previous)
-    if outcome != "ok":
-        raise NotNow(previous, "retry")
-    queue = queues.get(_retry_queue(queue_raw, tenant))
+    if outcome == "upload_expired":
+        raise UploadExpired(judged.status)
+    queue = queues.get(_retry_queue(judged.queue, tenant))
     pipe = connection.pipeline()
     register_queues(pipe, tenant)
     states.changed(pipe, tenant, task_id, move.target, settings=settings)
     metrics.count(pipe, "manual_retries_total")
-    queue.enqueue_many([job_data(task_id, settings, job_id=job_id)], pipeline=pipe)
+    queue.enqueue_many([job_data(task_id, settings, job_id=judged.job_id)], pipeline=pipe)
     pipe.execute()
-    if old_job:
-        delete_job(connection, old_job, unless_started=True)
-    return previous
+    delete_job(connection, judged.replaced_job, unless_started=True)
+    return judged.status
+
+
+@dataclass(frozen=True)
+class _JudgedRetry:
+    """A task judged retryable as it was read, and the _RETRY arguments that apply the Retry
+    only while it still is so."""
+
+    status: str
+    queue: bytes | None
+    job_id: str
+    replaced_job: str
+    argv: list[Any]
+
+
+# What a Retry is judged on (besides the tenant), read in one HMGET.
+_JUDGED_ON = (task_record.STATUS, task_record.ERROR, task_record.RUN, task_record.JOB_ID,
+              task_record.QUEUE)
+
+
+def _judge_retry(connection: Redis, settings: Settings, tenant: str,
+                 task_id: str) -> _JudgedRetry:
+    """Read the task and judge it by the one retry rule (states.can_retry); raises NoSuchTask,
+    NotNow or NotRetryable when the Retry is refused as the task is."""
+    raw = connection.hmget(keys.task(task_id), task_record.TENANT, *_JUDGED_ON)
+    if raw[0] is None or raw[0].decode() != tenant:
+        raise NoSuchTask()
+    status, error_raw, run_raw, job_raw = (v.decode() if v is not None else "" for v in raw[1:5])
+    error = json.loads(error_raw) if error_raw else None
+    if not states.RETRY.allows(status):
+        raise NotNow(status, "retry")
+    if not states.can_retry(status, error):
+        raise NotRetryable(status)
+    run = int(run_raw or 0)
+    fields = task_record.retried(
+        previous=status, run=run + 1, job_id=run_job_id(task_id, run + 1),
+        replaced_job=job_raw or task_id, max_attempts=settings.max_attempts,
+        request_id=secrets.token_hex(8), now=now_iso())
+    expected = {task_record.STATUS: status, task_record.ERROR: error_raw,
+                task_record.RUN: run_raw}
+    gone = task_record.upload_gone(error if status == states.FAILED else None)
+    argv = [tenant, settings.retention_seconds, fields[task_record.RETRY_REQUEST],
+            task_record.TENANT, task_record.RETRY_REQUEST, len(expected),
+            *task_record.as_argv(expected), len(gone), *task_record.as_argv(gone),
+            *task_record.as_argv(fields)]
+    return _JudgedRetry(status, raw[5], str(fields[task_record.JOB_ID]), job_raw or task_id,
+                        argv)
 
 
 def _retry_queue(recorded: bytes | None, tenant: str) -> str:

@@ -87,7 +87,10 @@ def can_cancel(status: str | None) -> bool:
 
 
 def can_retry(status: str | None, error: Mapping[str, Any] | None) -> bool:
-    """A canceled task, or a failed one whose error says a Retry can help (not a bad file)."""
+    """A canceled task, or a failed one whose error says a Retry can help (not a bad file).
+
+    The one retry rule: the task JSON's `can_retry` and a Retry (jobs.tasks.lifecycle, whose
+    script only checks that the task still holds what this judged) both ask it."""
     if not RETRY.allows(status):
         return False
     return status != FAILED or bool(error and error.get("retryable"))

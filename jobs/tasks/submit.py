@@ -33,6 +33,7 @@ from rq import Queue, Retry
 from rq.queue import EnqueueData
 
 from jobs.tasks import blobs, states, webhook_events
+from jobs.tasks import record as task_record
 
 from jobs.core import keys, logs, metrics
 from jobs.core import replicas as replicas_
@@ -449,10 +450,8 @@ def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> 
 
 def _task_fields(task_id: str, upload: Upload, digest: str, settings: Settings,
                  record: dict[str, str]) -> dict[str, Any]:
-    """The new task's record for the submit script; what tasks.view defaults is left out."""
-    return {
-        "id": task_id, **record, "document_id": upload.document_id,
-        "filename": upload.filename, "kind": upload.kind, "size": upload.size,
-        "status": states.PENDING, "max_attempts": settings.max_attempts, "idempotency": digest,
-        "version": time.time_ns() // 1000,
-    }
+    """The new task's record for the submit script (jobs.tasks.record.created)."""
+    return task_record.created(
+        task_id, record, document_id=upload.document_id, filename=upload.filename,
+        kind=upload.kind, size=upload.size, max_attempts=settings.max_attempts,
+        idempotency=digest, version=time.time_ns() // 1000)

@@ -20,28 +20,32 @@ from redis.exceptions import WatchError
 
 from jobs.core import keys
 
-from jobs.tasks import states
+from jobs.core.settings import Settings
+from jobs.tasks import record as task_record, states
 from jobs.tasks.announcements import announce
 from jobs.core.clock import now_iso
 from jobs.core.failures import CancelRequested, TransientError
 
 COMMIT_TRIES = 5
+# What an attempt's ownership is read from: the task's status and the attempt that holds it.
+_OWNER = (task_record.STATUS, task_record.ATTEMPT_ID)
 
-# KEYS: task. ARGV: task id, job id, attempt id, now, the status it moves to, then the
-# statuses it may start from (states.START). The first run's job has the task's id; a Retry's
-# run names its own (`job_id`). Returns {'ok', attempts, the record's fields and values…}.
+# KEYS: task. ARGV: task id, job id, the fields of the tenant, status, job and attempts, how
+# many statuses it may start from (states.START) and those, then the field/value pairs it
+# writes (jobs.tasks.record.started). The first run's job has the task's id; a Retry's run
+# names its own.
+# Returns {'ok', attempts, the record's fields and values…}.
 _START = """
-local r = redis.call('HMGET', KEYS[1], 'tenant', 'status', 'job_id')
+local r = redis.call('HMGET', KEYS[1], ARGV[3], ARGV[4], ARGV[5])
 if not r[1] then return {'missing', ''} end
 local current = r[3]
 if not current or current == '' then current = ARGV[1] end
 if current ~= ARGV[2] then return {'superseded', r[2] or ''} end
-for i = 6, #ARGV do
+local sources = tonumber(ARGV[7])
+for i = 8, 7 + sources do
   if ARGV[i] == r[2] then
-    local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-    redis.call('HSET', KEYS[1], 'status', ARGV[5], 'attempt_id', ARGV[3],
-               'started_at', ARGV[4], 'ended_at', '', 'error', '', 'next_attempt_at', '',
-               'current_step', 'parsing', 'step_detail', 'Starting', 'updated_at', ARGV[4])
+    local attempts = redis.call('HINCRBY', KEYS[1], ARGV[6], 1)
+    redis.call('HSET', KEYS[1], unpack(ARGV, 8 + sources))
     local reply = {'ok', tostring(attempts)}
     for _, item in ipairs(redis.call('HGETALL', KEYS[1])) do reply[#reply + 1] = item end
     return reply
@@ -51,13 +55,14 @@ return {'refused', r[2] or ''}
 """
 
 # KEYS: task, the RQ job's key. ARGV: attempt id, the status the attempt owns the task in,
-# ttl, pickled meta ('' for none), then field/value pairs. The meta goes where
+# ttl, pickled meta ('' for none), the fields of the status and the attempt, then field/value
+# pairs. The meta goes where
 # Job.save_meta() puts it, in the same round trip. The last word of a canceled attempt (its
 # step and timings) is written the same way, with the canceled status.
 _WRITE = """
-local r = redis.call('HMGET', KEYS[1], 'status', 'attempt_id')
+local r = redis.call('HMGET', KEYS[1], ARGV[5], ARGV[6])
 if r[1] ~= ARGV[2] or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('HSET', KEYS[1], unpack(ARGV, 7))
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[4]) end
 return 1
@@ -88,22 +93,26 @@ class AttemptFence:
         self.attempt = 0
         self.prefetched: dict[str, dict[bytes, bytes]] = {}
 
-    def start(self, job_id: str, *, prefetch: tuple[str, ...] = ()) -> dict[str, str]:
-        """Take the task for this attempt; returns its record as it then is (one round trip).
-        The hashes named in `prefetch` are read in the same round trip, into `prefetched`
-        (the attempt's checkpoint: a tiny document's attempt is a few round trips in all).
+    def start(self, job_id: str, *, settings: Settings,
+              prefetch: tuple[str, ...] = ()) -> dict[str, str]:
+        """Take the task for this attempt; returns its record as it then is. The hashes named
+        in `prefetch` are read in the same round trip, into `prefetched` (the attempt's
+        checkpoint: a tiny document's attempt is a few round trips in all). What follows the
+        move to `running` (states.changed) is sent next, as for every other status change.
 
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
         """
+        move = states.START
         pipe = self.connection.pipeline(transaction=False)
-        pipe.eval(_START, 1, self.key, self.task_id, job_id, self.attempt_id, now_iso(),
-                  states.START.target, *states.START.sources)
-        announce(pipe, self.task_id)   # a refused start announces nothing that moved: harmless
+        started = task_record.started(self.attempt_id, now_iso())
+        pipe.eval(_START, 1, self.key, self.task_id, job_id, task_record.TENANT,
+                  task_record.STATUS, task_record.JOB_ID, task_record.ATTEMPTS,
+                  len(move.sources), *move.sources, *task_record.as_argv(started))
         for key in prefetch:
             pipe.hgetall(key)
         replies = pipe.execute()
-        self.prefetched = dict(zip(prefetch, replies[2:]))
+        self.prefetched = dict(zip(prefetch, replies[1:]))
         reply = [v.decode() for v in replies[0]]
         outcome, value = reply[0], reply[1]
         if outcome == "refused":
@@ -111,7 +120,12 @@ class AttemptFence:
         if outcome != "ok":
             raise Superseded(outcome)
         self.attempt = int(value)
-        return dict(zip(reply[2::2], reply[3::2]))
+        taken = dict(zip(reply[2::2], reply[3::2]))
+        after = self.connection.pipeline()
+        states.changed(after, taken[task_record.TENANT], self.task_id, move.target,
+                       settings=settings)
+        after.execute()
+        return taken
 
     def write(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"",
               pipe: Pipeline | None = None) -> None:
@@ -132,7 +146,8 @@ class AttemptFence:
                pipe: Pipeline | None) -> None:
         target = pipe if pipe is not None else self.connection.pipeline(transaction=False)
         target.eval(_WRITE, 2, self.key, self.job_key, self.attempt_id, owned_as, ttl_seconds,
-                    meta, *_pairs(fields))
+                    meta, task_record.STATUS, task_record.ATTEMPT_ID,
+                    *task_record.as_argv(fields))
         announce(target, self.task_id)
         if pipe is None:
             target.execute()
@@ -144,9 +159,9 @@ class AttemptFence:
         round trip as those writes.
         """
         if pipe is None:
-            status, owner = self.connection.hmget(self.key, "status", "attempt_id")
+            status, owner = self.connection.hmget(self.key, *_OWNER)
         else:
-            pipe.hmget(self.key, "status", "attempt_id")
+            pipe.hmget(self.key, *_OWNER)
             status, owner = pipe.execute()[-1]
         self._verify(status, owner)
 
@@ -162,7 +177,7 @@ class AttemptFence:
             with self.connection.pipeline() as pipe:
                 try:
                     pipe.watch(self.key, *watch)
-                    status, owner = pipe.hmget(self.key, "status", "attempt_id")
+                    status, owner = pipe.hmget(self.key, *_OWNER)
                     self._verify(status, owner)
                     if check is not None:
                         check(pipe)
@@ -182,7 +197,3 @@ class AttemptFence:
             raise CancelRequested()
         if current != states.RUNNING:
             raise Superseded(f"the task is {current or 'gone'}")
-
-
-def _pairs(fields: dict[str, Any]) -> list[Any]:
-    return [item for pair in fields.items() for item in pair]

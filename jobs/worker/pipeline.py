@@ -26,6 +26,7 @@ from redis.client import Pipeline
 from rq import get_current_job
 
 from jobs.tasks import blobs, states, records as tasks
+from jobs.tasks import record as task_record
 
 from jobs.worker import checkpoints, parts
 
@@ -96,7 +97,8 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
     summary; raises so that RQ sees every failure."""
     fence = AttemptFence(job.connection, task_id, job.key)
     try:
-        record = fence.start(job.id, prefetch=(keys.checkpoint(task_id),))
+        record = fence.start(job.id, settings=parts_.settings,
+                             prefetch=(keys.checkpoint(task_id),))
     except (Refused, Superseded) as exc:  # canceled, replaced, deleted: nothing to do or tell
         job.retries_left = 0
         logs.event("attempt_skipped", {"id": task_id}, reason=str(exc))
@@ -160,9 +162,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
     try:
-        reporter.commit({"status": states.SUCCEED.target, "ended_at": now_iso(),
-                         "result": result, "error": "", "next_attempt_at": "",
-                         "pipeline_version": attempt.version},
+        reporter.commit(task_record.succeeded(result, attempt.version, now_iso()),
                         queue_more=index_and_clean_up, check=within_quota,
                         watch=index.quota_keys(tenant, record["document_id"]))
         # What the version it replaced leaves (rows, texts, vectors): on no one's path, and
@@ -340,27 +340,25 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     reporter.close()
     if not error.transient:
         job.retries_left = 0
-    fields: dict[str, Any] = {"error": error.as_dict(error.step or reporter.current_step)}
+    as_dict = error.as_dict(error.step or reporter.current_step)
     tenant, task_id = attempt.tenant, attempt.task_id
     if job.retries_left:
         if getattr(error, "retry_after", None):
             _stretch_retry(job, error.retry_after)
         delay = job.get_retry_interval()
-        reporter.current_step = "waiting_retry"
-        fields.update(status=states.WAIT_FOR_RETRY.target, next_attempt_at=iso_in(delay),
-                      step_detail=tasks.attempt_words(reporter.attempt + 1,
-                                                      int(attempt.record["max_attempts"]), delay))
+        reporter.current_step = states.STEP_OF[states.WAIT_FOR_RETRY.target]
+        words = tasks.attempt_words(reporter.attempt + 1, int(attempt.record["max_attempts"]),
+                                    delay)
 
         def retry_later(pipe: Pipeline) -> None:
             states.changed(pipe, tenant, task_id, states.WAIT_FOR_RETRY.target,
                            settings=attempt.settings)
             metrics.count(pipe, "retries_total")
 
-        reporter.commit(fields, queue_more=retry_later)
+        reporter.commit(task_record.retrying(as_dict, iso_in(delay), words, now_iso()),
+                        queue_more=retry_later)
         return
-    reporter.current_step = "failed"
-    fields.update(status=states.FAIL.target, next_attempt_at="", ended_at=now_iso(),
-                  step_detail=error.message, attempt_id="")
+    reporter.current_step = states.STEP_OF[states.FAIL.target]
 
     def dead_letter(pipe: Pipeline) -> None:
         states.changed(pipe, tenant, task_id, states.FAIL.target, settings=attempt.settings)
@@ -371,4 +369,4 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
             checkpoints.delete(pipe, task_id)
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
-    reporter.commit(fields, queue_more=dead_letter)
+    reporter.commit(task_record.failed(as_dict, now_iso()), queue_more=dead_letter)

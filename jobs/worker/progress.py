@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from redis.client import Pipeline
 
+from jobs.tasks import record as task_record
 from jobs.worker.attempts import AttemptFence
 from jobs.core.clock import now_iso
 from jobs.core.redis_client import is_outage
@@ -149,8 +150,8 @@ class ProgressReporter:
         write's end), then this attempt lets go of the task. `queue_more`'s writes travel in
         the same round trip."""
         with self._lock, self.fence.connection.pipeline(transaction=False) as pipe:
-            self.fence.write_succeeded({"steps": json.dumps(self.steps), "attempt_id": ""},
-                                       self.ttl_seconds, pipe=pipe)
+            self.fence.write_succeeded(task_record.released(self.steps), self.ttl_seconds,
+                                       pipe=pipe)
             if queue_more is not None:
                 queue_more(pipe)
             pipe.execute()
@@ -158,13 +159,12 @@ class ProgressReporter:
     def write_canceled(self) -> None:
         """The last word of an attempt that was canceled (the cancel already set the status)."""
         with self._lock:
-            fields = self._fields({"step_detail": "Canceled", "error": "", "next_attempt_at": ""})
+            fields = self._fields(task_record.cancel_noted())
             self.fence.write_canceled(fields, self.ttl_seconds, self._meta(fields))
 
     def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
-        fields = {"progress": self.progress, "current_step": self.current_step,
-                  "step_detail": self.step_detail, "steps": json.dumps(self.steps),
-                  "updated_at": now_iso(), **extra}
+        fields = {**task_record.progressed(self.progress, self.current_step, self.step_detail,
+                                           self.steps, now_iso()), **extra}
         return {k: _field(v) for k, v in fields.items()}
 
     def _meta(self, fields: dict[str, Any] | None = None) -> bytes:

@@ -21,7 +21,6 @@ letter.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from typing import Any
@@ -33,6 +32,7 @@ from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
 from jobs.tasks import blobs, states, records as tasks
+from jobs.tasks import record as task_record
 
 from jobs.core import keys, metrics, queues
 
@@ -46,19 +46,22 @@ log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10
 
-# KEYS: task. ARGV: expected status, attempts, attempt id and job id, then field/value pairs:
-# a task that moved on since it was read (another attempt, another run) is left alone.
+# KEYS: task. ARGV: how many fields to compare, then field/expected value pairs ('' for a
+# missing field), then the field/value pairs to write: a task that moved on since it was read
+# (another attempt, another run) is left alone.
 _COMPARE_AND_SET = """
-local current = redis.call('HMGET', KEYS[1], 'status', 'attempts', 'attempt_id', 'job_id')
-if current[1] ~= ARGV[1] or (current[2] or '0') ~= ARGV[2] or (current[3] or '') ~= ARGV[3]
-   or (current[4] or '') ~= ARGV[4] then
-  return 0
+local compared = tonumber(ARGV[1])
+for i = 2, 2 * compared, 2 do
+  if (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then return 0 end
 end
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2 + 2 * compared))
 return 1
 """
-_FIELDS = ("status", "attempts", "updated_at", "tenant", "queue", "created_at", "attempt_id",
-           "job_id", "max_attempts")
+_FIELDS = (task_record.STATUS, task_record.ATTEMPTS, task_record.UPDATED_AT, task_record.TENANT,
+           task_record.QUEUE, task_record.CREATED_AT, task_record.ATTEMPT_ID, task_record.JOB_ID,
+           task_record.MAX_ATTEMPTS)
+# What a compare-and-set finds unchanged: the status, and the attempt and run it was judged in.
+_COMPARED = (task_record.STATUS, task_record.ATTEMPTS, task_record.ATTEMPT_ID, task_record.JOB_ID)
 
 
 def job_of(task_id: str, task: dict[str, Any]) -> str:
@@ -154,7 +157,7 @@ def _judge(connection: Redis, settings: Settings, task_id: str, task: dict[str, 
         return _lose(connection, settings, task_id, task, worker_lost())
     if job_status == JobStatus.CANCELED.value and states.CANCELED_ELSEWHERE.allows(status):
         return _move(connection, settings, task_id, task, states.CANCELED_ELSEWHERE,
-                     step_detail="Canceled", ended_at=now_iso())
+                     task_record.canceled_elsewhere(now_iso()))
     waiting = (JobStatus.SCHEDULED.value, JobStatus.QUEUED.value)
     if job_status in waiting and states.LOSE_ATTEMPT.allows(status):
         return _lose_attempt(connection, settings, task_id, task, job_status=job_status)
@@ -175,10 +178,10 @@ def _lose_attempt(connection: Redis, settings: Settings, task_id: str, task: dic
     error.message = ("The worker processing this document stopped unexpectedly; it will be "
                      "tried again.")
     next_attempt = int(task["attempts"] or 0) + 1
+    words = tasks.attempt_words(next_attempt, int(task["max_attempts"] or next_attempt))
     outcome = _move(connection, settings, task_id, task, states.LOSE_ATTEMPT,
-                    next_attempt_at=iso_in(delay or 0.0), error=json.dumps(error.as_dict(None)),
-                    step_detail=tasks.attempt_words(next_attempt,
-                                                    int(task["max_attempts"] or next_attempt)))
+                    task_record.retrying(error.as_dict(None), iso_in(delay or 0.0), words,
+                                         now_iso()))
     if outcome:
         metrics.count(connection, "tasks_lost_total", reason="worker_lost_retried")
     return outcome
@@ -186,8 +189,8 @@ def _lose_attempt(connection: Redis, settings: Settings, task_id: str, task: dic
 
 def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
           error: IntakeError) -> str | None:
-    outcome = _move(connection, settings, task_id, task, states.LOSE, step_detail=error.message,
-                    error=json.dumps(error.as_dict(None)), next_attempt_at="", ended_at=now_iso())
+    outcome = _move(connection, settings, task_id, task, states.LOSE,
+                    task_record.lost(error.as_dict(None), now_iso()))
     if outcome:
         pipe = connection.pipeline()
         blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
@@ -197,15 +200,12 @@ def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, A
 
 
 def _move(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
-          move: Transition, **fields: str) -> str | None:
-    """Compare-and-set the task to `move.target` (with `fields`); its bookkeeping follows."""
-    fields.update(status=move.target, current_step=states.STEP_OF[move.target],
-                  updated_at=now_iso())
-    args = [task["status"], task["attempts"] or "0", task["attempt_id"] or "",
-            task["job_id"] or ""]
-    for name, value in fields.items():
-        args += [name, value]
-    if not connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), *args):
+          move: Transition, fields: task_record.Fields) -> str | None:
+    """Compare-and-set the task to `move.target` (`fields`, jobs.tasks.record's writes of
+    that change); its bookkeeping follows."""
+    expected = {name: task[name] or "" for name in _COMPARED}
+    if not connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), len(expected),
+                           *task_record.as_argv(expected), *task_record.as_argv(fields)):
         return None
     pipe = connection.pipeline()
     states.changed(pipe, task["tenant"] or "default", task_id, move.target, settings=settings)
