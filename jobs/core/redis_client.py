@@ -79,7 +79,9 @@ class FollowingConnection(SentinelManagedConnection):
     `connect_check_health`, with the address it had — after a failover, the dead primary's —
     so every retry was refused (seen: a work-horse retrying a dead address for 34 s while the
     replica had been promoted after 2 s). Only a fresh connection from the pool asked the
-    Sentinels. Here a reconnect asks them too, whichever way it comes."""
+    Sentinels. Here a reconnect asks them too, whichever way it comes; a connection that is
+    still up (redis-py's public `is_connected`) is left as it is, so a connection taken from
+    the pool asks the Sentinels nothing."""
 
     _address_fresh = False
 
@@ -92,7 +94,7 @@ class FollowingConnection(SentinelManagedConnection):
 
     def connect_check_health(self, check_health: bool = True,
                              retry_socket_connect: bool = True) -> None:
-        if not self._sock and not self._address_fresh and self.connection_pool.is_master:
+        if not self.is_connected and not self._address_fresh and self.connection_pool.is_master:
             self.host, self.port = self.connection_pool.get_master_address()
         super().connect_check_health(check_health=check_health,
                                      retry_socket_connect=retry_socket_connect)

@@ -3,14 +3,14 @@
 A submit never parses. One script checks every limit, claims every file and registers what is
 new — records, the reservation of its bytes in both upload budgets, the batch — before any
 large byte travels, so a refused batch costs Redis nothing and a huge one is never buffered
-whole. Small batches (INLINE_BYTES in all) carry their bytes in that script, and their jobs'
-enqueue is built while it runs; larger ones send their bytes afterwards in pieces
+whole. Small batches (INLINE_BYTES in all) carry their bytes in that script; larger ones send
+their bytes afterwards in pieces
 (jobs.tasks.blobs.PieceWriter). Then RQ's own enqueue of each new task's job, on a pipeline sent
 right after (after the task's last piece): if the web dies in between, the reconciler fails
 the task as "job lost" (retryable), and an upload cut short fails readably if retried.
 
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
-the client (redis-py re-sends after a timeout or a reset) answers the same and registers
+the client (redis-py re-sends after a reset) answers the same and registers
 nothing twice.
 
 With a replica attached (ROLE, read with the claim), the pipeline of the upload's last writes
@@ -22,13 +22,11 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from redis import Redis
 from redis.client import Pipeline
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import NoScriptError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
@@ -287,9 +285,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         fields = _task_fields(task_id, upload, digest, settings, record)
         args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
         args += [item for pair in fields.items() for item in pair]
-    # Inline: build every job's enqueue while the claim runs; send what the claim allows.
-    reply, enqueue, role = _claim_while(connection, keys_, args, lambda: _enqueue_pipeline(
-        connection, queue, settings, tenant, list(new_ids.values())) if inline else None)
+    reply, role = _claim(connection, keys_, args)
     replicas = replicas_.attached(role)
     if reply[0] != b"ok":
         raise LimitReached(reply[0].decode())
@@ -299,9 +295,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         webhook_events.batch_submitted(
             connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
             live=states.LIVE, complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
-    if enqueue is not None and len(created) == len(new_ids):
-        last = enqueue
-    elif inline and created:
+    if inline and created:
         last = _enqueue_pipeline(connection, queue, settings, tenant, [t for _, t in created])
     elif created:
         last = _store_and_enqueue(connection, queue, settings, tenant, created)
@@ -376,61 +370,28 @@ def _summary(batch_id: str, created_at: str, uploads: Any, reply: list[bytes], t
     return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
 
 
-def _run_script(connection: Redis, keys_: list[str], args: list[Any]) -> list[bytes]:
-    """EVALSHA: the script's text is sent only the first time a server lacks it."""
+def _claim(connection: Redis, keys_: list[str], args: list[Any]) -> tuple[list[bytes], Any]:
+    """The claim and ROLE behind it in one round trip: the claim's reply, and ROLE's (or its
+    refusal: jobs.core.replicas). EVALSHA: the script's text is sent only the first time a
+    server lacks it. A reply lost with its connection is asked for again by redis-py's retry,
+    which sends both again: the batch keeps what its first run decided, so the second answers
+    the same."""
     try:
-        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+        return _claim_round_trip(connection, keys_, args)
     except NoScriptError:
         connection.script_load(_SUBMIT)
-        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+        return _claim_round_trip(connection, keys_, args)
 
 
-def _claim_while(connection: Redis, keys_: list[str], args: list[Any],
-                 meanwhile: Callable[[], Pipeline | None],
-                 ) -> tuple[list[bytes], Pipeline | None, Any]:
-    """Send the claim and ROLE behind it, run `meanwhile` while Redis runs them, then read both
-    replies: the claim's, what `meanwhile` built, and ROLE's (or its refusal: jobs.core.replicas).
-
-    Building the jobs' enqueue (RQ's Python: a Job each, serialised) takes about as long as
-    the claim's round trip; overlapped, a submit waits for one of them, not both. ROLE rides in
-    the same round trip, so a Redis without replicas costs nothing more (jobs.core.replicas). A reply
-    lost with its connection is asked for again by sending the claim again through the client:
-    the batch keeps what its first run decided, so the second answers the same. Without a
-    connection pool (a fake client): in turn.
-    """
-    pool = getattr(connection, "connection_pool", None)
-    if pool is None:
-        reply = _run_script(connection, keys_, args)
-        return reply, meanwhile(), _role(connection)
-    conn = pool.get_connection()
-    pipe = None
-    try:
-        conn.send_command("EVALSHA", _SUBMIT_SHA, len(keys_), *keys_, *args)
-        conn.send_command("ROLE")
-        pipe = meanwhile()
-        reply = conn.read_response()
-        try:
-            role: Any = conn.read_response()
-        except ResponseError as refused:  # a server without ROLE: one without replicas
-            role = refused
-    except (RedisConnectionError, RedisTimeoutError, NoScriptError):
-        conn.disconnect()  # a reply may be left unread: never hand this connection out again
-        reply = _run_script(connection, keys_, args)  # loads the script if the server lacked it
-        role = _role(connection)
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
-    return reply, pipe if pipe is not None else meanwhile(), role
-
-
-def _role(connection: Redis) -> Any:
-    """ROLE on its own (only when the claim went without it): the reply, or the refusal."""
-    try:
-        return connection.execute_command("ROLE")
-    except ResponseError as refused:
-        return refused
+def _claim_round_trip(connection: Redis, keys_: list[str],
+                      args: list[Any]) -> tuple[list[bytes], Any]:
+    pipe = connection.pipeline(transaction=False)
+    pipe.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+    pipe.role()
+    reply, role = pipe.execute(raise_on_error=False)
+    if isinstance(reply, Exception):
+        raise reply
+    return reply, role   # a server without ROLE answers an error: one without replicas
 
 
 def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:

@@ -54,17 +54,15 @@ end
 return {'refused', r[2] or ''}
 """
 
-# KEYS: task, the RQ job's key. ARGV: attempt id, the status the attempt owns the task in,
-# ttl, pickled meta ('' for none), the fields of the status and the attempt, then field/value
-# pairs. The meta goes where
-# Job.save_meta() puts it, in the same round trip. The last word of a canceled attempt (its
-# step and timings) is written the same way, with the canceled status.
+# KEYS: task. ARGV: attempt id, the status the attempt owns the task in, ttl, the fields of the
+# status and the attempt, then field/value pairs. Returns 1 when written, 0 when the attempt no
+# longer owns the task. The last word of a canceled attempt (its step and timings) is written
+# the same way, with the canceled status.
 _WRITE = """
-local r = redis.call('HMGET', KEYS[1], ARGV[5], ARGV[6])
+local r = redis.call('HMGET', KEYS[1], ARGV[4], ARGV[5])
 if r[1] ~= ARGV[2] or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 7))
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[4]) end
 return 1
 """
 
@@ -84,11 +82,10 @@ class Refused(Exception):
 class AttemptFence:
     """One attempt's id and the fenced writes made with it."""
 
-    def __init__(self, connection: Redis, task_id: str, job_key: str | bytes | None) -> None:
+    def __init__(self, connection: Redis, task_id: str) -> None:
         self.connection = connection
         self.task_id = task_id
         self.key = keys.task(task_id)
-        self.job_key = job_key or ""
         self.attempt_id = secrets.token_hex(8)
         self.attempt = 0
         self.prefetched: dict[str, dict[bytes, bytes]] = {}
@@ -127,30 +124,32 @@ class AttemptFence:
         after.execute()
         return taken
 
-    def write(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"",
-              pipe: Pipeline | None = None) -> None:
+    def write(self, fields: dict[str, Any], ttl_seconds: int,
+              pipe: Pipeline | None = None) -> bool:
         """Queue (on `pipe`) or send a progress write; it applies only while this attempt owns
-        the running task."""
-        self._write(states.RUNNING, fields, ttl_seconds, meta, pipe)
+        the running task. Sent here: True when it applied (queued: False, the reply is the
+        pipeline's)."""
+        return self._write(states.RUNNING, fields, ttl_seconds, pipe)
 
     def write_succeeded(self, fields: dict[str, Any], ttl_seconds: int,
                         pipe: Pipeline | None = None) -> None:
         """What an attempt writes after its task succeeded, only while it still holds it."""
-        self._write(states.SUCCEEDED, fields, ttl_seconds, b"", pipe)
+        self._write(states.SUCCEEDED, fields, ttl_seconds, pipe)
 
-    def write_canceled(self, fields: dict[str, Any], ttl_seconds: int, meta: bytes = b"") -> None:
-        """The last word of this attempt, only if the cancel that stopped it was of this one."""
-        self._write(states.CANCELED, fields, ttl_seconds, meta, None)
+    def write_canceled(self, fields: dict[str, Any], ttl_seconds: int) -> bool:
+        """The last word of this attempt, only if the cancel that stopped it was of this one;
+        True when it applied."""
+        return self._write(states.CANCELED, fields, ttl_seconds, None)
 
-    def _write(self, owned_as: str, fields: dict[str, Any], ttl_seconds: int, meta: bytes,
-               pipe: Pipeline | None) -> None:
+    def _write(self, owned_as: str, fields: dict[str, Any], ttl_seconds: int,
+               pipe: Pipeline | None) -> bool:
         target = pipe if pipe is not None else self.connection.pipeline(transaction=False)
-        target.eval(_WRITE, 2, self.key, self.job_key, self.attempt_id, owned_as, ttl_seconds,
-                    meta, task_record.STATUS, task_record.ATTEMPT_ID,
-                    *task_record.as_argv(fields))
+        target.eval(_WRITE, 1, self.key, self.attempt_id, owned_as, ttl_seconds,
+                    task_record.STATUS, task_record.ATTEMPT_ID, *task_record.as_argv(fields))
         announce(target, self.task_id)
-        if pipe is None:
-            target.execute()
+        if pipe is not None:
+            return False
+        return target.execute()[0] == 1
 
     def check(self, pipe: Pipeline | None = None) -> None:
         """Raise CancelRequested or Superseded unless this attempt still owns the running task.

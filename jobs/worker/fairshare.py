@@ -28,7 +28,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rq import Queue, worker_registration
+from rq import Queue, Worker, worker_registration
 from rq.scheduler import RQScheduler
 
 from jobs.core import queues
@@ -49,6 +49,21 @@ def wanted_queues(given: list[str], tenants: list[str]) -> list[str]:
              if tenant != queues.DEFAULT_TENANT
              for priority in queues.PRIORITIES if priority in priorities]
     return list(dict.fromkeys([*given, *extra]))
+
+
+def publish_queues(worker: Worker) -> None:
+    """Show the worker's grown queue list where `rq info` and rq-dashboard read it: RQ's
+    per-queue worker sets (RQ's public worker_registration.register) and the worker's record.
+
+    RQ offers no public way to change a registered worker's record: RQ writes it whole in
+    register_birth (which refuses the name of a live worker, and would drop its counters and
+    its current job) and again from the heartbeat only after it expired. So the record gets
+    the mapping RQ's own `serialize()` gives, the one RQ writes there, from this function
+    alone."""
+    with worker.connection.pipeline() as pipe:
+        worker_registration.register(worker, pipe)
+        pipe.hset(worker.key, mapping=worker.serialize())
+        pipe.execute()
 
 
 class TenantQueues:
@@ -95,10 +110,7 @@ class TenantQueues:
                 serializer=worker.serializer, death_penalty_class=worker.death_penalty_class)
                 for name in wanted]
         if worker.birth_date is not None:  # registered: rq info and the dashboard read these
-            with worker.connection.pipeline() as pipe:
-                worker_registration.register(worker, pipe)
-                pipe.hset(worker.key, mapping=worker.serialize())
-                pipe.execute()
+            publish_queues(worker)
             worker.log.info("Worker %s: now listening on %s", worker.name,
                             ", ".join(worker.queue_names()))
             Queue(PRIORITY_QUEUES["high"], connection=worker.connection).enqueue(

@@ -95,7 +95,7 @@ def ingest_document(task_id: str) -> dict[str, Any]:
 def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
     """One attempt of the task, with everything it uses handed in. Returns the result
     summary; raises so that RQ sees every failure."""
-    fence = AttemptFence(job.connection, task_id, job.key)
+    fence = AttemptFence(job.connection, task_id)
     try:
         record = fence.start(job.id, settings=parts_.settings,
                              prefetch=(keys.checkpoint(task_id),))

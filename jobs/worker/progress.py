@@ -1,13 +1,17 @@
 """ProgressReporter: the one writer of a running attempt's progress.
 
-Each write updates the RQ job's meta (what rq-dashboard shows) and Intake's plain task hash (what
-the API reads) in one round trip, through the attempt's fence (jobs.worker.attempts): nothing is
-written once the attempt no longer owns the running task, so a cancel, a Retry or a delete is
-never undone by a late write. Writes are throttled so that no job makes more than four in any
-second: intermediate updates need 0.5 s since the previous write, which leaves room for the two
-writes of the final state (the commit, then the steps' final timings). An intermediate write
-that finds Redis unreachable (a failover) is tried again half a second later instead of failing
-the attempt; the final state's writes are not optional and fail it (to be retried).
+Each write goes to Intake's plain task hash (what the API reads) through the attempt's fence
+(jobs.worker.attempts): nothing is written once the attempt no longer owns the running task, so
+a cancel, a Retry or a delete is never undone by a late write. Only a write the fence let
+through is then copied to the RQ job's meta (what rq-dashboard shows) with RQ's own
+`Job.save_meta()`: the job is the one writer of its meta, and an attempt that lost its task
+stops updating it too. The copy is for operators' eyes: if Redis refuses it, the task hash
+already holds the progress and the next write copies it again. Writes are throttled so that
+no job makes more than four in any second: intermediate updates need 0.5 s since the previous
+write, which leaves room for the two writes of the final state (the commit, then the steps'
+final timings). An intermediate write that finds Redis unreachable (a failover) is tried again
+half a second later instead of failing the attempt; the final state's writes are not optional
+and fail it (to be retried).
 
 rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts there is escaped
 (`dashboard_text`): a document's name or an error's words show as text and never run.
@@ -99,7 +103,9 @@ class ProgressReporter:
             wait = self._last_write + MIN_INTERVAL_SECONDS - time.monotonic()
             if wait <= 0:
                 try:
-                    self.fence.write(self._fields({}), self.ttl_seconds, self._meta())
+                    fields = self._fields({})
+                    if self.fence.write(fields, self.ttl_seconds):
+                        self._save_meta(fields)
                 except Exception as exc:
                     if not is_outage(exc):
                         raise
@@ -131,19 +137,18 @@ class ProgressReporter:
         after it (so what they read of the task, a webhook event's copy, is its new state); it
         applies only while this attempt owns the running task (`AttemptFence.commit`, which
         takes `options`), else raises CancelRequested or Superseded."""
+        fields = self._fields(extra)
+
         def build(pipe: Pipeline) -> None:
-            fields = {k: _field(v) for k, v in self._fields(extra).items()}
             pipe.hset(self.fence.key, mapping=fields)
             pipe.expire(self.fence.key, self.ttl_seconds)
-            meta = self._meta(fields)
-            if meta:
-                pipe.hset(self.fence.job_key, "meta", meta)
             if queue_more is not None:
                 queue_more(pipe)
 
         with self._lock:
             self.fence.commit(build, **options)
             self._wrote()
+            self._save_meta(fields)
 
     def finish(self, queue_more: Callable[[Pipeline], None] | None = None) -> None:
         """After the commit that made the task succeed: the steps' final timings (the index
@@ -160,23 +165,29 @@ class ProgressReporter:
         """The last word of an attempt that was canceled (the cancel already set the status)."""
         with self._lock:
             fields = self._fields(task_record.cancel_noted())
-            self.fence.write_canceled(fields, self.ttl_seconds, self._meta(fields))
+            if self.fence.write_canceled(fields, self.ttl_seconds):
+                self._save_meta(fields)
 
     def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
         fields = {**task_record.progressed(self.progress, self.current_step, self.step_detail,
                                            self.steps, now_iso()), **extra}
         return {k: _field(v) for k, v in fields.items()}
 
-    def _meta(self, fields: dict[str, Any] | None = None) -> bytes:
-        """The job meta rq-dashboard shows, pickled as Job.save_meta() would (b"" without a job)."""
+    def _save_meta(self, fields: dict[str, Any]) -> None:
+        """Copy a write the fence let through to the job's meta, with RQ's Job.save_meta()
+        (nothing without a job). An outage loses only this copy: logged, never raised."""
         if self.job is None:
-            return b""
-        fields = fields or self._fields({})
+            return
         error = json.loads(fields["error"]) if fields.get("error") else None
         self.job.meta.update(dashboard_text({
             "progress": int(fields["progress"]), "current_step": fields["current_step"],
             "step_detail": fields["step_detail"], "attempt": self.attempt, "error": error}))
-        return self.job.serializer.dumps(self.job.meta)
+        try:
+            self.job.save_meta()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            log.info("job meta of %s not written (%s)", self.fence.task_id, exc)
 
     def _wrote(self) -> None:
         self._last_write = time.monotonic()

@@ -91,7 +91,18 @@ class IntakeWorker(Worker):
     def reorder_queues(self, reference_queue: Queue | None) -> None:
         """RQ's hook for the dequeue order (its RoundRobinWorker's too), called after each
         dequeue: the next tenant's queues first (jobs.worker.fairshare). None: the list grew."""
-        self._ordered_queues = self.tenant_queues.order_after(reference_queue)
+        set_dequeue_order(self, self.tenant_queues.order_after(reference_queue))
+
+
+def set_dequeue_order(worker: Worker, ordered: list[Queue]) -> None:
+    """The order in which the worker's next dequeue looks at its queues.
+
+    RQ offers no public way to set it: its dequeue reads the worker's private
+    `_ordered_queues`, and the `reorder_queues` hook it calls after each dequeue can only set
+    that attribute (RQ's own RoundRobinWorker and RandomWorker do exactly this). This function
+    is the one place Intake touches it, so an RQ release that renames it breaks here alone
+    (tests/unit/test_fair_share.py drains queues in this order)."""
+    worker._ordered_queues = ordered
 
 
 def stop_horse_left_behind(worker: Worker) -> None:

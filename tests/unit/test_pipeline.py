@@ -91,19 +91,38 @@ class _RecordingFence(AttemptFence):
     """A real fence on fakeredis that also notes when each progress write was sent."""
 
     def __init__(self, redis, task_id, clock):
-        super().__init__(redis, task_id, None)
+        super().__init__(redis, task_id)
         self.clock, self.sent = clock, []
 
-    def write(self, fields, ttl_seconds, meta=b"", pipe=None):
+    def write(self, fields, ttl_seconds, pipe=None):
         self.sent.append(self.clock[0])
-        super().write(fields, ttl_seconds, meta, pipe)
+        return super().write(fields, ttl_seconds, pipe)
 
 
 def _running(redis, task_id):
-    fence = AttemptFence(redis, task_id, None)
+    fence = AttemptFence(redis, task_id)
     redis.hset(keys.task(task_id), mapping={"status": "running", "tenant": "default",
                                             "id": task_id, "attempt_id": fence.attempt_id})
     return fence
+
+
+def test_only_a_write_the_fence_let_through_reaches_the_jobs_meta(redis):
+    """Progress is copied to RQ's job meta (rq-dashboard) with Job.save_meta(), after the
+    fenced write to the task hash applied; an attempt that lost its task changes neither."""
+    from rq import Queue
+    job = Queue("probe", connection=redis).enqueue("jobs.fairshare.wake_up")
+    owner = _running(redis, "a" * 32)
+    reporter = ProgressReporter(owner, job=job, ttl_seconds=60)
+    reporter.begin_step("parsing", 40, "Reading <b>.txt")
+    meta = Job.fetch(job.id, connection=redis).get_meta()
+    assert meta["progress"] == 40 and meta["step_detail"] == "Reading &lt;b&gt;.txt"
+    reporter.close()
+    stale = AttemptFence(redis, "a" * 32)   # another attempt id: fenced out
+    late = ProgressReporter(stale, job=job, ttl_seconds=60)
+    late.begin_step("embedding", 70, "late")
+    assert Job.fetch(job.id, connection=redis).get_meta()["progress"] == 40
+    assert redis.hget(keys.task("a" * 32), "progress") == b"40"
+    late.close()
 
 
 def test_progress_writes_stay_within_four_a_second(redis, monkeypatch):
@@ -207,14 +226,14 @@ class _FailingOverFence(AttemptFence):
     """A real fence on fakeredis whose first `failures` writes find no primary (a failover)."""
 
     def __init__(self, redis, task_id, failures):
-        super().__init__(redis, task_id, None)
+        super().__init__(redis, task_id)
         self.failures = failures
 
-    def write(self, fields, ttl_seconds, meta=b"", pipe=None):
+    def write(self, fields, ttl_seconds, pipe=None):
         if self.failures:
             self.failures -= 1
             raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-        super().write(fields, ttl_seconds, meta, pipe)
+        return super().write(fields, ttl_seconds, pipe)
 
 
 def test_a_progress_write_during_a_failover_is_tried_again_not_failing_the_attempt(redis):
