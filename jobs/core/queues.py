@@ -1,5 +1,5 @@
 """Intake's RQ queues per tenant, in one place: their names, the registry of tenants that have
-queues, and the order a worker takes them in (DESIGN §12, §14).
+queues, and the order a worker takes them in (docs/architecture.md §15).
 
 Every tenant has three RQ queues, one per priority. Tenant `default` (the only one without
 INTAKE_API_KEYS) keeps the plain names `intake-high`, `intake`, `intake-bulk`, so a

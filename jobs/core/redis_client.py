@@ -1,4 +1,4 @@
-"""How every Intake process reaches Redis: one address, bounded waits (DESIGN §11, §15).
+"""How every Intake process reaches Redis: one address, bounded waits (docs/architecture.md §17).
 
 Why one address string: the web, the workers (RQ's command line takes one `--url`), the
 scheduler RQ forks, the dashboard, the CLI and the dev runner hand the location along as one

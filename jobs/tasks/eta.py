@@ -1,4 +1,5 @@
-"""How long a batch has left (DESIGN §14 "ETA"), from the batch's own finished documents.
+"""How long a batch has left (docs/architecture.md §16 "ETA"), from the batch's own finished
+documents.
 
 Why from its own documents: a batch's files are usually alike (one folder, one kind), so the
 median time its finished documents took is the best guess for the rest, and it adapts to the

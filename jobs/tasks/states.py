@@ -1,5 +1,5 @@
-"""The task state machine of DESIGN §3: the six statuses, who may move a task between them, and
-what a person may do with a task now.
+"""The task state machine of docs/architecture.md §3: the six statuses, who may move a task between
+them, and what a person may do with a task now.
 
 Why one module: these facts were spelled in a dozen places (Lua scripts, the reconciler, the
 templates, the page script), and each copy could drift. Here they are stated once: the Lua
@@ -66,11 +66,12 @@ CANCELED_ELSEWHERE = Transition("canceled_elsewhere", "reconciler", (PENDING, RE
 TRANSITIONS: tuple[Transition, ...] = (START, SUCCEED, WAIT_FOR_RETRY, FAIL, CANCEL, RETRY,
                                        LOSE_ATTEMPT, LOSE, CANCELED_ELSEWHERE)
 
-# The webhook event (DESIGN §14) a move to each terminal status sends.
+# The webhook event (docs/architecture.md §14) a move to each terminal status sends.
 EVENT_TYPES: dict[str, str] = {SUCCEEDED: "task.succeeded", FAILED: "task.failed",
                                CANCELED: "task.canceled"}
 
-# Submitting content a task of this status already holds returns that task (DESIGN §9).
+# Submitting content a task of this status already holds returns that task
+# (docs/architecture.md §9).
 REUSABLE: tuple[str, ...] = (*LIVE, SUCCEEDED)
 
 
