@@ -45,10 +45,11 @@ class IntakeWorker(Worker):
     its parts (jobs.worker.parts: settings, embedder) and runs the pipeline once in memory
     (jobs.worker.warmup) before its first job, so that every fork starts warm instead of importing
     numpy and the parsers' libraries anew (~0.25 s per document, docs/benchmarks.md,
-    "Documents"); the parsers are imported here too, so a failed warm-up costs no speed. Only
-    RQ's public hooks are used: the constructor's work_horse_killed_handler, `work` (which also
-    stops a work-horse left running when RQ quits on a failed write: a worker cut off), and
-    `reorder_queues` (the dequeue order: RQ's --dequeue-strategy gives way to the fair one).
+    "Documents: the parse step, the warm-up and OCR"); the parsers are imported here too, so a
+    failed warm-up costs no speed. Only RQ's public hooks are used: the constructor's
+    work_horse_killed_handler, `work` (which also stops a work-horse left running when RQ quits
+    on a failed write: a worker cut off), and `reorder_queues` (the dequeue order: RQ's
+    --dequeue-strategy gives way to the fair one).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
