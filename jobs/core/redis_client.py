@@ -77,9 +77,9 @@ class FollowingConnection(SentinelManagedConnection):
 
     Why: redis-py's retry of a failed command reconnects the same connection through
     `connect_check_health`, with the address it had — after a failover, the dead primary's —
-    so every retry was refused (seen: a work-horse retrying a dead address for 34 s while the
-    replica had been promoted after 2 s). Only a fresh connection from the pool asked the
-    Sentinels. Here a reconnect asks them too, whichever way it comes."""
+    so every retry is refused (a work-horse can retry a dead address for 34 s while the replica
+    was promoted after 2 s). Only a fresh connection from the pool asks the Sentinels. Here a
+    reconnect asks them too, whichever way it comes."""
 
     _address_fresh = False
 

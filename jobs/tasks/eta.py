@@ -6,7 +6,7 @@ median time its finished documents took is the best guess for the rest, and it a
 embedder and the machine without any configuration. What is left is counted in documents, a
 running one by its progress; the workers at work divide it. Until one document has finished
 (or while no worker is listening) there is no estimate: `eta_seconds` is null, never a guess.
-Pure: no redis.
+It reads nothing from Redis: it works on the task rows it is handed.
 """
 from __future__ import annotations
 

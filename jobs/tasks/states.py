@@ -1,8 +1,8 @@
 """The task state machine of docs/architecture.md §3: the six statuses, who may move a task between
 them, and what a person may do with a task now.
 
-Why one module: these facts were spelled in a dozen places (Lua scripts, the reconciler, the
-templates, the page script), and each copy could drift. Here they are stated once: the Lua
+Why one module: a dozen places need these facts (Lua scripts, the reconciler, the templates,
+the page script), and a copy in each could drift. Here they are stated once: the Lua
 scripts receive the statuses they may act on as arguments from the `Transition`s below, the
 task JSON carries `can_retry` and `can_cancel` from `can_retry`/`can_cancel`, and every status
 change is recorded through `changed`, the one place its bookkeeping (the active sets, the dead
