@@ -1,9 +1,9 @@
 """batch_poll_ratio: GET /api/batches/<id> of a 200-task batch against GET /api/tasks/<id>.
 
 Both are what a page or a script polls; the batch answers every task in ONE response
-(DESIGN §5), so it costs more than one task, and the goal bounds how much more. The batch is
-the 200 documents of the last 4-worker scaling run, all succeeded, so every record carries its
-steps, result and timings (the largest a task record gets); the single task is one of them.
+(docs/architecture.md §5), so it costs more than one task, and the goal bounds how much more. The
+batch is the 200 documents of the last 4-worker scaling run, all succeeded, so every record carries
+its steps, result and timings (the largest a task record gets); the single task is one of them.
 Sequential requests without If-None-Match on one keep-alive session each; rounds of each side
 alternate AB, BA, …; the figure is the ratio of the pooled medians (per-round ratios printed).
 """

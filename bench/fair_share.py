@@ -1,5 +1,5 @@
 """fair_share_ratio: a tenant's 50 documents uploaded behind another tenant's 500, on 2
-production workers (DESIGN §14: "done in about the time of 100, not 550").
+production workers (docs/architecture.md §15: "done in about the time of 100, not 550").
 
 Both uploads go through Intake's own submit (jobs.Intake: the same claim, records and per-tenant
 RQ queues as POST /api/documents; tenants need no API keys there) from this process, tenant A's

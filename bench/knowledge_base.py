@@ -1,6 +1,6 @@
 """`python -m bench.knowledge_base` (`make bench-scale`): the knowledge base at a million chunks.
 
-Figures (DESIGN §13, issue 14), each measured in this one run:
+Figures (docs/architecture.md §11, §12), each measured in this one run:
 - kb_search_growth_ratio: median GET /api/search latency in a tenant of 1,000,000 chunks ÷ in
   a tenant of 10,000, the same two-word query shape as bench.search (one word in ~60 % of the
   chunks, one in ~7 %), in interleaved rounds (AB, BA, …) on the same server.

@@ -1,7 +1,7 @@
 """`python -m bench.pdf_libraries`: pypdf against pypdfium2 on the same PDFs, speed and words.
 
 Not part of `make bench`: it is the measurement behind the choice of jobs/text/parsers/pdf.py
-(docs/benchmarks.md, "PDF text extraction (issue 13)"). Each library gets the bytes and
+(docs/benchmarks.md, "PDF text extraction"). Each library gets the bytes and
 returns every page's text, as Intake would use it:
 
 - pypdfium2: `PdfDocument(data)`, for each page `get_textpage().get_text_bounded()`, closed;

@@ -1,4 +1,4 @@
-"""`flask --app webapp dev`: Intake on one machine with one command (DESIGN §12).
+"""`flask --app webapp dev`: Intake on one machine with one command (docs/architecture.md §2).
 
 Redis (runner.redis_service), N `rq worker` processes kept alive by a supervisor thread, and the
 web app in the main thread. Everything it starts, it stops: on Ctrl-C or SIGTERM the workers get

@@ -1,5 +1,5 @@
-"""The Redis of `flask --app webapp dev` (DESIGN §12), and the redis-server command line the
-tests and benchmarks start theirs with.
+"""The Redis of `flask --app webapp dev` (docs/architecture.md §2), and the redis-server command
+line the tests and benchmarks start theirs with.
 
 In order: the Redis named by REDIS_URL (someone else's: never started or stopped here); else a
 private `redis-server` child on a free loopback port with AOF under instance/redis/, so tasks

@@ -1,5 +1,5 @@
-// Keeps a server-rendered batch or task page fresh (DESIGN §6). It follows the page's event
-// stream (data-events-url) and falls back to polling its JSON (data-poll-url) every
+// Keeps a server-rendered batch or task page fresh (docs/architecture.md §6). It follows the page's
+// event stream (data-events-url) and falls back to polling its JSON (data-poll-url) every
 // poll_after_ms with If-None-Match, one request per refresh for the whole batch. It stops at a
 // terminal state, slows down while the tab is hidden, backs off on errors, and writes
 // textContent only. Words and thresholds come from the page (data-words, data-now); what a

@@ -1,4 +1,5 @@
-"""The JSON API of DESIGN §5 under /api. Registers work and reads state; never parses."""
+"""The JSON API of docs/architecture.md §5 under /api. Registers work and reads state; never
+parses."""
 from __future__ import annotations
 
 import hashlib

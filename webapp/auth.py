@@ -1,7 +1,7 @@
-"""Signing pages in and out with an API key (DESIGN §10): the key is checked once, then a signed
-session cookie carries the tenant and the id of a session record in Redis (webapp.sessions), so
-signing out ends the session for every copy of the cookie. Forms carry CSRF tokens like every
-other form."""
+"""Signing pages in and out with an API key (docs/architecture.md §10): the key is checked once,
+then a signed session cookie carries the tenant and the id of a session record in Redis
+(webapp.sessions), so signing out ends the session for every copy of the cookie. Forms carry CSRF
+tokens like every other form."""
 from __future__ import annotations
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request

@@ -1,4 +1,5 @@
-"""One Config over the environment (DESIGN §11), with a mapping to override it in tests.
+"""One Config over the environment (docs/architecture.md §19), with a mapping to override it in
+tests.
 
 The pipeline's settings are parsed by jobs.core.settings so that web and workers agree; this module
 adds what only the web needs: the secret key, request limits in Flask's terms, operator access,

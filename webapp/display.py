@@ -15,7 +15,8 @@ from markupsafe import Markup, escape
 
 from jobs import ATTEMPT_WORDS, attempt_words, match_pattern, parse_iso
 
-# A status in words, as the counts, the filter and the announcements say it (DESIGN §3).
+# A status in words, as the counts, the filter and the announcements say it (docs/architecture.md
+# §3).
 STATUS_LABELS = {"pending": "Queued", "running": "Running", "retrying": "Retrying",
                  "succeeded": "Succeeded", "failed": "Failed", "canceled": "Canceled"}
 BATCH_LABELS = {**STATUS_LABELS, "partial": "Finished (mixed)"}

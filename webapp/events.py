@@ -1,4 +1,5 @@
-"""GET /api/batches/<id>/events: a batch's changes pushed as Server-Sent Events (DESIGN §5).
+"""GET /api/batches/<id>/events: a batch's changes pushed as Server-Sent Events
+(docs/architecture.md §5).
 
 Why a stream at all: a page of 200 documents would otherwise poll the whole batch every second.
 Here the page is sent only what changed: an `event: task` per task whose state moved, an

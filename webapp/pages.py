@@ -1,5 +1,6 @@
-"""Server-rendered pages (DESIGN §6). Each shows the true state at render time; one small script
-keeps it fresh, and without JavaScript the page refreshes itself. Forms POST, then redirect.
+"""Server-rendered pages (docs/architecture.md §6). Each shows the true state at render time; one
+small script keeps it fresh, and without JavaScript the page refreshes itself. Forms POST, then
+redirect.
 """
 from __future__ import annotations
 

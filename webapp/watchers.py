@@ -1,8 +1,8 @@
 """One subscription per web process, one read per changed batch for all the pages watching it.
 
-Why: an open page used to read its batch from Redis twice a second, each in a request thread
-of its own, so a thousand open pages were two thousand reads a second and a thousand threads.
-Here workers announce each change (jobs.tasks.announcements) and a web process holds one pub/sub
+Why: if each open page read its batch from Redis twice a second, each in a request thread of
+its own, a thousand open pages would be two thousand reads a second and a thousand threads.
+Instead workers announce each change (jobs.tasks.announcements) and a web process holds one pub/sub
 connection: a change marks the batches that hold the task, and one reader thread reads each
 marked batch once (at most every `min_interval` seconds) and hands the same snapshot to every
 stream watching it. A stream waits on its watcher; waiting costs nothing (under gunicorn's

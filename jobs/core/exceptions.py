@@ -39,7 +39,7 @@ class NoSuchDocument(NotFound):
 
 
 class NotNow(IntakeRefusal):
-    """The task's status does not allow this action (DESIGN §3): a conflict."""
+    """The task's status does not allow this action (docs/architecture.md §3): a conflict."""
 
     code = "conflict"
 
@@ -123,13 +123,14 @@ class LimitReached(IntakeRefusal):
 
 
 class NotReplicated(IntakeRefusal):
-    """An upload stored on the primary that no replica confirmed in time (DESIGN §15, `WAIT`):
-    the service answers 503, and the client sends it again.
+    """An upload stored on the primary that no replica confirmed in time (docs/architecture.md §17,
+    `WAIT`): the service answers 503, and the client sends it again.
 
     Nothing is lost or doubled by that resend: the upload's tasks, bytes and jobs are all
     written (the primary works on them), so the same files again claim the same idempotency
-    keys (DESIGN §9) and answer the same tasks with `duplicate: true`; the resend's own WAIT
-    then confirms them. Only the refused request's batch is left over, listing those tasks too.
+    keys (docs/architecture.md §9) and answer the same tasks with `duplicate: true`; the resend's
+    own WAIT then confirms them. Only the refused request's batch is left over, listing those tasks
+    too.
     """
 
     code = "not_replicated"

@@ -30,7 +30,7 @@ class IntakeError(Exception):
         self.step = step
 
     def as_dict(self, step: str | None = None) -> dict[str, Any]:
-        """The `error` object of the task JSON (DESIGN §4)."""
+        """The `error` object of the task JSON (docs/architecture.md §4)."""
         return {"step": self.step or step, "type": self.code, "message": self.message,
                 "retryable": self.retryable}
 

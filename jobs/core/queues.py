@@ -1,9 +1,9 @@
 """Intake's RQ queues per tenant, in one place: their names, the registry of tenants that have
-queues, and the order a worker takes them in (DESIGN §12, §14).
+queues, and the order a worker takes them in (docs/architecture.md §15).
 
 Every tenant has three RQ queues, one per priority. Tenant `default` (the only one without
 INTAKE_API_KEYS) keeps the plain names `intake-high`, `intake`, `intake-bulk`, so a
-single-tenant deployment looks as it always did; another tenant T gets `intake-high.T`,
+single-tenant deployment has just the three queues the Procfile names; another tenant T gets `intake-high.T`,
 `intake.T`, `intake-bulk.T` (tenant names never hold a dot). They are ordinary RQ queues, so
 `rq info` and rq-dashboard show each tenant's backlog as it is.
 

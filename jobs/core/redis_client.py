@@ -1,4 +1,4 @@
-"""How every Intake process reaches Redis: one address, bounded waits (DESIGN §11, §15).
+"""How every Intake process reaches Redis: one address, bounded waits (docs/architecture.md §17).
 
 Why one address string: the web, the workers (RQ's command line takes one `--url`), the
 scheduler RQ forks, the dashboard, the CLI and the dev runner hand the location along as one
@@ -77,11 +77,11 @@ class FollowingConnection(SentinelManagedConnection):
 
     Why: redis-py's retry of a failed command reconnects the same connection through
     `connect_check_health`, with the address it had — after a failover, the dead primary's —
-    so every retry was refused (seen: a work-horse retrying a dead address for 34 s while the
-    replica had been promoted after 2 s). Only a fresh connection from the pool asked the
-    Sentinels. Here a reconnect asks them too, whichever way it comes; a connection that is
-    still up (redis-py's public `is_connected`) is left as it is, so a connection taken from
-    the pool asks the Sentinels nothing."""
+    so every retry is refused (a work-horse can retry a dead address for 34 s while the replica
+    was promoted after 2 s). Only a fresh connection from the pool asks the Sentinels. Here a
+    reconnect asks them too, whichever way it comes; a connection that is still up (redis-py's
+    public `is_connected`) is left as it is, so a connection taken from the pool asks the
+    Sentinels nothing."""
 
     _address_fresh = False
 

@@ -1,4 +1,5 @@
-"""An upload confirmed by a replica before it is accepted (DESIGN §15): WAIT, when one is attached.
+"""An upload confirmed by a replica before it is accepted (docs/architecture.md §17): WAIT, when one
+is attached.
 
 WAIT waits for the replication offset of the connection it is sent on (that of that connection's
 last write). So it is queued at the end of the pipeline that sends an upload's LAST writes: the

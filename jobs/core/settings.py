@@ -1,4 +1,5 @@
-"""Settings shared by the web process and the workers, read from the environment (DESIGN §11).
+"""Settings shared by the web process and the workers, read from the environment
+(docs/architecture.md §19).
 
 Workers never build the Flask app, so the pipeline reads its settings here; the web's Config
 builds on the same parser so both sides agree on every limit and on the pipeline version.

@@ -3,8 +3,9 @@
 It changes with the code's pipeline, the chunk settings, OCR turned off, the embedder's model,
 and with the vectors' dimension where the embedder knows it before its first call (the local
 one; a remote model's shows as "auto"), so that an upgrade re-ingests instead of returning stale
-duplicates (DESIGN §7, §9). Worked out once per process (jobs.worker.parts.Parts.version, jobs.intake.Intake),
-before any embedding, so a remote model's dimension learnt later never changes it.
+duplicates (docs/architecture.md §7, §9). Worked out once per process
+(jobs.worker.parts.Parts.version, jobs.intake.Intake), before any embedding, so a remote model's
+dimension learnt later never changes it.
 """
 from __future__ import annotations
 

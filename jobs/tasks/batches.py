@@ -79,8 +79,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def view(batch: dict[str, str], rows: list[dict[str, Any]],
          workers: int | None = None) -> dict[str, Any]:
-    """A batch's JSON without its tasks (DESIGN §5), from its record and its tasks' rows;
-    `eta_seconds` (jobs.tasks.eta) where the workers at work are given, else null."""
+    """A batch's JSON without its tasks (docs/architecture.md §5), from its record and its tasks'
+    rows; `eta_seconds` (jobs.tasks.eta) where the workers at work are given, else null."""
     summary = summarize(rows)
     return {"id": batch["id"], "created_at": batch.get("created_at", ""), **summary,
             "size": len(rows), "poll_after_ms": tasks.poll_after_ms(summary["status"]),

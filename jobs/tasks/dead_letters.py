@@ -1,4 +1,5 @@
-"""Dead letters (DESIGN §8): tasks that failed for good, newest first, per tenant or for all.
+"""Dead letters (docs/architecture.md §8): tasks that failed for good, newest first, per tenant or
+for all.
 
 Intake keeps its own indexes of them (jobs.tasks.states.changed), in step with RQ's failed registry,
 so this list and Retry keep working after RQ's records expire.

@@ -1,11 +1,12 @@
-"""How long a batch has left (DESIGN §14 "ETA"), from the batch's own finished documents.
+"""How long a batch has left (docs/architecture.md §16 "ETA"), from the batch's own finished
+documents.
 
 Why from its own documents: a batch's files are usually alike (one folder, one kind), so the
 median time its finished documents took is the best guess for the rest, and it adapts to the
 embedder and the machine without any configuration. What is left is counted in documents, a
 running one by its progress; the workers at work divide it. Until one document has finished
 (or while no worker is listening) there is no estimate: `eta_seconds` is null, never a guess.
-Pure: no redis.
+It reads nothing from Redis: it works on the task rows it is handed.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Task records: the plain Redis hash each document's state lives in, and the one place that
-turns a record into the task JSON of DESIGN §4.
+turns a record into the task JSON of docs/architecture.md §4.
 
 The web never unpickles RQ job meta: the worker writes the same progress into this hash in the
 same round trip, so a poll is one HGETALL. The record outlives RQ's job (retention days).
@@ -111,7 +111,8 @@ def poll_after_ms(status: str) -> int:
 
 
 def view(record: Mapping[str, str]) -> dict[str, Any]:
-    """The task JSON of DESIGN §4, built from a raw record. The only builder of that shape."""
+    """The task JSON of docs/architecture.md §4, built from a raw record. The only builder of that
+    shape."""
     task_id = record["id"]
     status = record.get("status", states.PENDING)
     task: dict[str, Any] = {
@@ -160,7 +161,8 @@ def attempt_words(next_attempt: int, max_attempts: int, seconds: float | None = 
 
 
 def status_text(task: Mapping[str, Any]) -> str:
-    """The words a page shows for a task's state (DESIGN §3), shared by pages and scripts."""
+    """The words a page shows for a task's state (docs/architecture.md §3), shared by pages and
+    scripts."""
     status = task["status"]
     if status == states.RUNNING:
         return f"{STEP_LABELS.get(task['current_step'], 'Running')} ({task['progress']} %)"

@@ -1,8 +1,8 @@
-"""The task state machine of DESIGN §3: the six statuses, who may move a task between them, and
-what a person may do with a task now.
+"""The task state machine of docs/architecture.md §3: the six statuses, who may move a task between
+them, and what a person may do with a task now.
 
-Why one module: these facts were spelled in a dozen places (Lua scripts, the reconciler, the
-templates, the page script), and each copy could drift. Here they are stated once: the Lua
+Why one module: a dozen places need these facts (Lua scripts, the reconciler, the templates,
+the page script), and a copy in each could drift. Here they are stated once: the Lua
 scripts receive the statuses they may act on as arguments from the `Transition`s below, the
 task JSON carries `can_retry` and `can_cancel` from `can_retry`/`can_cancel`, and every status
 change is recorded through `changed`, the one place its bookkeeping (the active sets, the dead
@@ -66,11 +66,12 @@ CANCELED_ELSEWHERE = Transition("canceled_elsewhere", "reconciler", (PENDING, RE
 TRANSITIONS: tuple[Transition, ...] = (START, SUCCEED, WAIT_FOR_RETRY, FAIL, CANCEL, RETRY,
                                        LOSE_ATTEMPT, LOSE, CANCELED_ELSEWHERE)
 
-# The webhook event (DESIGN §14) a move to each terminal status sends.
+# The webhook event (docs/architecture.md §14) a move to each terminal status sends.
 EVENT_TYPES: dict[str, str] = {SUCCEEDED: "task.succeeded", FAILED: "task.failed",
                                CANCELED: "task.canceled"}
 
-# Submitting content a task of this status already holds returns that task (DESIGN §9).
+# Submitting content a task of this status already holds returns that task
+# (docs/architecture.md §9).
 REUSABLE: tuple[str, ...] = (*LIVE, SUCCEEDED)
 
 

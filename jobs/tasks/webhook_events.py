@@ -1,5 +1,5 @@
-"""Webhook events (DESIGN §14): what is recorded when a task finishes or a batch completes, and
-the delivery job queued with it.
+"""Webhook events (docs/architecture.md §14): what is recorded when a task finishes or a batch
+completes, and the delivery job queued with it.
 
 Recorded only with INTAKE_WEBHOOK_URL set: otherwise nothing here runs and nothing is written.
 Every event is recorded in the same MULTI as the status change that causes it

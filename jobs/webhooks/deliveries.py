@@ -1,5 +1,5 @@
-"""A tenant's recent webhook deliveries (DESIGN §14), newest first: what each event was, and
-how its delivery went (attempts, the last answer or error), so a failing endpoint shows.
+"""A tenant's recent webhook deliveries (docs/architecture.md §14), newest first: what each event
+was, and how its delivery went (attempts, the last answer or error), so a failing endpoint shows.
 
 Read from the tenant's own index of events (jobs.tasks.webhook_events), so another tenant's events
 are never listed. Kept a week, the newest 1,000 per tenant.

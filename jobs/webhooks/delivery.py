@@ -1,4 +1,4 @@
-"""deliver(event_id): the RQ job that POSTs one webhook event (DESIGN §14) to
+"""deliver(event_id): the RQ job that POSTs one webhook event (docs/architecture.md §14) to
 INTAKE_WEBHOOK_URL, signed, and records how it went.
 
 It runs on the `intake-webhooks` queue, served only by webhook workers (jobs.worker.workers

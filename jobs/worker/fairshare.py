@@ -1,5 +1,5 @@
-"""One worker's share of fair share (DESIGN §14): which queues it listens to, in what order it
-takes them, and who brings back the retries of the queues it learned while running.
+"""One worker's share of fair share (docs/architecture.md §15): which queues it listens to, in what
+order it takes them, and who brings back the retries of the queues it learned while running.
 
 The command line names the static queues (`intake-high intake intake-bulk`); the worker adds
 every registered tenant's queues of those priorities (jobs.core.queues), at its start, after each

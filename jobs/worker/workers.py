@@ -7,11 +7,11 @@ interval 5 s + RQ's fixed 60 s), and every worker's maintenance thread (jobs.wor
 the started registries' cleanup and the reconciler at most 4 s apart, idle or busy: the task
 leaves `running` within about 75 s of the machine's loss (docs/deploying.md).
 
-Fair share (DESIGN §14, jobs.core.queues, jobs.worker.fairshare): the command line names the static queues;
-the worker adds every registered tenant's queues of those priorities at its start, after each
-dequeue and every second from its maintenance thread, so a tenant whose keys were added while it
-runs is served without a restart. After each job RQ's `reorder_queues` hook puts the next
-tenant's queues first. The learned queues' retries with a backoff are brought back by an RQ
+Fair share (docs/architecture.md §15, jobs.core.queues, jobs.worker.fairshare): the command line
+names the static queues; the worker adds every registered tenant's queues of those priorities at its
+start, after each dequeue and every second from its maintenance thread, so a tenant whose keys were
+added while it runs is served without a restart. After each job RQ's `reorder_queues` hook puts the
+next tenant's queues first. The learned queues' retries with a backoff are brought back by an RQ
 scheduler driven from the maintenance thread (RQ's forked scheduler keeps the command line's),
 and RQ's registry cleanup follows the worker's queue list.
 """
@@ -45,10 +45,11 @@ class IntakeWorker(Worker):
     its parts (jobs.worker.parts: settings, embedder) and runs the pipeline once in memory
     (jobs.worker.warmup) before its first job, so that every fork starts warm instead of importing
     numpy and the parsers' libraries anew (~0.25 s per document, docs/benchmarks.md,
-    "Documents"); the parsers are imported here too, so a failed warm-up costs no speed. Only
-    RQ's public hooks are used: the constructor's work_horse_killed_handler, `work` (which also
-    stops a work-horse left running when RQ quits on a failed write: a worker cut off), and
-    `reorder_queues` (the dequeue order: RQ's --dequeue-strategy gives way to the fair one).
+    "Documents: the parse step, the warm-up and OCR"); the parsers are imported here too, so a
+    failed warm-up costs no speed. Only RQ's public hooks are used: the constructor's
+    work_horse_killed_handler, `work` (which also stops a work-horse left running when RQ quits
+    on a failed write: a worker cut off), and `reorder_queues` (the dequeue order: RQ's
+    --dequeue-strategy gives way to the fair one).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -106,7 +107,7 @@ def set_dequeue_order(worker: Worker, ordered: list[Queue]) -> None:
 
 
 def stop_horse_left_behind(worker: Worker) -> None:
-    """A worker that quits mid-job never leaves its work-horse running (DESIGN §15).
+    """A worker that quits mid-job never leaves its work-horse running (docs/architecture.md §17).
 
     Why: RQ's worker quits when a write of its own fails (its job's heartbeat, its working
     time: Redis unreachable past the connection's retries, a stalled link past the 15 s

@@ -1,6 +1,6 @@
 """rq-dashboard at /rq in Chromium under its Content-Security-Policy (webapp/security.py): its own
 pages work with no violation and no console error, and markup injected through job meta or
-description (which it renders unescaped) cannot run script (DESIGN §6, §10).
+description (which it renders unescaped) cannot run script (docs/architecture.md §6, §10).
 
 The web is the Procfile's, with INTAKE_ADMIN_PASSWORD, on the session's Redis; the probe jobs
 are enqueued straight into RQ on a queue no worker listens to, so they stay `queued`.

@@ -2,7 +2,8 @@
 database, with the real HTTP embedding server whose faults the tests script; 3 attempts, a 2 s
 retry base): a row goes `retrying`, then `failed` with its reason and a Retry button; after the
 embedder heals, Retry from the page makes it succeed; a bad file's row says what to fix and
-offers no Retry; Cancel from the page stops a running task within 2 s (DESIGN §3, §6, §8).
+offers no Retry; Cancel from the page stops a running task within 2 s (docs/architecture.md §3, §6,
+§8).
 
 The README's screenshots are taken here: the batch page at the end of the first test, the failed
 task page in the middle of it.
@@ -21,7 +22,7 @@ from tests.integration.intake_api import unique_word
 from tests.samples import make_pdf_no_text
 from webapp.display import ADVICE
 
-CANCEL_BOUND = 2.0     # DESIGN §8: a running task is canceled within 2 s
+CANCEL_BOUND = 2.0     # docs/architecture.md §8: a running task is canceled within 2 s
 POLL_INTERVAL = 0.05   # how often the test looks at the row; the bound allows one on top
 # RQ statuses after which an attempt writes nothing more.
 ATTEMPT_OVER = {JobStatus.STOPPED, JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED}

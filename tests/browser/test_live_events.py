@@ -1,7 +1,7 @@
-"""Server-Sent Events against the Procfile's gunicorn (DESIGN §5, §12): a plain HTTP client sees
-each state change of a task pushed, in order, without polling; a stream of a live batch ends by
-itself within its bound; and the batch page's EventSource reconnects, then stops for good once
-the batch is terminal.
+"""Server-Sent Events against the Procfile's gunicorn (docs/architecture.md §2, §5): a plain HTTP
+client sees each state change of a task pushed, in order, without polling; a stream of a live batch
+ends by itself within its bound; and the batch page's EventSource reconnects, then stops for good
+once the batch is terminal.
 
 Bounds: a stream lasts at most 25 s (webapp/events.py); the test allows 3 s on top for a busy
 machine. The page reconnects after the stream's `retry: 2000` hint, so over 31 s it opens at

@@ -1,7 +1,7 @@
 """What a person sees in Chromium on the session's system (local embedder): an upload through the
 form, then a batch page that follows the work to the end without a reload; a folder upload whose
 document ids carry the folder; the same pages with JavaScript off; and a 200-document batch that
-costs one request per refresh (DESIGN §6)."""
+costs one request per refresh (docs/architecture.md §6)."""
 from __future__ import annotations
 
 import time

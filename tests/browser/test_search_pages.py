@@ -1,6 +1,6 @@
-"""What a person sees when searching and opening a finished document in Chromium (DESIGN §6,
-§13): the words that matched marked in every language, where each hit is, and a succeeded
-task's first chunks, also when it succeeds while its page is open."""
+"""What a person sees when searching and opening a finished document in Chromium
+(docs/architecture.md §6, §12): the words that matched marked in every language, where each hit is,
+and a succeeded task's first chunks, also when it succeeds while its page is open."""
 from __future__ import annotations
 
 import textwrap

@@ -105,7 +105,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 @pytest.fixture(scope="session")
 def intake_env(redis_server) -> dict[str, str]:
-    """What web and workers share: one Redis, one secret, quick retries (DESIGN §11 names)."""
+    """What web and workers share: one Redis, one secret, quick retries (names:
+    docs/architecture.md §19)."""
     return base_env({
         "REDIS_URL": redis_server.url,
         "SECRET_KEY": SECRET_KEY,

@@ -1,6 +1,6 @@
 """What a user of Intake's API does and checks, shared by every test of the running system:
-upload files, wait for their tasks, read JSON, and the contract's shapes (DESIGN §3–§5) and
-readable messages to compare what comes back with.
+upload files, wait for their tasks, read JSON, and the contract's shapes (docs/architecture.md §3–5)
+and readable messages to compare what comes back with.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ CURRENT_STEPS = {"queued", "parsing", "chunking", "embedding", "indexing", "done
                  "waiting_retry", "failed", "canceled"}
 PIPELINE = ["parsing", "chunking", "embedding", "indexing"]
 TASK_TIMEOUT = 60.0  # seconds for a small document to reach a terminal state on a busy machine
-# DESIGN §1 promises an answer "in milliseconds"; 1 s leaves a wide margin for a loaded CI machine
-# (two gunicorn workers, two rq workers and pytest sharing a couple of CPUs).
+# docs/architecture.md §2 promises an answer "in milliseconds"; 1 s leaves a wide margin for a
+# loaded CI machine (two gunicorn workers, two rq workers and pytest sharing a couple of CPUs).
 UPLOAD_BOUND = 1.0
 
 
@@ -81,7 +81,8 @@ def is_hex_id(value: Any) -> bool:
 
 
 def task_shape_problems(task: dict[str, Any]) -> list[str]:
-    """Every way `task` departs from the field list and types of DESIGN §4 (empty: conforms)."""
+    """Every way `task` departs from the field list and types of docs/architecture.md §4 (empty:
+    conforms)."""
     problems: list[str] = []
 
     def check(ok: bool, text: str) -> None:

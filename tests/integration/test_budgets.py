@@ -1,7 +1,7 @@
-"""What uploads and knowledge bases may hold, per tenant, on the real system (issue 11 items 1
-and 4; DESIGN §10, §11): permanent failures give their bytes back at once, kept uploads count
-against their tenant's own share and expire far sooner than records, budgets are checked before
-the bytes travel, a request never holds its files whole, and a full knowledge base refuses
+"""What uploads and knowledge bases may hold, per tenant, on the real system
+(docs/architecture.md §10, §18): permanent failures give their bytes back at once, kept uploads
+count against their tenant's own share and expire far sooner than records, budgets are checked
+before the bytes travel, a request never holds its files whole, and a full knowledge base refuses
 readably.
 
 A stack of its own (logical database 2, three tenants, small budgets): the Procfile's web and

@@ -1,5 +1,5 @@
-"""Cancel (DESIGN §3, §8): a running task stops within 2 s and leaves nothing indexed, a
-pending one never runs, and finished tasks answer 409.
+"""Cancel (docs/architecture.md §3, §8): a running task stops within 2 s and leaves nothing indexed,
+a pending one never runs, and finished tasks answer 409.
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """

@@ -1,5 +1,5 @@
-"""Ten identical uploads at once make one task (DESIGN §9): one claim wins, nine answer it as
-a duplicate, every batch lists it, and it is embedded once.
+"""Ten identical uploads at once make one task (docs/architecture.md §9): one claim wins, nine
+answer it as a duplicate, every batch lists it, and it is embedded once.
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """

@@ -1,7 +1,7 @@
-"""A worker machine cut off from the network mid-job (DESIGN §15): its task is re-driven by
-another worker within the crash bound, the cut-off worker stops its work-horse as soon as its
-own writes fail (jobs.workers.IntakeWorker.stop_horse_left_behind), and when the link comes back no state goes backwards and
-the document is indexed once.
+"""A worker machine cut off from the network mid-job (docs/architecture.md §17): its task is
+re-driven by another worker within the crash bound, the cut-off worker stops its work-horse as soon
+as its own writes fail (jobs.workers.IntakeWorker.stop_horse_left_behind), and when the link comes
+back no state goes backwards and the document is indexed once.
 
 Real processes and a real network cut: one worker runs in a network namespace of its own,
 joined to the test's Redis and embedding server by a veth pair with private addresses that only

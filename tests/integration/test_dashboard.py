@@ -1,5 +1,6 @@
 """rq-dashboard at /rq on a real Redis: operators only, read-only, showing Intake's queues and
-workers as `rq info` does, under a Content-Security-Policy of its own (DESIGN §6, §10, §12)."""
+workers as `rq info` does, under a Content-Security-Policy of its own (docs/architecture.md §2, §6,
+§10)."""
 from __future__ import annotations
 
 import base64

@@ -1,6 +1,6 @@
-"""What fails for good becomes a dead letter, readably (DESIGN §3, §4, §8): an embedder that
-stays down (a Retry recovers it), an embedder that rejects the request (no automatic retry, a
-Retry may help), and bad files (no Retry; the page says what to fix).
+"""What fails for good becomes a dead letter, readably (docs/architecture.md §3, §4, §8): an
+embedder that stays down (a Retry recovers it), an embedder that rejects the request (no automatic
+retry, a Retry may help), and bad files (no Retry; the page says what to fix).
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """

@@ -1,6 +1,6 @@
-"""`make run` as a person uses it (DESIGN §12): `flask --app webapp dev` starts a redis-server
-with AOF, two supervised workers and the web app; a document goes through; a worker killed is
-started again; Ctrl-C stops every process it started, Redis last.
+"""`make run` as a person uses it (docs/architecture.md §2): `flask --app webapp dev` starts a
+redis-server with AOF, two supervised workers and the web app; a document goes through; a worker
+killed is started again; Ctrl-C stops every process it started, Redis last.
 
 The runner is started exactly as `make run` starts it, with its Redis data in the test's own
 folder (--instance-dir) and on free ports.

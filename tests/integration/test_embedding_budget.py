@@ -1,4 +1,4 @@
-"""The embedding budget holds for every worker together (issue 15, item 2; DESIGN §14): real
+"""The embedding budget holds for every worker together (docs/architecture.md §16): real
 `rq worker` processes (two per stack), the Procfile's web and the real HTTP embedding server,
 which records when every request arrived and was answered.
 

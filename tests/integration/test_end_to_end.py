@@ -1,5 +1,5 @@
 """End to end through the real system: the Procfile's gunicorn, two `rq worker` processes and a
-real redis-server. What is asserted is what a user of the API sees (DESIGN §3–5, §7).
+real redis-server. What is asserted is what a user of the API sees (docs/architecture.md §3–5, §7).
 
 Every test makes its own batch with uuid-derived words, so reruns and any test order work.
 """
@@ -73,7 +73,7 @@ def test_five_formats_are_accepted_at_once_processed_and_searchable(five_formats
     for task in body["tasks"]:
         assert set(task) >= {"id", "document_id", "filename", "status", "duplicate", "url", "page_url"}, task
         assert is_hex_id(task["id"]), task
-        assert task["document_id"] == task["filename"], task  # DESIGN §9: defaults to the name
+        assert task["document_id"] == task["filename"], task  # architecture.md §9
         assert task["status"] in STATUSES and task["duplicate"] is False, task
         assert task["url"] == f"/api/tasks/{task['id']}" and task["page_url"] == f"/tasks/{task['id']}"
 

@@ -1,6 +1,6 @@
-"""A batch's `eta_seconds` (DESIGN §14) on the fault stack: real workers, a real embedding
-server answering in 1.5 s, so each document takes at least that long and the estimate can be
-watched while the batch is live."""
+"""A batch's `eta_seconds` (docs/architecture.md §16) on the fault stack: real workers, a real
+embedding server answering in 1.5 s, so each document takes at least that long and the estimate can
+be watched while the batch is live."""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,4 @@
-"""Losing the Redis primary's machine (DESIGN §15), and a Redis that stops answering.
+"""Losing the Redis primary's machine (docs/architecture.md §17), and a Redis that stops answering.
 
 Real processes throughout: a primary, its replica and three Sentinels (tests/integration/
 sentinels.py), the Procfile's web and two workers, all given only REDIS_SENTINELS and
@@ -8,8 +8,8 @@ with Retry-After (never a 500), every upload acknowledged before the kill surviv
 task ends succeeded, none lost, none indexed twice.
 
 A stalled Redis (SIGSTOP: the kernel still accepts connections, nothing answers) must cost a
-request at most 3 s (DESIGN §15: bounded socket timeouts, no stacked retries), with its own
-plain redis-server so that nothing else of the session stalls.
+request at most 3 s (docs/architecture.md §17: bounded socket timeouts, no stacked retries), with
+its own plain redis-server so that nothing else of the session stalls.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ pytestmark = [
     pytest.mark.skipif(REDIS_SERVER is None, reason="needs a real redis-server (and Sentinel)"),
 ]
 
-STALL_BOUND = 3.0      # DESIGN §15: health and every API request answer within 3 s
+STALL_BOUND = 3.0      # docs/architecture.md §17: health and every API request answer within 3 s
 STALL_MARGIN = 0.5     # a loaded CI machine's scheduling, on top of the bound
 BATCH = 30             # documents in flight when the primary dies
 FAILOVER_BOUND = 30.0  # 1 s down-after + the Sentinels' election; seconds, generous

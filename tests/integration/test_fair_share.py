@@ -1,4 +1,4 @@
-"""Fair share between tenants on the real system (DESIGN §14, §12; issue 15, item 3): one
+"""Fair share between tenants on the real system (docs/architecture.md §15): one
 tenant's backlog never starves another's few documents, priorities hold within a tenant, RQ's
 own tools show every tenant's queues, and the retries of a tenant's queue come back.
 

@@ -1,5 +1,5 @@
-"""Hostile and odd files through the real system (DESIGN §7, §10): each gets a 4xx at upload or
-a `failed` task with a readable, permanent reason; odd but honest files succeed; nothing a
+"""Hostile and odd files through the real system (docs/architecture.md §7, §10): each gets a 4xx at
+upload or a `failed` task with a readable, permanent reason; odd but honest files succeed; nothing a
 user supplied comes back unescaped; the workers survive all of it."""
 from __future__ import annotations
 

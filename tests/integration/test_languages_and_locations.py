@@ -1,5 +1,6 @@
-"""Search in every language, and where each hit comes from, through the real system (DESIGN §5,
-§13): gunicorn, real rq workers, the local embedder and a real redis-server.
+"""Search in every language, and where each hit comes from, through the real system
+(docs/architecture.md §5, §12): gunicorn, real rq workers, the local embedder and a real
+redis-server.
 
 A word is searched *inside a sentence*, as a person finds it, never as a whole line: in Chinese,
 Japanese and Thai a sentence has no spaces, and in Korean a particle sticks to the word.

@@ -1,5 +1,5 @@
-"""Lost workers never leave a task running (DESIGN §8): a worker killed with its work-horse
-(a lost machine) within the 2 min bound, a work-horse alone at once.
+"""Lost workers never leave a task running (docs/architecture.md §8): a worker killed with its
+work-horse (a lost machine) within the 2 min bound, a work-horse alone at once.
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """

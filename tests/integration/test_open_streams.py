@@ -1,6 +1,6 @@
-"""Many open pages and slow clients against gunicorn as the Procfile runs it (DESIGN §13, "Live
-pages at scale"): hundreds of open event streams and hundreds of half-sent requests hold no
-request thread, so a poll and an upload still answer at once; and one change, announced by a
+"""Many open pages and slow clients against gunicorn as the Procfile runs it
+(docs/architecture.md §13): hundreds of open event streams and hundreds of half-sent requests hold
+no request thread, so a poll and an upload still answer at once; and one change, announced by a
 real worker, reaches every open stream of its batch.
 
 The streams are plain sockets in one selector loop here, as many browser tabs would be.

@@ -1,5 +1,6 @@
 """Operating Intake against the real system: metrics across processes, health while Redis is
-down, RQ's own CLI, and two separately started workers sharing one batch (DESIGN §5, §12)."""
+down, RQ's own CLI, and two separately started workers sharing one batch (docs/architecture.md §2,
+§5)."""
 from __future__ import annotations
 
 import subprocess

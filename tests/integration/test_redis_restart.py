@@ -1,5 +1,5 @@
-"""A planned restart of redis-server mid-batch loses no task (DESIGN §1, §12): every task ends
-succeeded or failed retryably, each still answering from its record.
+"""A planned restart of redis-server mid-batch loses no task (docs/architecture.md §2): every task
+ends succeeded or failed retryably, each still answering from its record.
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """

@@ -1,4 +1,5 @@
-"""An upload answers 202 only once a replica has its records (DESIGN §15, jobs.core.replicas: WAIT).
+"""An upload answers 202 only once a replica has its records (docs/architecture.md §17,
+jobs.core.replicas: WAIT).
 
 A primary redis-server and a replica of it (`--replicaof`) of this module's own, on loopback
 ports, with a Procfile web and a worker on the primary. Accepted: the task's hash is on the

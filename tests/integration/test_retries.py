@@ -1,5 +1,5 @@
 """Transient failures retry with growing, jittered backoff and resume where they stopped
-(DESIGN §7, §8): two 503s then success, an embedder that hangs past its timeout.
+(docs/architecture.md §7, §8): two 503s then success, an embedder that hangs past its timeout.
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """

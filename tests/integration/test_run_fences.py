@@ -1,4 +1,4 @@
-"""Every run and attempt is fenced (issue 11 item 5; DESIGN §8, §9): nothing an older attempt
+"""Every run and attempt is fenced (docs/architecture.md §7, §8, §9): nothing an older attempt
 does can change a newer run's state or bring a deleted document back into the index.
 
 Two worker kinds, both real `rq worker` processes on the real redis-server:

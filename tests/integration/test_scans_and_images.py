@@ -1,4 +1,4 @@
-"""Scans, images and the new formats' bad files through the real system (DESIGN §7, §13):
+"""Scans, images and the new formats' bad files through the real system (docs/architecture.md §7):
 gunicorn, real rq workers running the real OCR engine, a real redis-server.
 
 A scanned page is read by OCR only where the PDF has no text layer, the task page says which

@@ -1,4 +1,4 @@
-"""/search by meaning, and while the embedding service is down or hangs (DESIGN §13).
+"""/search by meaning, and while the embedding service is down or hangs (docs/architecture.md §12).
 
 On the fault stack: its web and workers use a real HTTP embedding server and keep the dense
 vectors in a real PostgreSQL with pgvector; the search's embedding timeout there is 1 s and its

@@ -1,4 +1,4 @@
-"""Search while a large document is being indexed (DESIGN §13, "Knowledge base at scale"),
+"""Search while a large document is being indexed (docs/architecture.md §11, §12),
 through the real system: gunicorn, real rq workers, the local embedder, a real redis-server.
 
 What a person sees: searches keep answering, promptly, with what was already indexed; none of

@@ -1,5 +1,6 @@
 """Uploading a document's earlier content again makes it current again (issue 11 item 3;
-DESIGN §9): the same content as what the index holds is a duplicate, anything else a new run.
+docs/architecture.md §9): the same content as what the index holds is a duplicate, anything else a
+new run.
 
 On the session's system (Procfile web, two workers, local embedder); each test has its own
 document ids and words.

@@ -1,5 +1,5 @@
-"""Auth at the edge through the Procfile's gunicorn on a real redis-server (DESIGN §10): a
-non-ASCII operator password, operator basic auth beside tenant keys, malformed ids, sign-in
+"""Auth at the edge through the Procfile's gunicorn on a real redis-server (docs/architecture.md
+§10): a non-ASCII operator password, operator basic auth beside tenant keys, malformed ids, sign-in
 redirects that stay on this site, Secure cookies behind an HTTPS proxy, and sign-out revoking a
 copied cookie.
 

@@ -1,7 +1,7 @@
-"""Webhooks (DESIGN §14) on the running system: the Procfile's web, two ingestion workers, the
-Procfile's webhook worker (its own process, queue `intake-webhooks`), a real redis-server,
-the HTTP embedding server and a real HTTP receiver (webhook_receiver.py) that checks every
-signature itself and fails on demand.
+"""Webhooks (docs/architecture.md §14) on the running system: the Procfile's web, two ingestion
+workers, the Procfile's webhook worker (its own process, queue `intake-webhooks`), a real
+redis-server, the HTTP embedding server and a real HTTP receiver (webhook_receiver.py) that checks
+every signature itself and fails on demand.
 
 Its own stack (database 7) with two tenants' keys, INTAKE_WEBHOOK_URL at the receiver, a
 1 s retry base (retries after ~1 s, ~2 s, ~4 s …) and a 2 s delivery timeout. Each test

@@ -1,4 +1,5 @@
-"""The JSON API on fakeredis: shapes, errors, idempotency, ETags (DESIGN §4–5, §9)."""
+"""The JSON API on fakeredis: shapes, errors, idempotency, ETags (docs/architecture.md §4, §5,
+§9)."""
 from __future__ import annotations
 
 from tests.unit.conftest import upload

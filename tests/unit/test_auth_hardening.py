@@ -1,5 +1,5 @@
-"""Hardened edges of auth on fakeredis (DESIGN §5, §10): non-ASCII passwords, the shape of ids in
-URLs, operator basic auth beside tenant keys, Secure cookies and revocable sessions.
+"""Hardened edges of auth on fakeredis (docs/architecture.md §5, §10): non-ASCII passwords, the
+shape of ids in URLs, operator basic auth beside tenant keys, Secure cookies and revocable sessions.
 
 The cookie and session behaviour behind gunicorn and a real Redis is proven again in
 tests/integration/test_web_security.py.

@@ -1,4 +1,5 @@
-"""A batch's ETA (DESIGN §14): from its own finished documents and the workers at work."""
+"""A batch's ETA (docs/architecture.md §16): from its own finished documents and the workers at
+work."""
 from __future__ import annotations
 
 from jobs.tasks import eta

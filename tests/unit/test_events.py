@@ -1,6 +1,6 @@
 """GET /api/batches/<id>/events on fakeredis: scope, first events, heartbeats, the time bound and
-the end at a terminal state (DESIGN §5). The stream is proven again against gunicorn in
-tests/browser/test_live_events.py."""
+the end at a terminal state (docs/architecture.md §5). The stream is proven again against gunicorn
+in tests/browser/test_live_events.py."""
 from __future__ import annotations
 
 import io

@@ -1,5 +1,5 @@
-"""Fair share on fakeredis (DESIGN §14): queue names per tenant, the registry workers read, the
-order a worker takes queues in, and the scheduler of the queues a worker learned. The same
+"""Fair share on fakeredis (docs/architecture.md §15): queue names per tenant, the registry workers
+read, the order a worker takes queues in, and the scheduler of the queues a worker learned. The same
 behaviour with real worker processes: tests/integration/test_fair_share.py."""
 from __future__ import annotations
 

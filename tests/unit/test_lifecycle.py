@@ -1,4 +1,4 @@
-"""Cancel, retry, dead letters and the reconciler on fakeredis (DESIGN §3, §8)."""
+"""Cancel, retry, dead letters and the reconciler on fakeredis (docs/architecture.md §3, §8)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
-"""Backpressure on fakeredis: a batch is accepted whole or refused whole (DESIGN §5, §11)."""
+"""Backpressure on fakeredis: a batch is accepted whole or refused whole (docs/architecture.md §5,
+§18)."""
 from __future__ import annotations
 
 from jobs.tasks import blobs

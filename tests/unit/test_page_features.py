@@ -1,6 +1,6 @@
 """The pages of issue 4 on fakeredis: the status filter without JavaScript, the search page's
 escaping, what the upload form tells its script, the task page's timings and advice, and the
-"no progress" hint (DESIGN §6)."""
+"no progress" hint (docs/architecture.md §6)."""
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
-"""The Procfile runs what the code says (DESIGN §12): its worker line is the one command of
-jobs.worker.workers (flags and queue order included) and its web line a gevent gunicorn on $PORT."""
+"""The Procfile runs what the code says (docs/architecture.md §2): its worker line is the one
+command of jobs.worker.workers (flags and queue order included) and its web line a gevent gunicorn
+on $PORT."""
 from __future__ import annotations
 
 import shlex
@@ -38,7 +39,8 @@ def test_worker_line_has_the_worker_flags_then_the_queues_in_priority_order() ->
     assert argv[:2] == ["rq", "worker"]
     config_at = argv.index("-c")
     assert tuple(argv[2:config_at]) == WORKER_FLAGS
-    # The Redis address from the environment: REDIS_URL, or the Sentinels (DESIGN §15).
+    # The Redis address from the environment: REDIS_URL, or the Sentinels (docs/architecture.md
+    # §17).
     assert argv[config_at + 1] == "jobs.rq_settings"
     assert tuple(argv[config_at + 2:]) == QUEUE_NAMES
 

@@ -1,5 +1,5 @@
-"""Where every process finds Redis (DESIGN §15): REDIS_SENTINELS becomes one Sentinel address
-that the web, the workers' command line and the dashboard all read, with bounded waits.
+"""Where every process finds Redis (docs/architecture.md §17): REDIS_SENTINELS becomes one Sentinel
+address that the web, the workers' command line and the dashboard all read, with bounded waits.
 (Failover itself, on real Sentinels: tests/integration/test_failover.py.)"""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_the_web_client_gives_up_within_the_bound_and_never_retries_a_timeout() 
     pool = client.connection_pool
     assert isinstance(pool, BlockingConnectionPool) and pool.timeout == 1
     kwargs = pool.connection_kwargs
-    assert kwargs["socket_timeout"] + pool.timeout <= 3.0   # DESIGN §15: 503 within 3 s
+    assert kwargs["socket_timeout"] + pool.timeout <= 3.0   # architecture.md §17: 503 ≤ 3 s
     retry = kwargs["retry"]
     assert RedisConnectionError in retry._supported_errors
     assert RedisTimeoutError not in retry._supported_errors

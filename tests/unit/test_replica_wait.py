@@ -1,4 +1,5 @@
-"""An upload confirmed by a replica (WAIT) when one is attached (DESIGN §15, jobs.core.replicas).
+"""An upload confirmed by a replica (WAIT) when one is attached (docs/architecture.md §17,
+jobs.core.replicas).
 
 fakeredis knows neither ROLE nor WAIT, so these tests check the decisions: what a ROLE reply
 means, that WAIT is the last command of the pipeline that sends an upload's last writes in every

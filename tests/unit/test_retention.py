@@ -1,4 +1,5 @@
-"""Retention (DESIGN §11): every record Intake writes for a task expires; lists are trimmed."""
+"""Retention (docs/architecture.md §19): every record Intake writes for a task expires; lists are
+trimmed."""
 from __future__ import annotations
 
 import time

@@ -1,5 +1,6 @@
 """The search page and a succeeded task's page on fakeredis: where a hit comes from, the matched
-words marked (and everything else escaped), the first chunks previewed (DESIGN §6, §13)."""
+words marked (and everything else escaped), the first chunks previewed (docs/architecture.md §6,
+§12)."""
 from __future__ import annotations
 
 import re

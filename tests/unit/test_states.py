@@ -1,6 +1,6 @@
-"""The task state machine (DESIGN §3) as a person meets it: which statuses can be canceled or
-retried, and the `can_cancel`/`can_retry` the task and batch JSON carry, which the pages' buttons
-follow (jobs.tasks.states is the one place that decides)."""
+"""The task state machine (docs/architecture.md §3) as a person meets it: which statuses can be
+canceled or retried, and the `can_cancel`/`can_retry` the task and batch JSON carry, which the
+pages' buttons follow (jobs.tasks.states is the one place that decides)."""
 from __future__ import annotations
 
 import pytest

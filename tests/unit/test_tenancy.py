@@ -1,4 +1,5 @@
-"""Tenants on fakeredis: keys, sessions and isolation on every endpoint (DESIGN §10)."""
+"""Tenants on fakeredis: keys, sessions and isolation on every endpoint (docs/architecture.md
+§10)."""
 from __future__ import annotations
 
 import io
