@@ -1,5 +1,5 @@
 """GET /api/openapi.json: the API described as OpenAPI 3.1, kept true by a test that compares
-every route of the app with it (tests/unit/test_openapi.py)."""
+every route of the app with it (tests/unit/web/test_openapi.py)."""
 from __future__ import annotations
 
 from typing import Any

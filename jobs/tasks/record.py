@@ -5,7 +5,7 @@ place and not in another, leaves a task the API shows wrongly. So every writer o
 (the submit, a person's cancel and Retry, an attempt's start, progress and end, the reconciler)
 takes its field/value pairs from the functions below, and the Lua scripts that apply them
 receive both the pairs and the names of the fields they compare as ARGV (`as_argv`): no script
-spells a field of the task hash (tests/unit/test_record.py holds that).
+spells a field of the task hash (tests/unit/tasks/test_record.py holds that).
 """
 from __future__ import annotations
 

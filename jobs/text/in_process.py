@@ -2,7 +2,7 @@
 in the work-horse itself rather than in a forked child.
 
 Why not the fork: their parsers are Python over linear regular expressions
-(tests/unit/test_hostile_parsing.py holds them to it), so a fork, which costs more than
+(tests/unit/text/test_hostile_parsing.py holds them to it), so a fork, which costs more than
 reading a small text, buys no isolation they need. The bounds still hold, enforced here:
 a CPU-time alarm (ITIMER_PROF: RQ's job timeout owns SIGALRM in a work-horse; CPython's regex
 engine checks for signals as it runs, so even a runaway match is stopped) and a cap on the

@@ -102,7 +102,7 @@ def set_dequeue_order(worker: Worker, ordered: list[Queue]) -> None:
     `_ordered_queues`, and the `reorder_queues` hook it calls after each dequeue can only set
     that attribute (RQ's own RoundRobinWorker and RandomWorker do exactly this). This function
     is the one place Intake touches it, so an RQ release that renames it breaks here alone
-    (tests/unit/test_fair_share.py drains queues in this order)."""
+    (tests/unit/worker/test_fair_share.py drains queues in this order)."""
     worker._ordered_queues = ordered
 
 

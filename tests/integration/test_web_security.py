@@ -4,7 +4,7 @@ redirects that stay on this site, Secure cookies behind an HTTPS proxy, and sign
 copied cookie.
 
 A web of its own (API keys and a password set), on a logical database of its own, no workers:
-nothing here needs a job to run. The fast versions are in tests/unit/test_auth_hardening.py.
+nothing here needs a job to run. The fast versions are in tests/unit/web/test_auth_hardening.py.
 """
 from __future__ import annotations
 

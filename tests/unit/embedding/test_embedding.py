@@ -20,7 +20,7 @@ from jobs.core.failures import PermanentError, TransientError
 from jobs.core.settings import Settings
 from tests.unit.sparse_reference import InvertedIndex, top_k
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CORPUS = [
     "The invoice for March is attached; payment is due in thirty days.",
     "Our cat sleeps on the warm windowsill every afternoon.",

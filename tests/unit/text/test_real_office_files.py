@@ -7,7 +7,7 @@ import pytest
 
 from jobs.text.parsers import parse_document
 
-REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real"
 FILES = sorted(path for path in REAL.iterdir() if path.suffix in (".docx", ".pptx"))
 
 EXPECTED_WORDS = {

@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration import webhook_receiver
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 SECRET = "whsec-test-☃"
 BODY = '{"type": "task.succeeded", "data": {"filename": "résumé.pdf"}}'.encode()
 

@@ -23,8 +23,8 @@ from jobs.core.failures import PermanentError, TransientError
 from jobs.kb.search import Searcher
 from jobs.core.settings import Settings
 from tests.unit.conftest import upload
-from tests.unit.test_embedding import serving
-from tests.unit.test_index import MemoryVectors
+from tests.unit.embedding.test_embedding import serving
+from tests.unit.kb.test_index import MemoryVectors
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from jobs.core.failures import PermanentError
 from jobs.text.parsers import parse_document
 from jobs.text.tokens import terms
 
-REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
+REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real"
 PDFS = sorted(path.name for path in REAL.glob("*.pdf"))
 
 # name: (pages, words on a page, that page)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from jobs import detect_kind
 from tests.samples import make_docx, make_pdf, make_pdf_no_text
 from tests.unit.conftest import upload
-from tests.unit.test_pages import INLINE_SCRIPT, INLINE_STYLE
+from tests.unit.web.test_pages import INLINE_SCRIPT, INLINE_STYLE
 from webapp import display
 from webapp.pages import ACCEPTED_EXTENSIONS
 

@@ -18,9 +18,9 @@ from jobs.tasks import states
 from jobs.worker.reconcile import reconcile
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
-from tests.unit.test_lifecycle import TEXT, _FailingEmbedder
+from tests.unit.tasks.test_lifecycle import TEXT, _FailingEmbedder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OWNER = ROOT / "jobs" / "tasks" / "record.py"
 # Field names other hashes of Intake have too (a batch: id, tenant, created_at; a webhook
 # event: those and status, attempts; a document of the knowledge base: document_id, filename,

@@ -10,7 +10,7 @@ from pathlib import Path
 from jobs.core.settings import QUEUE_NAMES
 from jobs.worker.workers import WORKER_FLAGS, webhook_worker_command, worker_command
 
-PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
+PROCFILE = Path(__file__).resolve().parents[3] / "Procfile"
 
 
 def read_procfile(path: Path = PROCFILE) -> dict[str, list[str]]:

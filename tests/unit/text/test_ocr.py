@@ -17,7 +17,7 @@ from jobs.core.settings import Settings
 from tests.samples import make_pdf_pages, make_scan_pdf, make_text_image
 
 BOUNDS = {"seconds": 120, "memory_bytes": 1024 * sandbox.MIB}  # the default memory bound
-CHINESE = Path(__file__).resolve().parents[1] / "fixtures" / "chinese.png"
+CHINESE = Path(__file__).resolve().parents[2] / "fixtures" / "chinese.png"
 
 
 def parse(data, kind, **options):
