@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import redis
 
-from bench import (batchpoll, fair_share, failover, measure, pdf, pipeline, replica, scaling,
+from bench import (batchpoll, failover, fair_share, measure, pdf, pipeline, replica, scaling,
                    search, streams)
 from bench.servers import Services, cpu_seconds, services
 from jobs.core import keys

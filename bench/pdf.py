@@ -36,9 +36,9 @@ from typing import Any
 import pypdfium2 as pdfium
 
 from bench import measure
+from jobs.core.settings import Settings
 from jobs.text import ocr
 from jobs.worker.pipeline import _parse
-from jobs.core.settings import Settings
 
 PAGES = 300
 ROUNDS = 8                  # pairs of rounds, order alternating

@@ -20,7 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable
-
 from urllib.parse import urlencode
 
 from werkzeug.datastructures import MultiDict

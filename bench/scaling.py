@@ -24,8 +24,8 @@ import redis
 
 from bench import measure, metawrites
 from bench.servers import Services, workers
-from tests.integration.embedding_server import EmbeddingServer
 from jobs.core import keys
+from tests.integration.embedding_server import EmbeddingServer
 
 DOCUMENTS = 200
 EMBED_SECONDS = 0.1

@@ -23,8 +23,8 @@ import redis
 
 from bench import measure
 from bench.servers import Services
-from jobs.kb import index
 from jobs.embedding.embedders import LocalEmbedder, SparseRows
+from jobs.kb import index
 
 DOCUMENTS = 100
 CHUNKS_PER_DOCUMENT = 100

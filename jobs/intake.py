@@ -10,24 +10,21 @@ from typing import Any
 
 from redis import Redis
 
-from jobs.webhooks import deliveries
-
-from jobs.tasks import dead_letters, lifecycle, states, records as tasks
-
 from jobs.core import health
-
-from jobs.kb import index
-
-from jobs.worker import parts
-from jobs.tasks.batches import BatchReader
 from jobs.core.exceptions import NoChunks, NoSuchTask, NotNow
-from jobs.embedding.embedders import make_embedder
-from jobs.embedding.budget import EmbeddingBudget
-from jobs.kb.search import SearchAnswer, Searcher
 from jobs.core.queues import Queues
 from jobs.core.settings import Settings
-from jobs.tasks.submit import Upload, submit_documents
+from jobs.embedding.budget import EmbeddingBudget
+from jobs.embedding.embedders import make_embedder
+from jobs.kb import index
+from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
+from jobs.tasks import dead_letters, lifecycle, states
+from jobs.tasks import records as tasks
+from jobs.tasks.batches import BatchReader
+from jobs.tasks.submit import Upload, submit_documents
+from jobs.webhooks import deliveries
+from jobs.worker import parts
 
 
 class Intake:

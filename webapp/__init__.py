@@ -38,8 +38,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
                         security, tenancy)
     from webapp.cli import register_cli
     from webapp.config import load_config
-    from webapp.uploads import UploadRequest
     from webapp.sessions import IntakeSessionInterface
+    from webapp.uploads import UploadRequest
 
     app = Flask(__name__, template_folder="../templates", static_folder="../static")
     app.request_class = UploadRequest

@@ -13,8 +13,8 @@ from flask import current_app
 from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
-from jobs import (BATCH_LIVE, TERMINAL, FolderRecord, LimitReached, NotFound, NotNow,
-                  NotReplicated, display_url, documents_gone)
+from jobs import (BATCH_LIVE, TERMINAL, FolderRecord, LimitReached, NotFound, NotNow, NotReplicated,
+                  display_url, documents_gone)
 from webapp.display import eta_text
 from webapp.uploads import accept
 

@@ -13,8 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs import (STEP_BUCKETS, dead_letter_count, read_metrics, shared_queue_name,
-                  webhook_backlog)
+from jobs import STEP_BUCKETS, dead_letter_count, read_metrics, shared_queue_name, webhook_backlog
 from webapp.dashboard import is_operator
 from webapp.extensions import intake
 

@@ -11,7 +11,8 @@ that reads the clock with Redis `TIME`, so the machines' clocks never matter:
   ends (the request's timeout and a margin), so the slot of a killed worker frees itself;
 - a pause: a key whose TTL is the longest Retry-After any process was given (its value says
   which answer asked for it); no request of anyone goes while it lives;
-- the largest batch the service took after refusing a larger one (jobs.embedding.embedders), for an hour.
+- the largest batch the service took after refusing a larger one (jobs.embedding.embedders),
+  for an hour.
 
 With both limits 0 no script runs: a request costs one pipelined round trip (the pause and the
 batch size). `WaitingGate` (the workers) sleeps until the budget lets a request go, telling
@@ -30,8 +31,8 @@ import redis
 from redis import Redis
 
 from jobs.core import keys
-from jobs.embedding.embedders import BudgetUnavailable
 from jobs.core.settings import Settings
+from jobs.embedding.embedders import BudgetUnavailable
 
 WINDOW_SECONDS = 60.0
 #: How long a concurrency slot outlives its request's timeout before it frees itself.

@@ -26,10 +26,9 @@ from redis import Redis, WatchError
 from redis.client import Pipeline
 
 from jobs.core import keys
-
-from jobs.kb import postings
-from jobs.embedding.embedders import Embedding, LocalEmbedder, SparseRows
 from jobs.core.failures import PermanentError
+from jobs.embedding.embedders import Embedding, LocalEmbedder, SparseRows
+from jobs.kb import postings
 
 #: Bytes of rows and texts per round trip while staging, and (term, level) groups of postings
 #: per script call: small enough that Redis serves searches in between (a call of 1,000 groups

@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 from redis import Redis
 
-from jobs.kb import index
-
 from jobs.core import keys
-from jobs.embedding.embedders import Embedding, SparseRows
 from jobs.core.redis_client import COMMAND, connect
+from jobs.embedding.embedders import Embedding, SparseRows
+from jobs.kb import index
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +101,8 @@ def drop_legacy_fields(connection: Redis) -> None:
 
 def main() -> int:
     """`python -m jobs.kb.migration`: migrate the index of $REDIS_URL now, before a deploy."""
-    from jobs.kb.vector_engine import vector_store
     from jobs.core.settings import Settings
+    from jobs.kb.vector_engine import vector_store
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings.from_env()
     connection = connect(settings.redis_url, COMMAND)

@@ -20,9 +20,10 @@ import numpy as np
 from redis import Redis
 
 from jobs.core import keys
-from jobs.embedding.embedders import BudgetUnavailable, Embedder, HttpEmbedder, LocalEmbedder, SparseRows
-from jobs.embedding.budget import EmbeddingBudget, NowGate
 from jobs.core.failures import IntakeError
+from jobs.embedding.budget import EmbeddingBudget, NowGate
+from jobs.embedding.embedders import (BudgetUnavailable, Embedder, HttpEmbedder, LocalEmbedder,
+                                      SparseRows)
 from jobs.kb.index import LEXICAL
 from jobs.kb.retrieval import Retriever
 

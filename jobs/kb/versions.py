@@ -9,8 +9,8 @@ dimension learnt later never changes it.
 """
 from __future__ import annotations
 
-from jobs.embedding.embedders import Embedder
 from jobs.core.settings import Settings
+from jobs.embedding.embedders import Embedder
 
 PIPELINE_CODE_VERSION = 2
 

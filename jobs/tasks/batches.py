@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
-from jobs.tasks import eta, states, records as tasks
+
 from jobs.core import keys
-from jobs.core.health import ingestion_workers
 from jobs.core.exceptions import NoSuchBatch
+from jobs.core.health import ingestion_workers
 from jobs.core.jsontext import compact
+from jobs.tasks import eta, states
+from jobs.tasks import records as tasks
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Any
 from redis import Redis
 
 from jobs.core import keys
-
-from jobs.tasks import states, records as tasks
+from jobs.tasks import records as tasks
+from jobs.tasks import states
 
 
 def page(connection: Redis, tenant: str | None, *, offset: int = 0,

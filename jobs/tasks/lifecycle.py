@@ -24,9 +24,6 @@ from rq.command import send_stop_job_command
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from jobs.tasks import blobs, states
-from jobs.tasks import record as task_record
-
 from jobs.core import keys, metrics
 from jobs.core.clock import now_iso
 from jobs.core.exceptions import NoSuchDocument, NoSuchTask, NotNow, NotRetryable, UploadExpired
@@ -34,6 +31,8 @@ from jobs.core.queues import Queues, queue_name
 from jobs.core.queues import parse as parse_queue
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
+from jobs.tasks import blobs, states
+from jobs.tasks import record as task_record
 from jobs.tasks.submit import job_data
 
 # KEYS: task. ARGV: 1 tenant, 2 task id, 3 request id, the fields of 4 the tenant, 5 the

@@ -15,9 +15,8 @@ from redis import Redis
 from redis.exceptions import NoScriptError
 
 from jobs.core import keys
-
-from jobs.tasks import states
 from jobs.core.ids import new_id  # noqa: F401  (callers take it from here too)
+from jobs.tasks import states
 
 _HEX = re.compile(r"[0-9a-f]{32}")
 _INT_FIELDS = ("progress", "attempts", "max_attempts")

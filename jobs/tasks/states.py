@@ -17,10 +17,9 @@ from typing import Any, Mapping
 from redis.client import Pipeline
 
 from jobs.core import keys, metrics
-
+from jobs.core.settings import Settings
 from jobs.tasks import webhook_events
 from jobs.tasks.announcements import announce
-from jobs.core.settings import Settings
 
 PENDING, RUNNING, RETRYING = "pending", "running", "retrying"
 SUCCEEDED, FAILED, CANCELED = "succeeded", "failed", "canceled"

@@ -30,9 +30,6 @@ from redis.exceptions import NoScriptError
 from rq import Queue, Retry
 from rq.queue import EnqueueData
 
-from jobs.tasks import blobs, states, webhook_events
-from jobs.tasks import record as task_record
-
 from jobs.core import keys, logs, metrics
 from jobs.core import replicas as replicas_
 from jobs.core.clock import now_iso
@@ -41,6 +38,8 @@ from jobs.core.failures import backoff_delays
 from jobs.core.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
+from jobs.tasks import blobs, states, webhook_events
+from jobs.tasks import record as task_record
 from jobs.tasks.records import new_id
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
@@ -294,7 +293,8 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
         webhook_events.batch_submitted(
             connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
-            live=states.LIVE, complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
+            live=states.LIVE,
+            complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
     if inline and created:
         last = _enqueue_pipeline(connection, queue, settings, tenant, [t for _, t in created])
     elif created:

@@ -31,8 +31,8 @@ from rq.registry import ScheduledJobRegistry
 from jobs.core import keys
 from jobs.core.clock import now_iso
 from jobs.core.failures import backoff_delays
-from jobs.core.settings import Settings
 from jobs.core.ids import new_id
+from jobs.core.settings import Settings
 
 QUEUE = "intake-webhooks"
 DELIVER = "jobs.webhooks.deliver"

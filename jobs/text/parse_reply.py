@@ -17,8 +17,8 @@ import json
 from typing import Any
 
 from jobs.core.failures import PermanentError
-from jobs.text.parsers.document import Block, ParsedDocument
 from jobs.core.settings import MIB
+from jobs.text.parsers.document import Block, ParsedDocument
 
 HEADER_MAX_BYTES = 64 * 1024    # a JSON line: outcome, counts, a message
 MESSAGE_MAX_CHARS = 2000        # escaped as ASCII JSON: at most 6 bytes per UTF-16 unit

@@ -33,17 +33,17 @@ import time
 from dataclasses import replace
 from typing import Callable, NoReturn
 
-from jobs.text import in_process, ocr, parse_reply
 from jobs.core.failures import PermanentError
+from jobs.core.settings import MIB
+from jobs.text import in_process, ocr, parse_reply
 from jobs.text.parse_reply import reply_limit
 from jobs.text.parsers import ParsedDocument, ParseOptions, parse_document
-from jobs.core.settings import MIB
 
 DEFAULT_MAX_CHARS = 32 * MIB
 READ_BYTES = MIB
 CRASHED = "reader_crashed"
-#: Address space above the parse's own bound kept for OCR, taken only once OCR starts (jobs.text.ocr),
-#: so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
+#: Address space above the parse's own bound kept for OCR, taken only once OCR starts
+#: (jobs.text.ocr), so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
 #: their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never touched.
 OCR_ADDRESS_SPACE = 1024 * MIB
 #: How libraries word a refused allocation in the errors they raise instead of MemoryError.

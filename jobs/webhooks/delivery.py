@@ -23,14 +23,13 @@ from redis import Redis
 from rq import get_current_job
 
 from jobs.core import keys, metrics
-
-from jobs.tasks import records as tasks
-from jobs.tasks import webhook_events as events
-from jobs.tasks.batches import BatchReader
 from jobs.core.clock import iso_in, now_iso
 from jobs.core.exceptions import NoSuchBatch
 from jobs.core.jsontext import compact
 from jobs.core.settings import Settings
+from jobs.tasks import records as tasks
+from jobs.tasks import webhook_events as events
+from jobs.tasks.batches import BatchReader
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from redis.client import Pipeline
 from redis.exceptions import WatchError
 
 from jobs.core import keys
-
-from jobs.core.settings import Settings
-from jobs.tasks import record as task_record, states
-from jobs.tasks.announcements import announce
 from jobs.core.clock import now_iso
 from jobs.core.failures import CancelRequested, TransientError
+from jobs.core.settings import Settings
+from jobs.tasks import record as task_record
+from jobs.tasks import states
+from jobs.tasks.announcements import announce
 
 COMMIT_TRIES = 5
 # What an attempt's ownership is read from: the task's status and the attempt that holds it.

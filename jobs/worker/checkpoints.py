@@ -19,8 +19,8 @@ from redis import Redis
 from redis.client import Pipeline
 
 from jobs.core import keys
-from jobs.text.chunking import Chunk
 from jobs.embedding.embedders import Embedding, SparseRows
+from jobs.text.chunking import Chunk
 from jobs.text.parsers import ParsedDocument
 
 MAX_CHUNK_CHARS = 16_000_000

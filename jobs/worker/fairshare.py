@@ -32,7 +32,7 @@ from rq import Queue, Worker, worker_registration
 from rq.scheduler import RQScheduler
 
 from jobs.core import queues
-from jobs.core.settings import QUEUE_NAMES, PRIORITY_QUEUES
+from jobs.core.settings import PRIORITY_QUEUES, QUEUE_NAMES
 
 WAKE_FUNCTION = "jobs.fairshare.wake_up"
 

@@ -13,11 +13,10 @@ import time
 
 from redis import Redis
 
-from jobs.tasks import blobs
-
-from jobs.kb import index, migration as kb_migration
-
 from jobs.core import keys
+from jobs.kb import index
+from jobs.kb import migration as kb_migration
+from jobs.tasks import blobs
 
 
 def run(connection: Redis, ttl_seconds: int,

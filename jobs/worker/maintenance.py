@@ -20,10 +20,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq.registry import StartedJobRegistry
 
-from jobs.worker import housekeeping, parts, reconcile
-
 from jobs.core import keys, queues
 from jobs.core.settings import Settings
+from jobs.worker import housekeeping, parts, reconcile
 
 INTERVAL_SECONDS = 4
 HOUSEKEEPING_SECONDS = 60

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Iterator
 
-from jobs.embedding.embedders import Embedder, make_embedder
-from jobs.worker.progress import ProgressReporter
 from jobs.core.settings import Settings
+from jobs.embedding.embedders import Embedder, make_embedder
 from jobs.kb.vector_engine import vector_store
 from jobs.kb.versions import pipeline_version
+from jobs.worker.progress import ProgressReporter
 
 
 @dataclass(frozen=True)

@@ -25,28 +25,25 @@ from redis import Redis
 from redis.client import Pipeline
 from rq import get_current_job
 
-from jobs.tasks import blobs, states, records as tasks
-from jobs.tasks import record as task_record
-
-from jobs.worker import checkpoints, parts
-
-from jobs.kb import index
-
 from jobs.core import keys, logs, metrics
-
-from jobs.text import ocr
-from jobs.worker.attempts import AttemptFence, Refused, Superseded
-from jobs.text.chunking import Chunk, chunk_blocks
 from jobs.core.clock import iso_in, now_iso
-from jobs.embedding.embedders import Embedding, HttpEmbedder, SparseRows
-from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError
-from jobs.worker.classify import classify
+from jobs.core.settings import MIB, Settings
+from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
+from jobs.embedding.embedders import Embedding, HttpEmbedder, SparseRows
+from jobs.kb import index
+from jobs.tasks import blobs, states
+from jobs.tasks import record as task_record
+from jobs.tasks import records as tasks
+from jobs.text import ocr
+from jobs.text.chunking import Chunk, chunk_blocks
 from jobs.text.parsers import ParsedDocument, ParseOptions
+from jobs.text.sandbox import parse_bounded
+from jobs.worker import checkpoints, parts
+from jobs.worker.attempts import AttemptFence, Refused, Superseded
+from jobs.worker.classify import classify
 from jobs.worker.parts import Parts
 from jobs.worker.progress import dashboard_text
-from jobs.text.sandbox import parse_bounded
-from jobs.core.settings import MIB, Settings
 
 #: What the parse (OCR above all) may spend of an attempt's INTAKE_JOB_TIMEOUT: the rest is
 #: kept for embedding and indexing, so a scan too long to read fails with its reason instead of

@@ -27,10 +27,10 @@ from typing import Any, Callable
 
 from redis.client import Pipeline
 
-from jobs.tasks import record as task_record
-from jobs.worker.attempts import AttemptFence
 from jobs.core.clock import now_iso
 from jobs.core.redis_client import is_outage
+from jobs.tasks import record as task_record
+from jobs.worker.attempts import AttemptFence
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class ProgressReporter:
     def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
         fields = {**task_record.progressed(self.progress, self.current_step, self.step_detail,
                                            self.steps, now_iso()), **extra}
-        return {k: _field(v) for k, v in fields.items()}
+        return {k: task_record.value(v) for k, v in fields.items()}
 
     def _save_meta(self, fields: dict[str, Any]) -> None:
         """Copy a write the fence let through to the job's meta, with RQ's Job.save_meta()
@@ -192,11 +192,3 @@ class ProgressReporter:
     def _wrote(self) -> None:
         self._last_write = time.monotonic()
         self._dirty = False
-
-
-def _field(value: Any) -> str | int:
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return value

@@ -31,16 +31,15 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs.tasks import blobs, states, records as tasks
-from jobs.tasks import record as task_record
-
 from jobs.core import keys, metrics, queues
-
-from jobs.worker import parts
 from jobs.core.clock import iso_in, now_iso, timestamp
 from jobs.core.failures import IntakeError, job_lost, worker_lost
 from jobs.core.settings import QUEUE_NAMES, Settings
+from jobs.tasks import blobs, states
+from jobs.tasks import record as task_record
+from jobs.tasks import records as tasks
 from jobs.tasks.states import Transition
+from jobs.worker import parts
 
 log = logging.getLogger(__name__)
 

@@ -53,16 +53,16 @@ class IntakeWorker(Worker):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from jobs.worker import parts
-        from jobs.worker.fairshare import TenantQueues
-        from jobs.core.logs import configure
-        from jobs.core.settings import Settings
-        import jobs.worker.pipeline  # noqa: F401  (warm the parent; forks inherit it)
         # What the maintenance thread imports lazily (its housekeeping opens the vector
         # store): imported here, before the thread starts, so that no fork ever catches an
         # import half done in that thread; the work-horse would wait on its lock forever.
         import jobs.kb.vectors  # noqa: F401
+        import jobs.worker.pipeline  # noqa: F401  (warm the parent; forks inherit it)
+        from jobs.core.logs import configure
+        from jobs.core.settings import Settings
         from jobs.text.parsers import import_parsers
+        from jobs.worker import parts
+        from jobs.worker.fairshare import TenantQueues
         import_parsers()
         configure()
         kwargs.setdefault("work_horse_killed_handler", on_work_horse_killed)
@@ -166,15 +166,15 @@ def worker_command(redis_url: str | None, *, name: str | None = None, burst: boo
 
 
 class WebhookWorker(Worker):
-    """RQ's forking worker for the webhook queue only (jobs.webhooks.delivery): a slow or dead endpoint
-    holds this process, never an ingestion worker. The delivery module and its HTTP client are
+    """RQ's forking worker for the webhook queue only (jobs.webhooks.delivery): a slow or dead
+    endpoint holds this process, never an ingestion worker. The delivery module and its HTTP client are
     imported and the settings read once here, so every fork starts warm; the ingestion
     workers' maintenance (the reconciler) is theirs, not this one's."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from jobs.webhooks import delivery as webhooks
         from jobs.core.logs import configure
         from jobs.core.settings import Settings
+        from jobs.webhooks import delivery as webhooks
         configure()
         super().__init__(*args, **kwargs)
         webhooks.install(Settings.from_env())

@@ -18,9 +18,9 @@ from rq import Queue
 from rq.job import Job
 
 from tests.integration.helpers import poll
+from tests.integration.intake_api import unique_word
 from tests.integration.processes import ProcessGroup
 from tests.integration.servers import WebServer
-from tests.integration.intake_api import unique_word
 from tests.samples import make_pdf_pages
 
 PASSWORD = "csp-operator-secret"

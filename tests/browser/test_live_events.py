@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import requests
 
 from jobs import announce
-
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import unique_word
 

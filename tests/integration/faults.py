@@ -34,8 +34,8 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.registry import FailedJobRegistry
 
-from jobs.text.chunking import chunk_text
 from jobs.core.settings import QUEUE_NAMES
+from jobs.text.chunking import chunk_text
 from tests.integration.fixtures import Stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, iso, txt, upload

@@ -47,7 +47,8 @@ import redis
 from tests.integration.embedding_server import EmbeddingServer
 from tests.integration.helpers import ApiClient
 from tests.integration.processes import REPO_ROOT, ProcessGroup, base_env
-from tests.integration.servers import REDIS_SERVER, FakeRedisTcpServer, RedisServer, WebServer, WorkerPool
+from tests.integration.servers import (REDIS_SERVER, FakeRedisTcpServer, RedisServer, WebServer,
+                                       WorkerPool)
 
 SECRET_KEY = "integration-test-secret-key-not-for-production"
 _GROUPS: list[ProcessGroup] = []

@@ -150,6 +150,7 @@ class WorkerPool:
     def registered(self) -> set[str]:
         """Names of the workers RQ lists as registered in Redis right now."""
         from rq import Worker
+
         from jobs.core.redis_client import connect
         return {w.name for w in Worker.all(connection=connect(self.redis_url))}
 

@@ -9,10 +9,11 @@ import time
 
 import pytest
 
+from tests.integration.faults import (CANCEL_BOUND, NOT_RETRIED_FOR, POLL_INTERVAL, SLOW,
+                                      TASK_TIMEOUT, chunk_count, document, failed_ids,
+                                      in_failed_registry, rq_job_status, submit_one, task,
+                                      wait_running_in_embedding)
 from tests.integration.helpers import ApiClient, assert_stays, poll
-from tests.integration.faults import (
-    CANCEL_BOUND, NOT_RETRIED_FOR, POLL_INTERVAL, SLOW, TASK_TIMEOUT, chunk_count, document,
-    failed_ids, in_failed_registry, rq_job_status, submit_one, task, wait_running_in_embedding)
 from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
 from tests.samples import make_pdf_no_text
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import ApiClient
 from tests.integration.faults import TASK_TIMEOUT, document
+from tests.integration.helpers import ApiClient
 from tests.integration.intake_api import get_json, unique_word, wait_terminal
 
 pytestmark = pytest.mark.integration

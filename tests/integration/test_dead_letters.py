@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration.faults import (NOT_RETRIED_FOR, TASK_TIMEOUT, document, encrypted_pdf,
+                                      failed_ids, in_failed_registry, submit_one, task, task_page)
 from tests.integration.helpers import ApiClient, assert_stays
-from tests.integration.faults import (
-    NOT_RETRIED_FOR, TASK_TIMEOUT, document, encrypted_pdf, failed_ids, in_failed_registry,
-    submit_one, task, task_page)
 from tests.integration.intake_api import readable_problems, unique_word, upload, wait_terminal
 from tests.samples import make_docx, make_pdf_no_text
 

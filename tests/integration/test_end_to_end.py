@@ -14,9 +14,10 @@ import pytest
 from rq import Worker
 
 from tests.integration.helpers import ApiClient, assert_stays
-from tests.integration.intake_api import (
-    PIPELINE, STATUSES, UPLOAD_BOUND, batch_summary_problems, get_json, is_hex_id, is_int, iso,
-    readable_problems, task_shape_problems, txt, unique_word, upload, wait_terminal)
+from tests.integration.intake_api import (PIPELINE, STATUSES, UPLOAD_BOUND, batch_summary_problems,
+                                          get_json, is_hex_id, is_int, iso, readable_problems,
+                                          task_shape_problems, txt, unique_word, upload,
+                                          wait_terminal)
 from tests.samples import make_docx, make_html, make_pdf, make_pdf_no_text
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,6 @@ import requests
 from rq.scheduler import RQScheduler
 
 from jobs.core.redis_client import connect
-
 from tests.integration.faults import CRASH_BOUND, chunk_count, document
 from tests.integration.fixtures import SECRET_KEY, _group
 from tests.integration.helpers import ApiClient, poll

@@ -23,9 +23,8 @@ import pytest
 from rq import Queue
 
 from jobs.core import queues
-from tests.integration.faults import (
-    HORSE_BOUND, SLOW, TASK_TIMEOUT, document, running_worker, submit_one, task,
-    wait_running_in_embedding)
+from tests.integration.faults import (HORSE_BOUND, SLOW, TASK_TIMEOUT, document, running_worker,
+                                      submit_one, task, wait_running_in_embedding)
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, iso, txt, unique_word, upload, wait_terminal

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
+from tests.integration.faults import (CRASH_BOUND, HORSE_BOUND, SLOW, TASK_TIMEOUT, document,
+                                      running_worker, submit_one, task, wait_running_in_embedding)
 from tests.integration.helpers import ApiClient, poll
-from tests.integration.faults import (
-    CRASH_BOUND, HORSE_BOUND, SLOW, TASK_TIMEOUT, document, running_worker, submit_one, task,
-    wait_running_in_embedding)
 from tests.integration.intake_api import unique_word, wait_terminal
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests.integration.helpers import ApiClient, poll
 from tests.integration.faults import CRASH_BOUND, POLL_INTERVAL, TASK_TIMEOUT, document, task
+from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import TERMINAL, txt, unique_word, upload
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ import pytest
 from jobs.tasks import submit
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
-from tests.integration.redis_proxy import ResettingProxy
 from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
+from tests.integration.redis_proxy import ResettingProxy
 
 pytestmark = pytest.mark.integration
 

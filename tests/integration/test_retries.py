@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from tests.integration.faults import TASK_TIMEOUT, document, seconds_between, submit_one
 from tests.integration.fixtures import Stack
 from tests.integration.helpers import ApiClient
-from tests.integration.faults import TASK_TIMEOUT, document, seconds_between, submit_one
-from tests.integration.intake_api import (
-    iso, readable_problems, task_shape_problems, unique_word, wait_terminal)
+from tests.integration.intake_api import (iso, readable_problems, task_shape_problems, unique_word,
+                                          wait_terminal)
 
 pytestmark = pytest.mark.integration
 

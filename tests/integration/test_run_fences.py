@@ -20,12 +20,11 @@ from typing import Any, Iterator
 import pytest
 from rq.job import Job
 
+from tests.integration.faults import (chunk_count, document, failed_ids, in_failed_registry,
+                                      running_worker, submit_one, task, wait_running_in_embedding)
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import TERMINAL, get_json, unique_word
-from tests.integration.faults import (
-    chunk_count, document, failed_ids, in_failed_registry, running_worker, submit_one, task,
-    wait_running_in_embedding)
 
 pytestmark = pytest.mark.integration
 

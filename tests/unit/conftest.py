@@ -12,10 +12,9 @@ import pytest
 from rq import Queue, SimpleWorker
 
 from jobs import Settings
-
-from jobs.worker import parts
 from jobs.core.queues import all_names as all_queue_names
 from jobs.embedding.embedders import make_embedder
+from jobs.worker import parts
 from jobs.worker.parts import Parts
 from webapp import create_app
 

@@ -15,7 +15,7 @@ from typing import Callable
 from jobs.core.failures import PermanentError
 from jobs.text.filetypes import SUPPORTED_KINDS
 from jobs.text.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
-                                   text_allowance)
+                                        text_allowance)
 
 __all__ = ["Block", "ParseOptions", "ParsedDocument", "parse_document"]
 
@@ -26,7 +26,7 @@ _NO_TEXT = "This document contains no text."
 def _parsers() -> dict[str, Parser]:
     """Imported when first needed: a worker imports what it parses with, the web does not."""
     from jobs.text.parsers import (ebook, images, mail, office_sheets, office_slides, office_word,
-                              pdf, tabular, text)
+                                   pdf, tabular, text)
     return {"txt": text.parse_text, "md": text.parse_markdown, "html": text.parse_html,
             "pdf": pdf.parse_pdf, "docx": office_word.parse_docx,
             "pptx": office_slides.parse_pptx, "xlsx": office_sheets.parse_xlsx,

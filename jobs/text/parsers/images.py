@@ -16,8 +16,8 @@ from typing import Callable
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from jobs.text import ocr
 from jobs.core.failures import PermanentError
+from jobs.text import ocr
 from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions
 
 #: The most pixels of one page: a 600-dpi A3 scan (~70 megapixels) fits, a bomb does not.

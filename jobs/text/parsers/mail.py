@@ -18,7 +18,7 @@ from typing import Any
 from jobs.core.failures import PermanentError
 from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions
 from jobs.text.parsers.text import (Decoded, decode_text, html_blocks, normalise_newlines,
-                               replaced_warning)
+                                    replaced_warning)
 
 _HEADERS = ("From", "To", "Cc", "Date", "Subject")
 _MAIL_HEADERS = ("from", "to", "date", "subject", "message-id")

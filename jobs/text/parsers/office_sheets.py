@@ -20,7 +20,7 @@ from openpyxl.utils.exceptions import InvalidFileException
 
 from jobs.core.failures import PermanentError
 from jobs.text.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
-                                   text_allowance)
+                                        text_allowance)
 from jobs.text.parsers.office import PACKAGE_ERRORS, corrupt, open_package
 from jobs.text.parsers.tabular import rows_as_pairs
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Callable
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from jobs.text import ocr
 from jobs.core.failures import PermanentError
+from jobs.text import ocr
 from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions
 from jobs.text.parsers.text import normalise_newlines
 

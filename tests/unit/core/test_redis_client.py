@@ -8,15 +8,16 @@ import time
 import fakeredis
 import pytest
 from redis import BlockingConnectionPool
-from redis.exceptions import ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis_sentinel_url import parse_sentinel_url
 
-from jobs.core.failures import TransientError
-from jobs.core.redis_client import (WEB, WORKER, FollowingConnection, SentinelBlockingConnectionPool,
-                               WorkerRedis, connect, dashboard_url, is_outage)
 from jobs.core.addresses import sentinel_url
+from jobs.core.failures import TransientError
+from jobs.core.redis_client import (WEB, WORKER, FollowingConnection,
+                                    SentinelBlockingConnectionPool, WorkerRedis, connect,
+                                    dashboard_url, is_outage)
 from jobs.core.settings import Settings
 from jobs.worker.classify import classify
 from webapp import create_app

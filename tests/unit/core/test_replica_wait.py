@@ -16,7 +16,6 @@ from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
 from jobs import NotReplicated, Settings
-
 from jobs.core import keys, replicas
 from jobs.tasks.submit import INLINE_BYTES
 from tests.unit.conftest import upload

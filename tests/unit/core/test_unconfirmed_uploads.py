@@ -10,7 +10,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.exceptions import ResponseError
 
 from jobs.core import replicas
-
 from jobs.worker import warmup
 from tests.unit.conftest import upload
 

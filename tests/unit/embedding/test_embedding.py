@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobs.embedding.embedders import HttpEmbedder, LocalEmbedder, SparseRows, make_embedder
 from jobs.core.failures import PermanentError, TransientError
 from jobs.core.settings import Settings
+from jobs.embedding.embedders import HttpEmbedder, LocalEmbedder, SparseRows, make_embedder
 from tests.unit.sparse_reference import InvertedIndex, top_k
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from jobs.core import keys
-from jobs.embedding.embedders import (
-    BudgetUnavailable, HttpEmbedder, MAX_RETRY_AFTER_SECONDS, retry_after_seconds)
-from jobs.embedding.budget import EmbeddingBudget, NowGate, WaitingGate
 from jobs.core.failures import PermanentError, TransientError
-from jobs.kb.search import Searcher
 from jobs.core.settings import Settings
+from jobs.embedding.budget import EmbeddingBudget, NowGate, WaitingGate
+from jobs.embedding.embedders import (MAX_RETRY_AFTER_SECONDS, BudgetUnavailable, HttpEmbedder,
+                                      retry_after_seconds)
+from jobs.kb.search import Searcher
 from tests.unit.conftest import upload
 from tests.unit.embedding.test_embedding import serving
 from tests.unit.kb.test_index import MemoryVectors

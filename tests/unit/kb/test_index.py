@@ -8,10 +8,10 @@ import random
 import numpy as np
 import pytest
 
-from jobs.kb import index, migration as kb_migration, postings
-
 from jobs.core import keys
 from jobs.embedding.embedders import LocalEmbedder
+from jobs.kb import index, postings
+from jobs.kb import migration as kb_migration
 from jobs.kb.index import IndexedDocument
 from jobs.kb.retrieval import Retriever
 from jobs.kb.search import Searcher

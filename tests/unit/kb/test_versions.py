@@ -1,7 +1,7 @@
 """The pipeline version (docs/architecture.md §9): what makes an already ingested file be ingested
 again. Each thing that changes what a document's entries would be changes it; nothing else does."""
-from jobs.embedding.embedders import LocalEmbedder
 from jobs.core.settings import Settings
+from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb.versions import pipeline_version
 
 

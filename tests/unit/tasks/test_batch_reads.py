@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from jobs.core import keys
-
 from jobs.tasks import records as tasks
 from tests.unit.conftest import upload
 

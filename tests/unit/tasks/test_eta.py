@@ -2,9 +2,8 @@
 work."""
 from __future__ import annotations
 
-from jobs.tasks import eta
-
 from jobs.core import keys
+from jobs.tasks import eta
 from tests.unit.conftest import upload
 from webapp.display import eta_text
 

@@ -7,10 +7,9 @@ from rq.job import Job
 from rq.registry import FailedJobRegistry
 
 from jobs import Settings
-
 from jobs.core import keys
-from jobs.embedding.embedders import LocalEmbedder
 from jobs.core.failures import PermanentError, TransientError
+from jobs.embedding.embedders import LocalEmbedder
 from jobs.worker.reconcile import reconcile
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload

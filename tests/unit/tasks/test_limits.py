@@ -2,11 +2,9 @@
 §18)."""
 from __future__ import annotations
 
-from jobs.tasks import blobs
-
-from jobs.kb import index
-
 from jobs.core import keys
+from jobs.kb import index
+from jobs.tasks import blobs
 from jobs.text.chunking import chunk_text
 from tests.unit.conftest import upload
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.tasks import states
-from jobs.embedding.embedders import LocalEmbedder
 from jobs.core.failures import PermanentError
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.tasks import states
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 

@@ -19,12 +19,11 @@ from typing import Callable, Iterator
 
 import pytest
 
-from jobs.text import chunking, in_process, sandbox, tokens
-
-from jobs.worker import pipeline
 from jobs.core.failures import PermanentError
-from jobs.text.parsers import office, parse_document, text
 from jobs.core.settings import MIB, Settings
+from jobs.text import chunking, in_process, sandbox, tokens
+from jobs.text.parsers import office, parse_document, text
+from jobs.worker import pipeline
 from tests.samples import make_docx, rewrite_zip
 
 BOUNDS = {"seconds": 20, "memory_bytes": 512 * MIB}
@@ -207,7 +206,7 @@ def _xlsx(write: Callable) -> bytes:
 
 def test_one_long_shared_string_repeated_by_every_row_is_refused():
     """4.8 kB that read as 30 M characters and 35,433 chunks."""
-    import xlsxwriter                # stores each distinct string once, as Excel does
+    import xlsxwriter  # stores each distinct string once, as Excel does
     out = io.BytesIO()
     workbook = xlsxwriter.Workbook(out, {"in_memory": True})
     sheet, long = workbook.add_worksheet(), "word " * 10_800

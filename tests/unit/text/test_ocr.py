@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from jobs.text import ocr, sandbox
 from jobs.core.failures import PermanentError
-from jobs.text.parsers import Block, ParseOptions
 from jobs.core.settings import Settings
+from jobs.text import ocr, sandbox
+from jobs.text.parsers import Block, ParseOptions
 from tests.samples import make_pdf_pages, make_scan_pdf, make_text_image
 
 BOUNDS = {"seconds": 120, "memory_bytes": 1024 * sandbox.MIB}  # the default memory bound

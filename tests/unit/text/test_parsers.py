@@ -4,9 +4,8 @@ import zipfile
 import pypdf
 import pytest
 
-from jobs.text.parsers import office
 from jobs.core.failures import PermanentError
-from jobs.text.parsers import Block, ParsedDocument, ParseOptions, parse_document
+from jobs.text.parsers import Block, ParsedDocument, ParseOptions, office, parse_document
 from tests.samples import make_docx, make_html, make_pdf, make_pdf_no_text, make_pdf_pages
 
 SENTENCE = "Intake reads the text layer of this PDF (really)."

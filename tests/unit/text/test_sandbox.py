@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from jobs.text import parse_reply, sandbox
 from jobs.core.failures import PermanentError
+from jobs.text import parse_reply, sandbox
 from jobs.text.parsers import Block, ParsedDocument
 from tests.samples import make_html, make_pdf, make_pdf_no_text
 

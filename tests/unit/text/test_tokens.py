@@ -3,8 +3,8 @@ character pairs where it has none, the same for documents and queries."""
 from __future__ import annotations
 
 from jobs.embedding.embedders import LocalEmbedder
-from tests.unit.sparse_reference import InvertedIndex
 from jobs.text.tokens import pairs, phrases, spaceless, terms
+from tests.unit.sparse_reference import InvertedIndex
 
 
 def test_spaced_scripts_split_into_words_normalised():

@@ -15,11 +15,9 @@ import pytest
 from rq import Queue, SimpleWorker
 
 from jobs.core import keys
-
-from jobs.tasks import webhook_events
-
-from jobs.webhooks import delivery as webhooks
 from jobs.core.settings import Settings
+from jobs.tasks import webhook_events
+from jobs.webhooks import delivery as webhooks
 from tests.integration.webhook_receiver import WebhookReceiver, verify
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload

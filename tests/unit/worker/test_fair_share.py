@@ -13,9 +13,9 @@ from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
 from jobs.core import keys, queues
-from jobs.worker.fairshare import wanted_queues
 from jobs.core.settings import QUEUE_NAMES
 from jobs.tasks.submit import choose_queue
+from jobs.worker.fairshare import wanted_queues
 
 KEYS = "acme:acme-key-123,globex:globex-key-456"
 ACME = {"Authorization": "Bearer acme-key-123"}
@@ -187,8 +187,8 @@ def test_the_learned_queues_retries_are_brought_back_by_the_workers_thread(worke
 def test_crash_recovery_cleans_every_tenants_started_registry(redis, monkeypatch):
     """The lost-machine path (jobs.worker.maintenance): RQ's StartedJobRegistry cleanup runs for the
     tenants' queues too, whichever worker takes the lock, listening to them or not."""
-    from jobs.worker import maintenance
     from jobs.core.settings import Settings
+    from jobs.worker import maintenance
     cleaned = []
 
     class Recording:

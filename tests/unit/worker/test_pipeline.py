@@ -4,20 +4,17 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
-
-import numpy as np
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
 from jobs.core import keys
-
-from jobs.worker import parts
-
-from jobs.kb import postings
-from jobs.embedding.embedders import LocalEmbedder
 from jobs.core.failures import TransientError
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.kb import postings
+from jobs.worker import parts
 from jobs.worker.attempts import AttemptFence, Superseded
 from jobs.worker.progress import ProgressReporter
 from tests.samples import make_pdf_no_text
