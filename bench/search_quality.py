@@ -1,0 +1,173 @@
+"""search_ndcg_ratio and search_recall50_ratio: Intake's default search against Lucene-style BM25
+on a public test collection, in the same run.
+
+The collection is CISI (1,460 abstracts of information science, 76 queries with relevance
+judgments; `shared/data/cisi` beside the repository, or INTAKE_CISI_DIR). Each abstract is a
+document: chunked with the default chunk settings, embedded by the default `LocalEmbedder`
+and written with `jobs.kb.index.write` into a redis-server of this run, then every query goes
+through `jobs.kb.search.Searcher`, as GET /api/search does. The baseline is the `bm25s`
+package (k1 = 1.5, b = 0.75, Lucene's idf, English stop words, Snowball stemming) over the
+same chunk texts. A chunk stands for its document; a document's rank is that of its best
+chunk, on both sides. Figures: nDCG@10 and Recall@50 averaged over the judged queries, and
+Intake ÷ baseline. bm25s over whole documents (not chunks) is reported beside them.
+"""
+from __future__ import annotations
+
+import collections
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import redis
+
+from bench.servers import redis_server
+from jobs.core.settings import Settings
+from jobs.embedding.embedders import LocalEmbedder
+from jobs.kb import index
+from jobs.kb.search import Searcher
+from jobs.text.chunking import chunk_text
+
+ROOT = Path(__file__).resolve().parents[1]
+TENANT = "cisi"
+RANKED = 200          # chunks asked for per query: enough distinct documents for Recall@50
+NDCG_AT, RECALL_AT = 10, 50
+
+
+def collection_dir() -> Path:
+    return Path(os.environ.get("INTAKE_CISI_DIR") or ROOT.parent / "shared" / "data" / "cisi")
+
+
+def _records(path: Path) -> dict[int, dict[str, str]]:
+    """The `.I`-numbered records of a CISI file, each field (`.T`, `.W` …) as its text."""
+    records: dict[int, dict[str, str]] = {}
+    current, field = None, None
+    for line in path.read_text(encoding="latin-1").splitlines(keepends=True):
+        if line.startswith(".I "):
+            current, field = int(line.split()[1]), None
+            records[current] = {}
+        elif re.match(r"^\.[A-Z]\s*$", line) and current is not None:
+            field = line[1]
+            records[current].setdefault(field, "")
+        elif current is not None and field:
+            records[current][field] += line
+    return records
+
+
+def load(folder: Path) -> tuple[dict[int, str], list[tuple[int, str]], dict[int, set[int]]]:
+    """(document text by id, judged queries in order, relevant document ids by query)."""
+    documents = {i: f"{r.get('T', '').strip()}\n\n{r.get('W', '').strip()}".strip()
+                 for i, r in _records(folder / "CISI.ALL").items()}
+    relevant: dict[int, set[int]] = collections.defaultdict(set)
+    for line in (folder / "CISI.REL").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            relevant[int(parts[0])].add(int(parts[1]))
+    queries = [(i, r.get("W", "").strip()) for i, r in sorted(_records(folder / "CISI.QRY").items())
+               if i in relevant]
+    return documents, queries, relevant
+
+
+def ndcg(ranked: list[int], relevant: set[int], at: int = NDCG_AT) -> float:
+    gain = sum(1 / math.log2(r + 2) for r, d in enumerate(ranked[:at]) if d in relevant)
+    ideal = sum(1 / math.log2(r + 2) for r in range(min(at, len(relevant))))
+    return gain / ideal if ideal else 0.0
+
+
+def recall(ranked: list[int], relevant: set[int], at: int = RECALL_AT) -> float:
+    return len(set(ranked[:at]) & relevant) / len(relevant)
+
+
+def score(search: Callable[[str], list[int]], queries: list[tuple[int, str]],
+          relevant: dict[int, set[int]]) -> dict[str, float]:
+    n = r = 0.0
+    for qid, text in queries:
+        ranked = search(text)
+        n += ndcg(ranked, relevant[qid])
+        r += recall(ranked, relevant[qid])
+    return {"ndcg10": n / len(queries), "recall50": r / len(queries)}
+
+
+def documents_of(chunk_owners: Iterable[int]) -> list[int]:
+    """Documents in the order of their best chunk."""
+    return list(dict.fromkeys(chunk_owners))
+
+
+def chunks_of(documents: dict[int, str], settings: Settings) -> list[tuple[int, str]]:
+    return [(doc, text) for doc, body in sorted(documents.items())
+            for text in chunk_text(body, settings.chunk_size, settings.chunk_overlap)]
+
+
+def intake_side(connection: redis.Redis, chunks: list[tuple[int, str]]) -> Callable[[str], list[int]]:
+    """Index every document as the pipeline does; a search function over it."""
+    embedder = LocalEmbedder()
+    by_doc: dict[int, list[str]] = collections.defaultdict(list)
+    for doc, text in chunks:
+        by_doc[doc].append(text)
+    for doc, texts in by_doc.items():
+        written = index.write(connection, index.IndexedDocument(
+            tenant=TENANT, document_id=str(doc), filename=f"cisi-{doc}.txt",
+            task_id=f"{doc:032x}", version=1, texts=texts, vectors=embedder.embed(texts)))
+        if not written:
+            raise RuntimeError(f"document {doc} was not indexed")
+    searcher = Searcher(connection, embedder)
+
+    def search(query: str) -> list[int]:
+        answer = searcher.search(TENANT, query, k=RANKED)
+        return documents_of(int(hit["document_id"]) for hit in answer.results)
+    return search
+
+
+def bm25s_side(texts: list[tuple[int, str]]) -> Callable[[str], list[int]]:
+    """Lucene-style BM25 (bm25s) over `texts` (owner, text): owners ranked by best text."""
+    import bm25s
+    import Stemmer
+    stemmer = Stemmer.Stemmer("english")
+    owners = [owner for owner, _ in texts]
+    tokens = bm25s.tokenize([t for _, t in texts], stopwords="en", stemmer=stemmer,
+                            show_progress=False)
+    model = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    model.index(tokens, show_progress=False)
+
+    def search(query: str) -> list[int]:
+        asked = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
+        found, scores = model.retrieve(asked, k=min(RANKED, len(owners)), show_progress=False)
+        return documents_of(owners[j] for j, s in zip(found[0], scores[0]) if s > 0)
+    return search
+
+
+def run(log: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """The figures, or None (said in the log) where the collection is not beside the checkout."""
+    if not (collection_dir() / "CISI.ALL").exists():
+        log(f"search quality: no CISI collection at {collection_dir()} (INTAKE_CISI_DIR): skipped")
+        return None
+    documents, queries, relevant = load(collection_dir())
+    chunks = chunks_of(documents, Settings())
+    log(f"search quality: CISI, {len(documents):,} documents in {len(chunks):,} chunks, "
+        f"{len(queries)} judged queries")
+    baseline = score(bm25s_side(chunks), queries, relevant)
+    whole = score(bm25s_side(sorted(documents.items())), queries, relevant)
+    with tempfile.TemporaryDirectory(prefix="intake-quality-") as workdir:
+        with redis_server(Path(workdir)) as (url, _pid):
+            connection = redis.Redis.from_url(url)
+            subject = score(intake_side(connection, chunks), queries, relevant)
+    return {"ndcg_ratio": subject["ndcg10"] / baseline["ndcg10"],
+            "recall50_ratio": subject["recall50"] / baseline["recall50"],
+            "intake": subject, "bm25s": baseline, "bm25s_whole_documents": whole,
+            "documents": len(documents), "chunks": len(chunks), "queries": len(queries)}
+
+
+def describe(found: dict[str, Any]) -> str:
+    intake, base, whole = found["intake"], found["bm25s"], found["bm25s_whole_documents"]
+    return (f"search quality (CISI, {found['queries']} judged queries, {found['documents']:,} "
+            f"documents in {found['chunks']:,} chunks): nDCG@10 {intake['ndcg10']:.3f} Intake vs "
+            f"{base['ndcg10']:.3f} bm25s with stemming on the same chunks "
+            f"({whole['ndcg10']:.3f} on whole documents); Recall@50 {intake['recall50']:.3f} vs "
+            f"{base['recall50']:.3f} ({whole['recall50']:.3f})")
+
+
+if __name__ == "__main__":
+    import json
+    print(json.dumps(run(), indent=1))
