@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from jobs.tasks import submit
+from jobs.tasks import lifecycle, submit
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 
 DATABASE = 5
 # Words only the cancel and the retry script contain (redis-py sends a script's text in EVAL).
-CANCEL_SCRIPT = b"'step_detail', 'Canceled'"
-RETRY_SCRIPT = b"'step_detail', 'Waiting for a worker'"
+CANCEL_SCRIPT = b"return {'conflict', r[1] or '', job}"
+RETRY_SCRIPT = b"return 'upload_expired'"
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,8 @@ def proxied(redis_server, _embedding_server, tmp_path_factory) -> Iterator[tuple
 
 
 def lose_the_reply(proxy: ResettingProxy, marker: bytes) -> None:
+    assert marker in (submit._SUBMIT_SHA.encode() + lifecycle._CANCEL.encode()
+                      + lifecycle._RETRY.encode()), "the marker names no script"
     assert not proxy.armed()
     proxy.drop_reply_once(marker)
 
