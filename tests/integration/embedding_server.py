@@ -1,9 +1,11 @@
 """A real, tiny OpenAI-compatible embeddings server for fault injection.
 
 `POST /v1/embeddings` with `{"model": ..., "input": str | [str, ...]}` answers
-`{"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [8 floats]}], ...}`.
-Vectors are deterministic: each word is hashed to one of 8 dimensions with a sign, then the
+`{"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [64 floats]}], ...}`.
+Vectors are deterministic: each word is hashed to one of 64 dimensions with a sign, then the
 vector is L2-normalised, so the same text always gets the same vector and shared words score.
+Sixty-four dimensions, not fewer: the session's hundreds of short documents would otherwise
+share identical vectors, and pgvector's HNSW index misses exact matches among many duplicates.
 
 Behaviour is switched at run time (thread-safe):
 - `mode = "ok"` (default) answers 200;
@@ -37,7 +39,7 @@ from typing import Any
 
 from tests.integration.helpers import free_port
 
-DIMENSION = 8
+DIMENSION = 64
 
 
 def embed(text: str) -> list[float]:

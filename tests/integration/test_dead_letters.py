@@ -10,7 +10,7 @@ import pytest
 
 from tests.integration.faults import (NOT_RETRIED_FOR, TASK_TIMEOUT, document, encrypted_pdf,
                                       failed_ids, in_failed_registry, submit_one, task, task_page)
-from tests.integration.helpers import ApiClient, assert_stays
+from tests.integration.helpers import ApiClient, assert_stays, poll
 from tests.integration.intake_api import readable_problems, unique_word, upload, wait_terminal
 from tests.samples import make_docx, make_pdf_no_text
 
@@ -36,7 +36,10 @@ def test_an_embedder_that_stays_down_makes_a_dead_letter_that_a_retry_recovers(f
 
         assert task_id in failed_ids(client)            # GET /api/failed: Intake's dead letters
         assert f'data-task-id="{task_id}"' in client.get("/failed").text  # the /failed page
-        assert in_failed_registry(fault, task_id)       # RQ's FailedJobRegistry
+        # RQ's FailedJobRegistry: the worker files the job there just after the task's record
+        # says failed (RQ's handle_job_failure runs once the job function has returned).
+        poll(lambda: in_failed_registry(fault, task_id), timeout=10, interval=0.1,
+             message="the dead letter in RQ's FailedJobRegistry")
         retry_form, _ = task_page(client, task_id)
         assert "hidden" not in retry_form, retry_form   # the page offers Retry
         steps_before = {s["name"]: s for s in failed["steps"]}
