@@ -15,9 +15,14 @@ import numpy as np
 
 from bench.search import VOCABULARY, WORDS_PER_CHUNK, vocabulary
 from jobs.embedding.embedders import LocalEmbedder, SparseRows
+from jobs.text.tokens import document_terms
 
 WORDS = vocabulary(VOCABULARY)
-_BUCKETS = np.array([zlib.crc32(w.encode("utf-8")) for w in WORDS], dtype=np.int64)
+# A word's bucket is its indexed term's (stemmed); a word the index drops (a stop word, one
+# character) gets -1 and is left out of the rows.
+_TERMS = [document_terms(w) for w in WORDS]
+_BUCKETS = np.array([zlib.crc32(t[0].encode("utf-8")) if t else -1 for t in _TERMS],
+                    dtype=np.int64)
 _CUMULATIVE = np.cumsum(1.0 / np.arange(1, VOCABULARY + 1))
 _CUMULATIVE /= _CUMULATIVE[-1]
 _ARRAY = np.array(WORDS, dtype=object)
@@ -36,14 +41,14 @@ def rows_of(ids: np.ndarray) -> SparseRows:
     """What LocalEmbedder().embed(texts_of(ids)) returns, computed from the ids."""
     n = len(ids)
     rows = np.repeat(np.arange(n, dtype=np.int64), ids.shape[1])
-    cells, counts = np.unique(rows << 32 | _BUCKETS[ids.ravel()], return_counts=True)
+    buckets = _BUCKETS[ids.ravel()]
+    kept = buckets >= 0
+    cells, counts = np.unique(rows[kept] << 32 | buckets[kept], return_counts=True)
     cell_rows = cells >> 32
-    weights = 1.0 + np.log(counts)
-    norms = np.sqrt(np.bincount(cell_rows, weights=weights * weights, minlength=n))
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(cell_rows, minlength=n), out=indptr[1:])
     return SparseRows(indptr, (cells & 0xFFFFFFFF).astype(np.uint32),
-                      (weights / norms[cell_rows]).astype(np.float32), 2 ** 32)
+                      counts.astype(np.float32), 2 ** 32)
 
 
 def check_rows(seed: int = 3) -> None:

@@ -59,23 +59,41 @@ def kb_generation(tenant: str) -> str:
 
 def kb_prefix(tenant: str) -> str:
     """What the search script derives a tenant's index keys from (see the kb_* keys below):
-    ``p:<bucket>:<level>`` postings, ``l:<bucket>`` the levels a bucket has, ``doc:<digest>``."""
+    ``i:<bucket>:<level>`` postings, ``m:<bucket>`` the levels a bucket has, ``doc:<digest>``."""
     return f"{PREFIX}kb:{tenant}:"
 
 
 def kb_postings(tenant: str, bucket_name: str, level: int) -> str:
-    """Chunk ids (4 bytes each) whose weight for one term bucket is at one impact level."""
-    return f"{kb_prefix(tenant)}p:{bucket_name}:{level}"
+    """Chunk ids (4 bytes each) whose BM25 tf part for one term bucket is at one impact level."""
+    return f"{kb_prefix(tenant)}i:{bucket_name}:{level}"
 
 
 def kb_levels(tenant: str, bucket_name: str) -> str:
     """One byte per impact level, non-zero where the bucket has postings at that level."""
-    return f"{kb_prefix(tenant)}l:{bucket_name}"
+    return f"{kb_prefix(tenant)}m:{bucket_name}"
 
 
 def kb_rows(tenant: str) -> str:
-    """chunk id → the chunk's own terms and weights (jobs.kb.postings), to score a candidate."""
-    return f"{kb_prefix(tenant)}rows"
+    """chunk id → the chunk's length and its terms' counts (jobs.kb.postings), to score it."""
+    return f"{kb_prefix(tenant)}tf"
+
+
+def kb_term_chunks(tenant: str) -> str:
+    """bucket name → in how many of the tenant's indexed chunks the term occurs (its document
+    frequency, for BM25's idf)."""
+    return f"{kb_prefix(tenant)}df"
+
+
+def kb_lexical_stats(tenant: str) -> str:
+    """`chunks` and `length` (the terms of all indexed chunks: BM25's N and average length),
+    and `reference`, the length the impact levels were computed for."""
+    return f"{kb_prefix(tenant)}stats"
+
+
+def kb_cosine_keys(tenant: str) -> list[str]:
+    """Patterns of the lexical index before BM25 (cosine weights: ``rows``, ``p:…``, ``l:…``),
+    deleted once the tenant's documents are indexed again (jobs.kb.migration)."""
+    return [f"{kb_prefix(tenant)}rows", f"{kb_prefix(tenant)}p:*", f"{kb_prefix(tenant)}l:*"]
 
 
 def kb_texts(tenant: str) -> str:
@@ -103,9 +121,19 @@ def kb_garbage(tenant: str) -> str:
     return f"{kb_prefix(tenant)}garbage"
 
 
+def kb_lexical_migrated() -> str:
+    """Set once every tenant's documents are indexed for BM25 and the cosine index is gone."""
+    return f"{PREFIX}kb:lexical-migrated"
+
+
 def kb_layout_migrated() -> str:
     """Set once no document of any tenant is left in the layout before chunk ids."""
     return f"{PREFIX}kb:layout-migrated"
+
+
+def kb_collector(tenant: str) -> str:
+    """The lock of the one process collecting the tenant's garbage (jobs.kb.index)."""
+    return f"{kb_prefix(tenant)}collector"
 
 
 def kb_dead(tenant: str) -> str:

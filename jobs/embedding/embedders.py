@@ -1,10 +1,11 @@
 """Embedders: turn chunks of text (and search queries) into unit vectors.
 
 The pipeline and the search depend only on the small `Embedder` protocol. `LocalEmbedder` is the
-default: it needs no network and no model download, yet search finds words, because it hashes
-the words themselves into the vector (feature hashing, with a stable hash so every process
-agrees). Its space is the whole CRC-32 range (2**32 buckets), so two words rarely share a
-bucket, which is why its vectors are sparse (`SparseRows`): a chunk touches ~100 buckets, not a million.
+default: it needs no network and no model download: its rows are the chunk's terms themselves
+(feature hashing, with a stable hash so every process agrees) with their counts, which the
+knowledge base ranks by BM25. Its space is the whole CRC-32 range (2**32 buckets), so two terms
+rarely share a bucket, which is why its rows are sparse (`SparseRows`): a chunk touches ~100
+buckets, not a million.
 `HttpEmbedder` talks to any OpenAI-compatible ``/embeddings`` endpoint and returns dense
 vectors; it turns each way a call can fail into a `TransientError` (retry later) or a
 `PermanentError` (fix the configuration, then Retry). Vectors are float32 and L2-normalised,
@@ -32,7 +33,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from jobs.core.failures import PermanentError, TransientError
 from jobs.core.settings import Settings
-from jobs.text.tokens import terms
+from jobs.text.tokens import document_terms, query_terms
 
 DEFAULT_HTTP_MODEL = "text-embedding-3-small"
 #: The longest Retry-After an attempt waits out and then resends within itself; a longer one
@@ -47,7 +48,7 @@ class SparseRows:
     """Rows of a very large hashed space, stored CSR-style: only the buckets a row touches.
 
     Row ``i`` has the buckets ``indices[indptr[i]:indptr[i + 1]]`` (uint32, sorted and unique
-    within the row) with weights ``values[...]`` (float32, each non-empty row L2-normalised).
+    within the row) with ``values[...]`` (float32: `LocalEmbedder`'s term counts).
     A text without words is an empty row. (``eq=False``: arrays have no truth value, so rows
     compare by identity.)
     """
@@ -131,16 +132,18 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
 
 
 class LocalEmbedder:
-    """Feature-hashed bag of words in 2**32 buckets: the whole CRC-32 range, as sparse rows.
+    """The lexical index's rows: each chunk's terms, feature-hashed into 2**32 buckets (the whole
+    CRC-32 range) with their counts, as sparse rows.
 
-    Words are NFKC-normalised and lowercased; a word's bucket is its CRC-32 modulo `dimension`,
-    which, unlike ``hash()``, is the same in every process and on every machine. A bucket's
-    weight is ``1 + ln(count)`` (sublinear: a word repeated ten times does not drown the rest).
-    With this many buckets collisions are rare, so the old random signs that let colliding
-    words cancel out are not needed: every weight is positive.
+    Terms are what Lucene's English analyzer keeps (jobs.text.tokens.document_terms: stemmed,
+    without stop words; CJK by characters and pairs). A bucket is the term's CRC-32, the same in
+    every process and on every machine, and with this many buckets two terms rarely share one.
+    The values are term frequencies, not weights: what a term weighs depends on the collection
+    (how rare it is, how long chunks are on average), which changes as documents come and go, so
+    the knowledge base computes BM25 at search time from these counts (jobs.kb.retrieval).
     """
 
-    model = "local-hash-v3"  # v3: bigrams of scripts written without spaces (jobs.text.tokens)
+    model = "local-bm25-v1"
 
     def __init__(self, dimension: int = 2 ** 32, batch_size: int = 256) -> None:
         if not 0 < dimension <= 2 ** 32:
@@ -149,10 +152,18 @@ class LocalEmbedder:
         self.batch_size = batch_size
 
     def embed(self, texts: Sequence[str]) -> SparseRows:
+        """One row per chunk: its terms' buckets and how often each occurs."""
+        return self._counted([document_terms(text) for text in texts])
+
+    def embed_query(self, query: str) -> SparseRows:
+        """One row: the query's terms and how often it names each (a word asked twice weighs
+        twice, as in Lucene's BM25)."""
+        return self._counted([query_terms(query)])
+
+    def _counted(self, term_lists: list[list[str]]) -> SparseRows:
         hashes: list[int] = []
         rows: list[int] = []
-        for row, text in enumerate(texts):
-            words = terms(text)
+        for row, words in enumerate(term_lists):
             hashes.extend(zlib.crc32(word.encode("utf-8")) for word in words)
             rows.extend([row] * len(words))
         buckets = np.array(hashes, dtype=np.int64) % self.dimension
@@ -160,12 +171,10 @@ class LocalEmbedder:
         cells, counts = np.unique(np.array(rows, dtype=np.int64) << 32 | buckets,
                                   return_counts=True)
         cell_rows = cells >> 32
-        weights = 1.0 + np.log(counts)
-        norms = np.sqrt(np.bincount(cell_rows, weights=weights * weights, minlength=len(texts)))
-        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(cell_rows, minlength=len(texts)), out=indptr[1:])
+        indptr = np.zeros(len(term_lists) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cell_rows, minlength=len(term_lists)), out=indptr[1:])
         return SparseRows(indptr, (cells & 0xFFFFFFFF).astype(np.uint32),
-                          (weights / norms[cell_rows]).astype(np.float32), self.dimension)
+                          counts.astype(np.float32), self.dimension)
 
 
 class Gate(Protocol):

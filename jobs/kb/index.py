@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,8 +36,11 @@ from jobs.kb import postings
 #: takes it ~1 ms), large enough that a 10,000-chunk document takes a few hundred calls.
 PIECE_BYTES = 512 * 1024
 GROUPS_PER_CALL = 1000
+ROWS_PER_PIECE = 1000
 #: A run of chunk ids written but never flipped (its worker died) is garbage after this long.
 STAGED_TTL_SECONDS = 3600
+#: How long a garbage collector's lock outlives its last step (a collector that died frees it).
+COLLECTOR_LOCK_MS = 30_000
 LEXICAL = LocalEmbedder()
 
 
@@ -89,7 +93,7 @@ redis.call('ZREM', KEYS[6], ARGV[11])
 if ARGV[12] ~= '1' then redis.call('DEL', KEYS[1]) end
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
            'filename', ARGV[4], 'chunks', ARGV[5], 'first', ARGV[6], 'stop', ARGV[7],
-           'format', ARGV[8], 'dim', ARGV[9], 'vector_store', ARGV[10])
+           'format', ARGV[8], 'dim', ARGV[9], 'vector_store', ARGV[10], 'lexical', 'bm25')
 redis.call('SADD', KEYS[2], KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('INCRBY', KEYS[4], tonumber(ARGV[5]) - before)
@@ -112,11 +116,14 @@ add_to_total(KEYS[8], -chunks)
 return 1
 """
 
-# KEYS: next chunk id, staged runs. ARGV: how many ids, now. Reserves a run, marked staged.
+# KEYS: next chunk id, staged runs, lexical statistics. ARGV: how many ids, now, the reference
+# length for a tenant that has none yet. Reserves a run, marked staged; returns its stop and the
+# tenant's reference length (kept from its first document on: jobs.kb.postings).
 _RESERVE = """
 local stop = redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], (stop - tonumber(ARGV[1])) .. ':' .. stop)
-return stop
+redis.call('HSETNX', KEYS[3], 'reference', ARGV[3])
+return {stop, redis.call('HGET', KEYS[3], 'reference')}
 """
 
 # KEYS: per group, a bucket's postings at one level and that bucket's levels.
@@ -127,6 +134,25 @@ for i = 1, #KEYS, 2 do
   redis.call('APPEND', KEYS[i], ids)
   redis.call('SETRANGE', KEYS[i + 1], tonumber(level), '\\1')
 end
+"""
+
+# KEYS: document frequencies, lexical statistics. ARGV: sign (1 or -1), chunks, length, then
+# (bucket name, chunks) pairs. Moves the statistics by chunks written or deleted; a term in no
+# chunk any more leaves the hash.
+_COUNT_TERMS = """
+local sign = tonumber(ARGV[1])
+redis.call('HINCRBY', KEYS[2], 'chunks', sign * tonumber(ARGV[2]))
+redis.call('HINCRBY', KEYS[2], 'length', sign * tonumber(ARGV[3]))
+for i = 4, #ARGV, 2 do
+  if redis.call('HINCRBY', KEYS[1], ARGV[i], sign * tonumber(ARGV[i + 1])) <= 0 then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+"""
+
+# KEYS: a lock. ARGV: its holder's token. Frees the lock if this holder still has it.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 """
 
 # KEYS: staged runs, garbage runs. ARGV: run.
@@ -226,8 +252,10 @@ def stage(connection: Redis, doc: IndexedDocument,
         doc.vectors.dimension == LEXICAL.dimension) else LEXICAL.embed(doc.texts)
     size = (len(doc.texts) + 7) // 8 * 8 or 8
     tenant = doc.tenant
-    stop = int(connection.eval(_RESERVE, 2, keys.kb_next_chunk(tenant), keys.kb_staged(tenant),
-                               size, time.time()))
+    stop, reference = connection.eval(_RESERVE, 3, keys.kb_next_chunk(tenant),
+                                      keys.kb_staged(tenant), keys.kb_lexical_stats(tenant),
+                                      size, time.time(), postings.REFERENCE_LENGTH)
+    stop, reference = int(stop), float(reference)
     first = stop - size
     run = f"{first}:{stop}"
     staged = StagedDocument(
@@ -238,9 +266,9 @@ def stage(connection: Redis, doc: IndexedDocument,
         (doc.version, doc.task_id, doc.document_id, doc.filename, len(doc.texts), first, stop,
          form, dim, "store" if dense is not None and vectors is not None else "none", run))
     try:
-        encoded = postings.encode(lexical, first)
         digest = keys.document_digest(doc.document_id)
-        _write_pieces(connection, tenant, digest, first, doc.texts, locations, encoded)
+        write_lexical(connection, tenant, first, lexical, reference, texts=(
+            digest, doc.texts, locations))
         if dense is not None and vectors is not None:
             vectors.write(tenant, first, dense)
     except BaseException:
@@ -249,32 +277,47 @@ def stage(connection: Redis, doc: IndexedDocument,
     return staged
 
 
-def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts: list[str],
-                  locations: list[dict[str, Any]], encoded: postings.Postings) -> None:
-    """Rows and texts as large HSETs, postings by a script of at most GROUPS_PER_CALL groups,
-    so that Redis never spends more than a millisecond or two on one call; sent PIECE_BYTES at
-    a time (a small document: one round trip)."""
+def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
+                  reference: float, *, texts: tuple[str, list[str], list[dict[str, Any]]] | None
+                  = None, guard: Any = None) -> bool:
+    """Write the lexical entries of chunks ``first…`` (and their texts, when given: the
+    document's digest, texts and locations); False when `guard` refused a piece.
+
+    Rows go in pieces of ROWS_PER_PIECE chunks, each in one MULTI with the tenant's statistics
+    (chunks, length, document frequencies) they add to, so that collecting the rows later
+    (`_delete_run`) takes away exactly what was added, whatever crashed in between. `guard`, a
+    callable given the pipeline, may queue a check that makes the piece's statistics and rows
+    land only while it holds (jobs.kb.migration: the chunks are still the document's). Postings
+    follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends more than
+    a millisecond or two on one call; sent PIECE_BYTES at a time.
+    """
+    encoded = postings.encode(rows, first, reference)
     rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
+    stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
+    for start in range(0, len(rows), ROWS_PER_PIECE):
+        stop = min(start + ROWS_PER_PIECE, len(rows))
+        lo, hi = int(rows.indptr[start]), int(rows.indptr[stop])
+        buckets, counts = np.unique(rows.indices[lo:hi], return_counts=True)
+        terms: list[Any] = []
+        for bucket, count in zip(buckets.tolist(), counts.tolist()):
+            terms += [postings.bucket_name(bucket), count]
+        length = sum(int.from_bytes(row[:4], "big") for row in encoded.rows[start:stop])
+        with connection.pipeline(transaction=True) as pipe:
+            if guard is not None and not guard(pipe):
+                return False
+            pipe.multi()
+            pipe.hset(rows_key, mapping={first + n: encoded.rows[n] for n in range(start, stop)})
+            if texts is not None:
+                digest, chunk_texts, locations = texts
+                pipe.hset(texts_key, mapping={
+                    first + n: json.dumps([digest, n, chunk_texts[n], locations[n]],
+                                          ensure_ascii=False) for n in range(start, stop)})
+            pipe.eval(_COUNT_TERMS, 2, *stats, 1, stop - start, length, *terms)
+            try:
+                pipe.execute()
+            except WatchError:
+                return False
     pipe, held = connection.pipeline(transaction=False), 0
-
-    def sent(size: int) -> None:
-        nonlocal held
-        held += size
-        if held >= PIECE_BYTES:
-            pipe.execute()
-            held = 0
-
-    rows: dict[int, bytes] = {}
-    records: dict[int, str] = {}
-    for n, (text, row, place) in enumerate(zip(texts, encoded.rows, locations)):
-        records[first + n] = json.dumps([digest, n, text, place], ensure_ascii=False)
-        rows[first + n] = row
-        if len(rows) == 1000 or n == len(texts) - 1:
-            pipe.hset(rows_key, mapping=rows)
-            pipe.hset(texts_key, mapping=records)
-            size = sum(map(len, rows.values())) + sum(map(len, records.values()))
-            rows, records = {}, {}
-            sent(size)
     groups = encoded.groups
     for start in range(0, len(groups), GROUPS_PER_CALL):
         names: list[str] = []
@@ -283,8 +326,12 @@ def _write_pieces(connection: Redis, tenant: str, digest: str, first: int, texts
             names += [keys.kb_postings(tenant, name, level), keys.kb_levels(tenant, name)]
             args += [level, ids]
         pipe.eval(_APPEND_POSTINGS, len(names), *names, *args)
-        sent(sum(len(ids) + 16 for _, _, ids in groups[start:start + GROUPS_PER_CALL]))
+        held += sum(len(ids) + 16 for _, _, ids in groups[start:start + GROUPS_PER_CALL])
+        if held >= PIECE_BYTES:
+            pipe.execute()
+            held = 0
     pipe.execute()
+    return True
 
 
 def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = False) -> None:
@@ -400,49 +447,81 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
 
     A run stays at the head of the list until its entries are gone, so a crash midway only
     means the next collection does it again. Runs staged long ago and never flipped join first.
+    One collector per tenant at a time (a lock whose holder each step checks in its MULTI): two
+    would both read a run's rows and take them out of the statistics twice.
     """
     horizon = time.time() - STAGED_TTL_SECONDS
     pipe = connection.pipeline(transaction=False)
     pipe.zrangebyscore(keys.kb_staged(tenant), "-inf", horizon)
     pipe.lindex(keys.kb_garbage(tenant), 0)
     stale, run = pipe.execute()   # one round trip when there is nothing to do
-    for old in stale:
-        connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), old)
-    done = 0
-    while done < runs:
-        if stale or done:
-            run = connection.lindex(keys.kb_garbage(tenant), 0)
-        if run is None:
-            break
-        first, stop = (int(n) for n in run.split(b":"))
-        _delete_run(connection, tenant, first, stop)
-        if vectors is not None:
-            vectors.delete(tenant, first, stop)
-        connection.lrem(keys.kb_garbage(tenant), 1, run)
-        done += 1
-    return done
+    if not stale and run is None:
+        return 0
+    lock, token = keys.kb_collector(tenant), uuid.uuid4().hex
+    if not connection.set(lock, token, nx=True, px=COLLECTOR_LOCK_MS):
+        return 0   # another process is collecting this tenant's garbage
+    try:
+        for old in stale:
+            connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), old)
+        done = 0
+        while done < runs:
+            if stale or done:
+                run = connection.lindex(keys.kb_garbage(tenant), 0)
+            if run is None:
+                break
+            first, stop = (int(n) for n in run.split(b":"))
+            if not _delete_run(connection, tenant, first, stop, (lock, token)):
+                break
+            if vectors is not None:
+                vectors.delete(tenant, first, stop)
+            connection.lrem(keys.kb_garbage(tenant), 1, run)
+            done += 1
+        return done
+    finally:
+        connection.eval(_RELEASE, 1, lock, token)
 
 
-def _delete_run(connection: Redis, tenant: str, first: int, stop: int, step: int = 1000) -> None:
-    """Delete the rows and texts of [first, stop), counting the dead ids of each posting key;
-    compact the keys where they reach a quarter."""
+def _delete_run(connection: Redis, tenant: str, first: int, stop: int, lock: tuple[str, str],
+                step: int = 1000) -> bool:
+    """Delete the rows and texts of [first, stop) and take what their rows added out of the
+    tenant's statistics, in one MULTI per step that lands only while this collector holds the
+    lock (a crash midway: the next collection finds only the rows left); count the dead ids of
+    each posting key and compact the keys where they reach a quarter. False: the lock was lost.
+    """
     rows_key, texts_key, dead_key = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_dead(
         tenant)
+    stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
+    lock_key, token = lock
     touched: set[str] = set()
     for start in range(first, stop, step):
         ids = list(range(start, min(start + step, stop)))
-        rows = [row for row in connection.hmget(rows_key, ids) if row is not None]
-        dead = {keys.kb_postings(tenant, name, level): count
-                for name, level, count in postings.posting_groups(b"".join(rows))}
-        pipe = connection.pipeline(transaction=False)
-        pipe.hdel(rows_key, *ids)
-        pipe.hdel(texts_key, *ids)
-        for key, count in dead.items():
-            pipe.hincrby(dead_key, key, count)
-        pipe.execute()
-        touched.update(dead)
+        with connection.pipeline(transaction=True) as pipe:
+            pipe.watch(lock_key)
+            if pipe.get(lock_key) != token.encode():
+                return False
+            dead = postings.dead_entries([row for row in pipe.hmget(rows_key, ids)
+                                          if row is not None])
+            posting_counts = {keys.kb_postings(tenant, name, level): count
+                              for name, level, count in dead.groups}
+            pipe.multi()
+            pipe.pexpire(lock_key, COLLECTOR_LOCK_MS)
+            pipe.hdel(rows_key, *ids)
+            pipe.hdel(texts_key, *ids)
+            for key, count in posting_counts.items():
+                pipe.hincrby(dead_key, key, count)
+            if dead.chunks:
+                terms: list[Any] = []
+                for name, count in dead.frequencies.items():
+                    terms += [name, count]
+                pipe.eval(_COUNT_TERMS, 2, *stats, -1, dead.chunks, dead.length, *terms)
+            try:
+                pipe.execute()
+            except WatchError:
+                return False
+        touched.update(posting_counts)
     for key in sorted(touched):
         compact_if_worth_it(connection, tenant, key)
+    return True
 
 
 def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:

@@ -10,6 +10,12 @@ finding the document while the new ones find it through the new layout: run
 the new workers' housekeeping do it within seconds of their start (then, until a document is
 done, the new web processes miss it). Once a whole pass finds nothing left, a marker says when;
 LEGACY_GRACE_SECONDS later housekeeping deletes the old fields (the old release is gone by then).
+
+The lexical index before BM25 kept cosine weights, which cannot give BM25's scores: `to_bm25`
+indexes each document's words again from the chunk texts the knowledge base keeps, under the
+same chunk ids (nothing to parse or embed, no flip: the document stays the same version), then
+deletes the cosine index. Until a document is done, search by words misses it; housekeeping
+does it within seconds of the new workers' start, or `python -m jobs.kb.migration` before.
 """
 from __future__ import annotations
 
@@ -20,12 +26,12 @@ import time
 from typing import Any
 
 import numpy as np
-from redis import Redis
+from redis import Redis, WatchError
 
 from jobs.core import keys
 from jobs.core.redis_client import COMMAND, connect
-from jobs.embedding.embedders import Embedding, SparseRows
-from jobs.kb import index
+from jobs.embedding.embedders import Embedding
+from jobs.kb import index, postings
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +50,7 @@ def legacy_document(fields: dict[bytes, bytes], tenant: str) -> index.IndexedDoc
     dim = int(fields.get(b"dim") or 0)
     vectors: Embedding
     if (fields.get(b"format") or b"dense") == b"sparse":
-        vectors = SparseRows.from_bytes(fields[b"indptr"], fields[b"indices"], fields[b"values"],
-                                        dimension=dim)
+        vectors = index.LEXICAL.embed(texts)   # the stored cosine weights are no term counts
     else:
         vectors = np.frombuffer(fields[b"vectors"], dtype=np.float32).reshape(len(texts), dim)
     return index.IndexedDocument(
@@ -91,6 +96,71 @@ def migrate(connection: Redis, vectors: index.VectorWriter | None = None) -> int
     return moved
 
 
+def to_bm25(connection: Redis) -> int:
+    """Index the words of every document indexed with cosine weights again, for BM25, then
+    delete the cosine index; returns how many documents. Once done, later calls return at once.
+    """
+    if connection.exists(keys.kb_lexical_migrated()):
+        return 0
+    moved, left = 0, 0
+    tenants: set[str] = set()
+    for tenant, doc_key in _document_keys(connection):
+        tenants.add(tenant)
+        lexical, first, chunks = connection.hmget(doc_key, "lexical", "first", "chunks")
+        if lexical == b"bm25":
+            continue
+        if first is None:   # the layout before chunk ids: `migrate` writes it for BM25
+            left += 1
+            continue
+        if _index_words_again(connection, tenant, doc_key, int(first), int(chunks or 0)):
+            moved += 1
+        elif connection.hget(doc_key, "first") == first:
+            left += 1
+    if left:
+        return moved
+    for tenant in tenants:
+        for pattern in keys.kb_cosine_keys(tenant):
+            for key in connection.scan_iter(match=pattern, count=1000):
+                connection.unlink(key)
+    connection.set(keys.kb_lexical_migrated(), time.time())
+    if moved:
+        log.info("indexed the words of %d documents again for BM25", moved)
+    return moved
+
+
+def _index_words_again(connection: Redis, tenant: str, doc_key: bytes, first: int,
+                       chunks: int) -> bool:
+    """One document's BM25 entries from its stored texts; False when the document moved on
+    (replaced or deleted) meanwhile: its new version is indexed for BM25 already."""
+    records = connection.hmget(keys.kb_texts(tenant), list(range(first, first + chunks))) if (
+        chunks) else []
+    texts = [json.loads(record)[2] if record else "" for record in records]
+    reference = connection.hget(keys.kb_lexical_stats(tenant), "reference")
+    if reference is None:
+        connection.hsetnx(keys.kb_lexical_stats(tenant), "reference", postings.REFERENCE_LENGTH)
+        reference = connection.hget(keys.kb_lexical_stats(tenant), "reference")
+
+    def still_this_version(pipe: Any) -> bool:
+        pipe.watch(doc_key)
+        return pipe.hget(doc_key, "first") == str(first).encode() and pipe.hget(
+            doc_key, "lexical") != b"bm25"
+
+    if not index.write_lexical(connection, tenant, first, index.LEXICAL.embed(texts),
+                               float(reference), guard=still_this_version):
+        return False
+    with connection.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(doc_key)
+            if pipe.hget(doc_key, "first") != str(first).encode():
+                return False
+            pipe.multi()
+            pipe.hset(doc_key, "lexical", "bm25")
+            pipe.execute()
+        except WatchError:
+            return False
+    return True
+
+
 def drop_legacy_fields(connection: Redis) -> None:
     """Delete the old layout's fields from migrated documents' hashes; then mark it done."""
     for _tenant, doc_key in _document_keys(connection):
@@ -108,7 +178,7 @@ def main() -> int:
     connection = connect(settings.redis_url, COMMAND)
     store = vector_store(settings)
     started = time.perf_counter()
-    moved = migrate(connection, store)
+    moved = migrate(connection, store) + to_bm25(connection)
     print(f"{moved} document{'' if moved == 1 else 's'} migrated in "
           f"{time.perf_counter() - started:.1f} s", flush=True)
     return 0

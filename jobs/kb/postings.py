@@ -2,13 +2,18 @@
 
 Why this layout: a million chunks hold ~100 million (term, chunk) pairs, so a sorted set per
 term (~100 bytes an entry) would need ~10 GB, and a term found in most chunks would still cost
-its whole posting list per query. Instead a term's postings are split by impact: its weight in
-a chunk is quantised to one of 256 levels, and each (term, level) pair is one Redis string of
-4-byte chunk ids, appended to (APPEND is O(1)). A search reads a term's highest levels first and
-stops once nothing unread can reach the top k (jobs.kb.retrieval). Each chunk also keeps its own
-row, ``bucket (4 bytes) + weight (2 bytes)`` per term sorted by bucket, so a candidate found
-through one term is scored exactly on all the query's terms. Integers are big-endian so the
-search script can read them with ``string.byte`` (fakeredis's Lua has no ``struct``).
+its whole posting list per query. Instead a term's postings are split by impact: its BM25
+term-frequency part in a chunk, ``tf / (tf + k1 (1 - b + b dl / L))`` with L the tenant's
+reference length, is quantised to one of 256 levels, and each (term, level) pair is one Redis
+string of 4-byte chunk ids, appended to (APPEND is O(1)). A search reads a term's highest
+levels first and stops once nothing unread can reach the top k (jobs.kb.retrieval).
+
+What stays right as documents come and go: the levels only bound what a chunk can score, so
+they are computed once, with the fixed L, and never re-written. Each chunk keeps its own row,
+``length (4 bytes)`` then ``bucket (4) + tf (2) + level (1)`` per term sorted by bucket, from
+which a candidate is scored exactly, with the inverse document frequencies and the average
+length of the moment. Integers are big-endian so the search script can read them with
+``string.byte`` (fakeredis's Lua has no ``struct``).
 
 Pure: no redis.
 """
@@ -20,17 +25,25 @@ import numpy as np
 
 from jobs.embedding.embedders import SparseRows
 
+#: BM25's parameters, Lucene's defaults: tf saturation and how much length normalises.
+K1, B = 1.5, 0.75
+#: The average chunk length (in terms) the levels are computed for, kept per tenant from its
+#: first document on (jobs.kb.index): chunks of INTAKE_CHUNK_SIZE's default 1,000 characters
+#: hold 60–110 terms. A tenant whose chunks grow longer on average only loosens the bounds.
+REFERENCE_LENGTH = 100
 LEVELS = 256
-#: A weight is stored as round(w * WEIGHT_SCALE) in two bytes (w is in [0, 1]).
-WEIGHT_SCALE = 65535
-ROW_RECORD = np.dtype([("bucket", ">u4"), ("weight", ">u2")])
+MAX_TF = 65535
+ROW_HEADER = np.dtype(">u4")
+ROW_RECORD = np.dtype([("bucket", ">u4"), ("tf", ">u2"), ("level", "u1")])
 CHUNK_ID = np.dtype(">u4")
 
 
-def level_of(weights: np.ndarray) -> np.ndarray:
-    """The impact level (0–255) of each weight: level L holds weights in [L/256, (L+1)/256)."""
-    return np.clip(np.floor(np.asarray(weights, np.float64) * LEVELS), 0, LEVELS - 1).astype(
-        np.int64)
+def level_of(tf: np.ndarray, length: np.ndarray, reference: float) -> np.ndarray:
+    """The impact level (0–255) of each (tf, chunk length): level L holds tf parts in
+    [L/256, (L+1)/256) of their bound, 1."""
+    tf = np.asarray(tf, np.float64)
+    norm = K1 * (1 - B + B * np.asarray(length, np.float64) / reference)
+    return np.clip(np.floor(tf / (tf + norm) * LEVELS), 0, LEVELS - 1).astype(np.int64)
 
 
 def bucket_name(bucket: int) -> str:
@@ -45,27 +58,31 @@ class Postings:
     groups: list[tuple[str, int, bytes]]
     #: One row per chunk (bytes), in chunk order.
     rows: list[bytes]
+    #: The terms of all its chunks together (the sum of their lengths).
+    length: int
 
     @property
     def count(self) -> int:
         return sum(len(ids) // CHUNK_ID.itemsize for _, _, ids in self.groups)
 
 
-def encode(rows: SparseRows, first: int) -> Postings:
-    """The postings and rows of `rows`, whose chunk ``i`` gets the id ``first + i``."""
+def encode(rows: SparseRows, first: int, reference: float = REFERENCE_LENGTH) -> Postings:
+    """The postings and rows of `rows` (term counts), whose chunk ``i`` gets the id
+    ``first + i``, their levels computed for the reference length."""
     counts = np.diff(rows.indptr)
     chunk = first + np.repeat(np.arange(len(rows), dtype=np.int64), counts)
     buckets = rows.indices.astype(np.int64)
-    stored = np.rint(np.clip(rows.values, 0, 1) * WEIGHT_SCALE).astype(np.uint16)
-    # The level of the weight as stored, so that a row read back names the same posting key.
-    levels = level_of(stored / WEIGHT_SCALE)
+    tf = np.clip(np.rint(rows.values), 1, MAX_TF).astype(np.int64)
+    lengths = np.bincount(chunk - first, weights=tf, minlength=len(rows)).astype(np.int64)
+    levels = level_of(tf, np.repeat(lengths, counts), reference)
     records = np.empty(len(buckets), dtype=ROW_RECORD)
     records["bucket"] = rows.indices
-    records["weight"] = stored
+    records["tf"] = tf
+    records["level"] = levels
     blob = records.tobytes()
     size = ROW_RECORD.itemsize
-    row_bytes = [blob[int(a) * size:int(b) * size] for a, b in zip(rows.indptr[:-1],
-                                                                    rows.indptr[1:])]
+    row_bytes = [np.array(length, ROW_HEADER).tobytes() + blob[int(a) * size:int(b) * size]
+                 for length, a, b in zip(lengths.tolist(), rows.indptr[:-1], rows.indptr[1:])]
     # Group by (bucket, level); within a group chunk ids ascend (lexsort is stable).
     order = np.lexsort((chunk, levels, buckets))
     keyed = buckets[order] * LEVELS + levels[order]
@@ -76,26 +93,45 @@ def encode(rows: SparseRows, first: int) -> Postings:
     width = CHUNK_ID.itemsize
     groups = [(bucket_name(keyed[a] // LEVELS), int(keyed[a] % LEVELS), ids[a * width:b * width])
               for a, b in zip(starts.tolist(), stops.tolist())]
-    return Postings(groups, row_bytes)
+    return Postings(groups, row_bytes, int(lengths.sum()))
 
 
-def query_terms(query: SparseRows, limit: int = 32) -> list[tuple[bytes, float]]:
-    """The query row's buckets (4 bytes each, as rows store them) and weights, heaviest first,
-    at most `limit` of them: a pasted paragraph must not cost a read of every word it has."""
+def query_terms(query: SparseRows, limit: int = 64) -> list[tuple[bytes, int]]:
+    """The query row's buckets (4 bytes each, as rows store them) and how often the query names
+    each, at most `limit` of them (the most repeated first): a pasted page must not cost a read
+    of every word it has."""
     start, stop = int(query.indptr[0]), int(query.indptr[1])
-    buckets, weights = query.indices[start:stop], query.values[start:stop]
-    order = np.argsort(-weights, kind="stable")[:limit]
-    return [(int(buckets[i]).to_bytes(4, "big"), float(weights[i])) for i in order]
+    buckets, counts = query.indices[start:stop], query.values[start:stop]
+    order = np.argsort(-counts, kind="stable")[:limit]
+    return [(int(buckets[i]).to_bytes(4, "big"), int(counts[i])) for i in order]
 
 
-def posting_groups(rows: bytes) -> list[tuple[str, int, int]]:
-    """(bucket name, level, how many) of the postings that stored rows (concatenated) made:
-    which posting strings hold a dead chunk's ids, to count them for compaction."""
-    records = np.frombuffer(rows, dtype=ROW_RECORD)
+@dataclass(frozen=True)
+class Dead:
+    """What the rows of dead chunks held, to take out of the tenant's statistics and postings."""
+
+    #: (bucket name, level, how many): which posting strings hold their ids.
+    groups: list[tuple[str, int, int]]
+    #: bucket name → in how many of the chunks it occurs (their share of its document frequency).
+    frequencies: dict[str, int]
+    chunks: int
+    length: int
+
+
+def dead_entries(rows: list[bytes]) -> Dead:
+    """What stored rows hold: their posting groups, document frequencies, count and length."""
+    if not rows:
+        return Dead([], {}, 0, 0)
+    header = ROW_HEADER.itemsize
+    length = sum(int.from_bytes(row[:header], "big") for row in rows)
+    records = np.frombuffer(b"".join(row[header:] for row in rows), dtype=ROW_RECORD)
     if not len(records):
-        return []
-    levels = level_of(records["weight"].astype(np.float64) / WEIGHT_SCALE)
-    keyed, counts = np.unique(records["bucket"].astype(np.int64) * LEVELS + levels,
+        return Dead([], {}, len(rows), length)
+    keyed, counts = np.unique(records["bucket"].astype(np.int64) * LEVELS + records["level"],
                               return_counts=True)
-    return [(bucket_name(k // LEVELS), int(k % LEVELS), int(c))
-            for k, c in zip(keyed.tolist(), counts.tolist())]
+    groups = [(bucket_name(k // LEVELS), int(k % LEVELS), int(c))
+              for k, c in zip(keyed.tolist(), counts.tolist())]
+    buckets, frequencies = np.unique(records["bucket"], return_counts=True)
+    return Dead(groups, {bucket_name(b): int(c) for b, c in zip(buckets.tolist(),
+                                                                frequencies.tolist())},
+                len(rows), length)

@@ -1,14 +1,16 @@
 """Reading the knowledge base: the top k chunks of a query, computed inside Redis.
 
 Why a script: a search must cost what its query needs, never what the knowledge base holds,
-and no web process may keep a copy of it. The lexical search is the threshold algorithm over
-impact-ordered postings (jobs.kb.postings): it reads each query term's postings in turn, highest levels first,
-a block at a time, scores each new chunk exactly from its own row, and stops
-once the k-th best score reaches the most any unread chunk could get. Then the answer is exact.
-A query whose terms are in most chunks with near-equal weights could read its way through
-millions of postings before that point, so `budget` caps the chunks scored: past it the answer is
-the best of the highest-impact chunks of every term (what the Lucene-family's impact-ordered
-early termination gives), reported with ``exact = False``.
+and no web process may keep a copy of it. The lexical ranking is Lucene's BM25, with the
+inverse document frequencies and the average chunk length read at the moment of the search
+(jobs.kb.index keeps them as documents come and go). The search is the threshold algorithm over
+impact-ordered postings (jobs.kb.postings): it reads the postings of the term whose unread ones
+could add the most, highest levels first, a block at a time, scores each new chunk exactly from
+its own row, and stops once the k-th best score reaches the most any unread chunk could get.
+Then the answer is exact. A query whose terms are in most chunks with near-equal weights could
+read its way through millions of postings before that point, so `budget` caps the chunks scored:
+past it the answer is the best of the highest-impact chunks of every term (what the
+Lucene-family's impact-ordered early termination gives), reported with ``exact = False``.
 
 Dense vectors live in a vector engine (jobs.kb.vectors); what it finds is checked against the
 same live-chunk bitmap, so a chunk of a replaced or deleted document is never answered.
@@ -24,10 +26,12 @@ from redis import Redis
 
 from jobs.core import keys
 from jobs.embedding.embedders import SparseRows
-from jobs.kb.postings import query_terms
+from jobs.kb.postings import B, K1, query_terms
 
-#: Most chunks one lexical search scores (each is one row read and a few string finds).
+#: Most chunks one lexical search scores (each is one row read and a few string finds), and
+#: at least this many per hit asked for: a larger k needs more candidates to be exact.
 DEFAULT_BUDGET = 2048
+BUDGET_PER_HIT = 20
 BLOCK = 256  # chunk ids read per GETRANGE
 
 # Shared by both scripts: turn (chunk id, score) pairs into answers, skipping chunks that are no
@@ -56,64 +60,76 @@ local function hydrate(prefix, found)
 end
 """
 
-# ARGV: prefix, k, budget, then (bucket as 4 bytes, query weight) per term.
+# ARGV: prefix, k, budget, k1, b, then (bucket as 4 bytes, how often the query names it) per
+# term. Scores are Lucene's BM25: per term idf * tf / (tf + k1 (1 - b + b dl / avgdl)), with
+# idf = ln(1 + (N - df + 0.5) / (df + 0.5)) over the tenant's indexed chunks, read now.
 _LEXICAL = _HYDRATE + r"""
 local prefix, k, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local k1, b = tonumber(ARGV[4]), tonumber(ARGV[5])
 local block = """ + str(BLOCK) + r"""
+local stats = redis.call('HMGET', prefix .. 'stats', 'chunks', 'length', 'reference')
+local n = math.max(tonumber(stats[1] or '0'), 1)
+local reference = tonumber(stats[3] or '100')
+local avgdl = tonumber(stats[2] or '0') / n
+if avgdl <= 0 then avgdl = reference end
+-- A level bounds tf / (tf + k1 (1 - b + b dl / reference)); with today's average length the
+-- same chunk scores at most avgdl / reference times that, when chunks grew longer since.
+local stretch = math.max(1, avgdl / reference)
 local terms = {}
-for i = 4, #ARGV, 2 do
-  local b = ARGV[i]
-  local name = string.format('%02x%02x%02x%02x', string.byte(b, 1, 4))
-  local marks = redis.call('GET', prefix .. 'l:' .. name)
+for i = 6, #ARGV, 2 do
+  local bytes = ARGV[i]
+  local name = string.format('%02x%02x%02x%02x', string.byte(bytes, 1, 4))
+  local df = math.min(tonumber(redis.call('HGET', prefix .. 'df', name) or '0'), n)
+  local marks = df > 0 and redis.call('GET', prefix .. 'm:' .. name)
   local levels = {}
   if marks then
     for at = #marks, 1, -1 do
       if string.byte(marks, at) ~= 0 then levels[#levels + 1] = at - 1 end
     end
   end
-  terms[#terms + 1] = {bytes = b, q = tonumber(ARGV[i + 1]), name = name, levels = levels,
-                       at = 1, offset = 0}
+  local idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+  terms[#terms + 1] = {bytes = bytes, q = tonumber(ARGV[i + 1]) * idf, name = name,
+                       levels = levels, at = 1, offset = 0}
 end
 
 local function bound(t)
   local level = t.levels[t.at]
   if level == nil then return 0 end
-  return t.q * (level + 1) / 256
+  return t.q * math.min(1, stretch * (level + 1) / 256)
 end
 
-local function weight_in(row, b)
-  local init = 1
+local function tf_in(row, bytes)
+  local init = 5
   while true do
-    local p = string.find(row, b, init, true)
+    local p = string.find(row, bytes, init, true)
     if not p then return 0 end
-    if (p - 1) % 6 == 0 then
+    if (p - 5) % 7 == 0 then
       local hi, lo = string.byte(row, p + 4, p + 5)
-      return (hi * 256 + lo) / 65535
+      return hi * 256 + lo
     end
     init = p + 1
   end
 end
 
-local function better(a, b) return a[1] > b[1] or (a[1] == b[1] and a[2] < b[2]) end
+local function better(x, y) return x[1] > y[1] or (x[1] == y[1] and x[2] < y[2]) end
 
-local top, seen, scored, exact, turn, reads = {}, {}, 0, 1, 0, 0
-local live_key, rows_key = prefix .. 'live', prefix .. 'rows'
+local top, seen, scored, exact, reads = {}, {}, 0, 1, 0
+local live_key, rows_key = prefix .. 'live', prefix .. 'tf'
 while true do
-  local threshold = 0
-  for _, t in ipairs(terms) do threshold = threshold + bound(t) end
+  local threshold, best, most = 0, nil, 0
+  for _, t in ipairs(terms) do
+    local limit = bound(t)
+    threshold = threshold + limit
+    if limit > most then best, most = t, limit end
+  end
   if threshold <= 0 or (#top >= k and top[k][1] >= threshold) then break end
   -- The budget bounds the rows scored, and the blocks read (dead ids are read, not scored).
   if scored >= budget or reads >= budget / 8 then exact = 0; break end
   reads = reads + 1
-  -- Round robin over the terms with postings left (the threshold algorithm's sorted access):
-  -- a short list (a rare word) is read to its end at once, a long one a block at a time.
-  local best = nil
-  repeat
-    turn = turn % #terms + 1
-    if bound(terms[turn]) > 0 then best = terms[turn] end
-  until best
+  -- Sorted access to the term whose next postings could add the most: a rare word's short
+  -- list is read before a common word's long one.
   local level = best.levels[best.at]
-  local chunk = redis.call('GETRANGE', prefix .. 'p:' .. best.name .. ':' .. level,
+  local chunk = redis.call('GETRANGE', prefix .. 'i:' .. best.name .. ':' .. level,
                            best.offset, best.offset + 4 * block - 1)
   if #chunk < 4 * block then best.at, best.offset = best.at + 1, 0
   else best.offset = best.offset + #chunk end
@@ -136,8 +152,14 @@ while true do
       for i, cid in ipairs(ids) do
         local row = rows[i]
         if row then
+          local b1, b2, b3, b4 = string.byte(row, 1, 4)
+          local dl = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+          local norm = k1 * (1 - b + b * dl / avgdl)
           local score = 0
-          for _, t in ipairs(terms) do score = score + t.q * weight_in(row, t.bytes) end
+          for _, t in ipairs(terms) do
+            local tf = tf_in(row, t.bytes)
+            if tf > 0 then score = score + t.q * tf / (tf + norm) end
+          end
           local hit = {score, cid}
           if score > 0 and (#top < k or better(hit, top[#top])) then
             local at = #top + 1
@@ -196,15 +218,16 @@ class Retriever:
         self._dense = connection.register_script(_DENSE)
 
     def lexical(self, tenant: str, query: SparseRows, k: int) -> Found:
-        """The k chunks whose words best match the query row (cosine of the hashed terms)."""
+        """The k chunks that best match the query row (its terms' counts) by BM25."""
         if len(query) != 1:
             raise ValueError("a sparse query must have exactly one row")
         terms = query_terms(query)
         if not terms or k <= 0:
             return Found([])
-        args: list[Any] = [keys.kb_prefix(tenant), k, self.budget]
-        for bucket, weight in terms:
-            args += [bucket, repr(weight)]
+        args: list[Any] = [keys.kb_prefix(tenant), k, max(self.budget, k * BUDGET_PER_HIT),
+                           K1, B]
+        for bucket, count in terms:
+            args += [bucket, count]
         exact, scored, rows = self._lexical(args=args)
         return Found(_answers(rows), bool(exact), int(scored))
 

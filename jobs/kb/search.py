@@ -27,7 +27,7 @@ from jobs.embedding.embedders import (BudgetUnavailable, Embedder, HttpEmbedder,
 from jobs.kb.index import LEXICAL
 from jobs.kb.retrieval import Retriever
 
-MAX_SEARCH_K = 50
+MAX_SEARCH_K = 200
 #: How many more neighbours than k to ask the vector engine for: some may be dead chunks
 #: (a replaced or deleted document's) that it has not deleted yet.
 OVERFETCH = 2
@@ -102,7 +102,7 @@ class Searcher:
         return self.embedder.embed([query])
 
     def _lexical(self, tenant: str, query: str, k: int, notice: str) -> SearchAnswer:
-        row: SparseRows = LEXICAL.embed([query])
+        row: SparseRows = LEXICAL.embed_query(query)
         found = self.retriever.lexical(tenant, row, k)
         return SearchAnswer(found.hits, "lexical", notice, found.exact)
 

@@ -6,12 +6,22 @@ a word-splitting pattern turns a whole clause into one term and no word inside i
 found. As Lucene's CJK analyzer does, a run of such characters becomes its overlapping pairs
 ("死信队列" → 死信, 信队, 队列), the query the same way, so a word is found inside a sentence
 without a dictionary. A lone character stays one term. Both documents and queries go through
-`terms`, NFKC-normalised and lowercased. Pure: no rq, no redis.
+`terms`, NFKC-normalised and lowercased.
+
+What the index keeps of them (`document_terms`, `query_terms`) is what Lucene's English analyzer
+keeps: words of two characters or more, minus its 33 stop words, stemmed by Snowball's English
+stemmer (PyStemmer), so "inspected" finds "inspection" and "the" weighs nothing. A document's
+spaceless runs also index each character alone, so a one-character query ("死") finds the
+character inside longer words; a longer query run is searched by its pairs. Pure: no rq, no
+redis.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
+
+import Stemmer
 
 # Scripts written without spaces between words, marks included (Thai vowels are marks).
 _SPACELESS = (
@@ -35,6 +45,19 @@ _TERM = re.compile(rf"([{_SPACELESS}]+)|((?:(?![{_SPACELESS}])\w)+)")
 _HAS_SPACELESS = re.compile(rf"[{_SPACELESS}]")
 
 
+#: Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), as bm25s uses them.
+STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split())
+_STEMMER = Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """Snowball's English stem of a lowercased word (cached: a vocabulary repeats itself)."""
+    return _STEMMER.stemWord(word)
+
+
 def normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
@@ -45,6 +68,35 @@ def terms(text: str) -> list[str]:
     for run, word in _TERM.findall(normalise(text)):
         if word:
             found.append(word)
+        else:
+            found.extend(pairs(run))
+    return found
+
+
+def document_terms(text: str) -> list[str]:
+    """The terms a chunk is indexed by: stemmed words without stop words, and each spaceless
+    run's pairs and characters."""
+    found: list[str] = []
+    for run, word in _TERM.findall(normalise(text)):
+        if word:
+            if len(word) > 1 and word not in STOP_WORDS:
+                found.append(stem(word))
+        elif len(run) == 1:
+            found.append(run)
+        else:
+            found.extend(run[i:i + 2] for i in range(len(run) - 1))
+            found.extend(run)
+    return found
+
+
+def query_terms(text: str) -> list[str]:
+    """The terms a query is searched by, repeats kept (a word asked twice weighs twice): stemmed
+    words without stop words, a spaceless run by its pairs, a lone character by itself."""
+    found: list[str] = []
+    for run, word in _TERM.findall(normalise(text)):
+        if word:
+            if len(word) > 1 and word not in STOP_WORDS:
+                found.append(stem(word))
         else:
             found.extend(pairs(run))
     return found
@@ -68,14 +120,18 @@ def pairs(run: str) -> list[str]:
 
 
 def match_pattern(query: str, text: str) -> re.Pattern[str] | None:
-    """What to mark in `text` for `query` (None: nothing): its words whole, its spaceless runs
-    anywhere, and a run that `text` lacks whole by its pairs, as search matched it."""
-    lowered, pieces = normalise(text), set()
+    """What to mark in `text` for `query` (None: nothing): its words whole and the text's words
+    of the same stem, its spaceless runs anywhere, and a run that `text` lacks whole by its
+    pairs, as search matched it."""
+    lowered, pieces, stems = normalise(text), set(), set()
     for phrase in phrases(query):
         if spaceless(phrase):
             pieces.update([phrase] if phrase in lowered else pairs(phrase))
         else:
             pieces.add(phrase)
+            stems.add(stem(phrase))
+    # A word of the text that search matched through its stem ("inspected" for "inspection").
+    pieces.update(word for _run, word in _TERM.findall(lowered) if word and stem(word) in stems)
     if not pieces:
         return None
     alternatives = [re.escape(piece) if spaceless(piece) else rf"(?<!\w){re.escape(piece)}(?!\w)"

@@ -33,6 +33,7 @@ def run(connection: Redis, ttl_seconds: int,
     blobs.recount(connection)
     index.ensure_chunk_counts(connection)
     kb_migration.migrate(connection, vectors)
+    kb_migration.to_bm25(connection)
     for tenant in _tenants_with(connection, keys.kb_garbage, keys.kb_staged):
         index.collect_garbage(connection, tenant, vectors)
 

@@ -48,3 +48,41 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
                                                                    {"page": 3})
     assert connection.hexists(key, "texts"), "the previous release's web still reads it"
     connection.close()
+
+
+def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(redis_server):
+    from jobs.kb import index
+    from jobs.kb.retrieval import Retriever
+    tenant, word = f"t{unique_word()}", unique_word()
+    connection = redis.Redis.from_url(redis_server.url)
+    embedder = LocalEmbedder()
+    for name, texts in (("a", [f"The {word} inspection report", "valves and pumps"]),
+                        ("b", [f"{word} inspected twice, inspected"])):
+        index.write(connection, index.IndexedDocument(tenant, name, f"{name}.txt", name * 32, 1,
+                                                      texts, embedder.embed(texts)))
+    retriever = Retriever(connection)
+    before = [(h["document_id"], h["score"]) for h in retriever.lexical(
+        tenant, embedder.embed_query(f"{word} inspections"), 10).hits]
+    assert [d for d, _ in before] == ["b", "a"]
+    # As the release before BM25 left it: no BM25 entries, documents unmarked, cosine keys.
+    prefix = keys.kb_prefix(tenant)
+    for pattern in ("i:*", "m:*"):
+        for key in connection.scan_iter(match=prefix + pattern):
+            connection.delete(key)
+    connection.delete(keys.kb_rows(tenant), keys.kb_term_chunks(tenant),
+                      keys.kb_lexical_stats(tenant), keys.kb_lexical_migrated())
+    for member in connection.smembers(keys.kb_documents(tenant)):
+        connection.hdel(member, "lexical")
+    connection.set(prefix + "p:0000abcd:200", b"\0" * 4)
+    assert retriever.lexical(tenant, embedder.embed_query(word), 10).hits == []
+
+    done = subprocess.run([sys.executable, "-m", "jobs.kb.migration"], cwd=REPO_ROOT,
+                          env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    after = [(h["document_id"], h["score"]) for h in retriever.lexical(
+        tenant, embedder.embed_query(f"{word} inspections"), 10).hits]
+    assert after == before
+    assert not connection.exists(prefix + "p:0000abcd:200")
+    assert connection.exists(keys.kb_lexical_migrated())
+    connection.close()

@@ -1,6 +1,6 @@
-"""Exact dot products of sparse rows, in memory: the reference the tests hold the embedder's
-rankings and the Redis search (jobs.kb.retrieval) to. It was the product's search until the index
-moved into Redis.
+"""Lucene's BM25 over term-count rows, in memory: the reference the tests hold the Redis search
+(jobs.kb.retrieval) to. Written from the formula, not from the product's code:
+score(q, d) = Σ_t qtf · ln(1 + (N − df + 0.5) / (df + 0.5)) · tf / (tf + k1 (1 − b + b dl / avgdl)).
 
 Pure numpy: no redis.
 """
@@ -10,35 +10,37 @@ import numpy as np
 
 from jobs.embedding.embedders import SparseRows
 
+K1, B = 1.5, 0.75
+
 
 class InvertedIndex:
-    """Postings sorted by bucket: ``bucket[i]`` occurs in chunk ``chunk[i]`` with ``value[i]``.
-
-    Within one bucket, postings stay in chunk order (the sort is stable), so scores are summed
-    in the same order every time and equal inputs give bit-equal scores.
-    """
+    """The chunks' rows (term counts) by bucket, with N, df and the average length."""
 
     def __init__(self, rows: SparseRows) -> None:
-        self.dimension = rows.dimension
         self.size = len(rows)
-        chunk_of = np.repeat(np.arange(self.size, dtype=np.int32), np.diff(rows.indptr))
+        chunk_of = np.repeat(np.arange(self.size, dtype=np.int64), np.diff(rows.indptr))
+        self.lengths = np.bincount(chunk_of, weights=rows.values, minlength=self.size)
+        self.average = float(self.lengths.mean()) if self.size else 0.0
         order = np.argsort(rows.indices, kind="stable")
         self.bucket = rows.indices[order]
         self.chunk = chunk_of[order]
-        self.value = rows.values[order]
+        self.tf = rows.values[order].astype(np.float64)
 
     def scores(self, query: SparseRows) -> np.ndarray:
-        """Dot product of the query's first row with every chunk (float64, one per chunk)."""
+        """BM25 of the query's first row (its terms' counts) against every chunk."""
         start, stop = query.indptr[0], query.indptr[1]
-        buckets, weights = query.indices[start:stop], query.values[start:stop]
-        lows = np.searchsorted(self.bucket, buckets, side="left")
-        highs = np.searchsorted(self.bucket, buckets, side="right")
-        hits = [(lo, hi, w) for lo, hi, w in zip(lows, highs, weights) if hi > lo]
-        if not hits:
-            return np.zeros(self.size)
-        chunks = np.concatenate([self.chunk[lo:hi] for lo, hi, _ in hits])
-        products = np.concatenate([self.value[lo:hi] * w for lo, hi, w in hits])
-        return np.bincount(chunks, weights=products, minlength=self.size)
+        total = np.zeros(self.size)
+        for bucket, count in zip(query.indices[start:stop], query.values[start:stop]):
+            lo = np.searchsorted(self.bucket, bucket, side="left")
+            hi = np.searchsorted(self.bucket, bucket, side="right")
+            if hi == lo:
+                continue
+            df = hi - lo
+            idf = np.log(1 + (self.size - df + 0.5) / (df + 0.5))
+            chunks, tf = self.chunk[lo:hi], self.tf[lo:hi]
+            norm = K1 * (1 - B + B * self.lengths[chunks] / self.average)
+            total[chunks] += float(count) * idf * tf / (tf + norm)
+        return total
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -53,7 +53,7 @@ def put(redis, document_id, texts, version=1, tenant="default", vectors=None, pl
 
 def search(redis, text, k=10, tenant="default", budget=None):
     retriever = Retriever(redis) if budget is None else Retriever(redis, budget)
-    return retriever.lexical(tenant, EMBEDDER.embed([text]), k)
+    return retriever.lexical(tenant, EMBEDDER.embed_query(text), k)
 
 
 def texts_of(redis, text, k=10, tenant="default"):
@@ -70,21 +70,47 @@ def test_documents_are_found_by_their_words(redis):
     assert texts_of(redis, "quorblax", 1) == ["A quorblax lives in the docx."]
     assert texts_of(redis, "unheardofword") == []
     assert texts_of(redis, "") == [], "a query without words finds nothing"
-    ranked = search(redis, "the").hits
-    assert ranked[0]["text"] == "the the the", "only 'the' in it: the highest weight"
+    assert texts_of(redis, "the") == [], "a stop word alone finds nothing"
+    put(redis, "more", ["a zebrafox, zebrafoxes and zebrafox", "zebrafox fences"])
+    ranked = search(redis, "zebrafoxes jumped").hits
+    assert ranked[0]["text"] == "The zebrafox jumps over the fence.", "both words, stemmed"
+    assert ranked[1]["text"] == "a zebrafox, zebrafoxes and zebrafox", "three times"
     assert len(ranked) == 3 and all(h["score"] > 0 for h in ranked)
     stored = redis.hgetall(keys.kb_document("default", "notes"))
     assert stored[b"format"] == b"sparse" and int(stored[b"dim"]) == 2 ** 32
     assert b"texts" not in stored, "a document hash holds no chunk data any more"
 
 
-def test_scores_are_the_cosine_of_the_stored_weights(redis):
-    texts = ["alpha beta gamma", "alpha alpha delta"]
+def test_scores_are_lucene_s_bm25_as_bm25s_computes_it(redis):
+    import bm25s
+    import Stemmer
+    texts = ["Alpha beta gamma, the inspection of valves.", "alpha alpha delta valve",
+             "Inspected: a valve, a pump and a pipe with a long description of its parts",
+             "nothing in common", "gamma rays and delta waves inspected twice, inspected"]
     put(redis, "d", texts)
-    rows, query = EMBEDDER.embed(texts), EMBEDDER.embed(["alpha beta"])
-    expected = InvertedIndex(rows).scores(query)
-    got = {h["chunk"]: h["score"] for h in search(redis, "alpha beta").hits}
-    assert got == {0: pytest.approx(expected[0], abs=1e-4), 1: pytest.approx(expected[1], abs=1e-4)}
+    query = "inspection of alpha valves"
+    stemmer = Stemmer.Stemmer("english")
+    model = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+                show_progress=False)
+    expected = model.get_scores(bm25s.tokenize(query, stopwords="en", stemmer=stemmer,
+                                               return_ids=False, show_progress=False)[0])
+    got = {h["chunk"]: h["score"] for h in search(redis, query).hits}
+    assert got == {n: pytest.approx(float(score), rel=1e-4)
+                   for n, score in enumerate(expected) if score > 0}
+    assert set(got) == {0, 1, 2, 4}
+
+
+def test_weights_follow_the_collection_as_documents_come_and_go(redis):
+    put(redis, "a", ["rare common words", "common words"])
+    alone = search(redis, "common").hits[0]["score"]
+    put(redis, "b", [f"common chunk {n}" for n in range(20)])
+    crowded = search(redis, "common").hits[0]["score"]
+    assert crowded < alone, "a word in every chunk weighs less"
+    index.remove_document(redis, "default", "b")
+    assert search(redis, "common").hits[0]["score"] == pytest.approx(alone, rel=1e-6)
+    stats = redis.hgetall(keys.kb_lexical_stats("default"))
+    assert int(stats[b"chunks"]) == 2 and int(stats[b"length"]) == 5
 
 
 def test_ties_go_to_the_earlier_chunk_and_k_limits(redis):
@@ -153,7 +179,7 @@ def test_replacing_a_document_again_and_again_keeps_its_postings_compact(redis):
     for version in range(1, 30):
         put(redis, "doc", texts, version=version)
     sizes = [redis.strlen(k) // 4 for k in redis.scan_iter(
-        match=keys.kb_prefix("default") + "p:*")]
+        match=keys.kb_prefix("default") + "i:*")]
     # 29 versions wrote 29 × 40 ids under "stable"; compaction keeps under 4/3 of the live ones.
     assert max(sizes) <= 40 * 4 // 3 + 1, f"dead ids pile up: {max(sizes)} postings"
     assert redis.hlen(keys.kb_rows("default")) == 40
@@ -306,11 +332,11 @@ def test_mismatched_vectors_or_locations_are_refused(redis):
         Retriever(redis).lexical("default", EMBEDDER.embed(["a", "b"]), 5)
 
 
-def test_a_query_of_many_words_reads_only_its_heaviest_terms():
-    row = EMBEDDER.embed([" ".join(f"word{n}" for n in range(100)) + " word1 word1"])
+def test_a_query_of_many_words_reads_only_its_most_repeated_terms():
+    row = EMBEDDER.embed_query(" ".join(f"word{n}" for n in range(100)) + " word1 word1")
     terms = postings.query_terms(row, limit=32)
     assert len(terms) == 32
-    assert terms[0][1] == max(w for _, w in terms), "heaviest first"
+    assert terms[0][1] == 3 == max(count for _, count in terms), "the most repeated first"
 
 
 def test_a_staging_that_fails_midway_leaves_nothing_behind(redis):
@@ -381,3 +407,58 @@ def test_the_chunk_limit_of_all_tenants_refuses_readably_at_indexing(redis):
         "a document's own indexed version is replaced: only the difference counts"
     assert set(index.quota_keys("globex", "c")) >= {keys.kb_total_chunks()}, \
         "the total is watched until the write"
+
+
+def test_a_one_character_cjk_query_finds_the_character_inside_words(redis):
+    put(redis, "zh", ["消息失败三次以后会被转入死信队列。", "今天天气很好，我们去公园散步吧。"])
+    assert texts_of(redis, "死") == ["消息失败三次以后会被转入死信队列。"]
+    assert texts_of(redis, "死信队列") == ["消息失败三次以后会被转入死信队列。"]
+    assert texts_of(redis, "公园") == ["今天天气很好，我们去公园散步吧。"]
+
+
+def _as_indexed_with_cosine_weights(redis, tenant="default"):
+    """Make the knowledge base look as the release before BM25 left it: no BM25 entries, the
+    documents unmarked, and the cosine index's keys in place."""
+    prefix = keys.kb_prefix(tenant)
+    for pattern in ("i:*", "m:*"):
+        for key in redis.scan_iter(match=prefix + pattern):
+            redis.delete(key)
+    redis.delete(keys.kb_rows(tenant), keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
+    for member in redis.smembers(keys.kb_documents(tenant)):
+        redis.hdel(member, "lexical")
+    redis.hset(prefix + "rows", "0", b"\0" * 6)
+    redis.set(prefix + "p:0000abcd:200", b"\0" * 4)
+    redis.set(prefix + "l:0000abcd", b"\1")
+
+
+def test_documents_indexed_with_cosine_weights_are_indexed_again_for_bm25(redis):
+    put(redis, "a", ["The zebrafox inspection report", "valves and pumps"])
+    put(redis, "b", ["quorblax inspected"])
+    before = {h["chunk"]: h["score"] for h in search(redis, "inspection").hits}
+    _as_indexed_with_cosine_weights(redis)
+    assert texts_of(redis, "inspection") == [], "nothing to find by words until it is done"
+    assert kb_migration.to_bm25(redis) == 2
+    assert {h["chunk"]: h["score"] for h in search(redis, "inspection").hits} == before
+    assert not list(redis.scan_iter(match=keys.kb_prefix("default") + "p:*"))
+    assert not redis.exists(keys.kb_prefix("default") + "rows")
+    assert int(redis.hget(keys.kb_lexical_stats("default"), "chunks")) == 3
+    assert kb_migration.to_bm25(redis) == 0, "once done, done"
+    put(redis, "a", ["replaced"], version=2)
+    assert int(redis.hget(keys.kb_lexical_stats("default"), "chunks")) == 2
+    assert texts_of(redis, "inspection") == ["quorblax inspected"]
+
+
+def test_one_collector_at_a_time_takes_a_run_out_of_the_statistics(redis):
+    put(redis, "a", ["alpha beta", "gamma"])
+    put(redis, "b", ["alpha"])
+    redis.set(keys.kb_collector("default"), "someone-else")
+    index.remove_document(redis, "default", "a")
+    assert redis.llen(keys.kb_garbage("default")) == 1, "left to the collector at work"
+    assert int(redis.hget(keys.kb_lexical_stats("default"), "chunks")) == 3
+    redis.delete(keys.kb_collector("default"))
+    assert index.collect_garbage(redis, "default") == 1
+    assert index.collect_garbage(redis, "default") == 0
+    stats = redis.hgetall(keys.kb_lexical_stats("default"))
+    assert (int(stats[b"chunks"]), int(stats[b"length"])) == (1, 1)
+    assert redis.hgetall(keys.kb_term_chunks("default")) == {
+        postings.bucket_name(EMBEDDER.embed(["alpha"]).indices[0]).encode(): b"1"}

@@ -41,3 +41,12 @@ def test_phrases_are_what_the_page_marks():
     assert phrases("死信队列 Queue queue") == ["死信队列", "queue"]
     assert pairs("死信队列") == ["死信", "信队", "队列"] and pairs("死") == ["死"]
     assert spaceless("データ") and not spaceless("data")
+
+
+def test_documents_and_queries_keep_what_lucene_s_english_analyzer_keeps():
+    from jobs.text.tokens import document_terms, query_terms
+    assert document_terms("The inspections of a Valve, inspected x2 y") == [
+        "inspect", "valv", "inspect", "x2"], "stemmed; stop words and one letter dropped"
+    assert query_terms("inspection inspected the") == ["inspect", "inspect"], "repeats kept"
+    assert document_terms("死信队列") == ["死信", "信队", "队列", "死", "信", "队", "列"]
+    assert query_terms("死信队列 死") == ["死信", "信队", "队列", "死"]

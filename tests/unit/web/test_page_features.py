@@ -55,7 +55,7 @@ def test_search_page_without_a_query_is_just_the_form(client):
     html = client.get("/search").get_data(as_text=True)
     assert 'name="q"' in html and "result" not in html.split("</form>")[1]
     assert client.get("/search?q=x&k=abc").status_code == 200
-    assert 'value="50"' in client.get("/search?q=x&k=999").get_data(as_text=True)
+    assert 'value="200"' in client.get("/search?q=x&k=999").get_data(as_text=True)
 
 
 def test_upload_form_gives_its_script_the_servers_limits(make_app):

@@ -15,7 +15,9 @@ def test_the_matched_words_are_marked_and_everything_else_escaped():
     marked = highlight("消息转入死信队列以后 <b>Queue</b> queues", "死信队列 queue")
     assert isinstance(marked, Markup)
     assert marked == ("消息转入<mark>死信队列</mark>以后 &lt;b&gt;<mark>Queue</mark>&lt;/b&gt; "
-                      "queues"), "words match whole, spaceless runs anywhere"
+                      "<mark>queues</mark>"), "words whole or by their stem, spaceless runs anywhere"
+    assert highlight("the queueing of inspected valves", "inspection") == (
+        "the queueing of <mark>inspected</mark> valves"), "what search matched: the same stem"
     assert highlight("<i>x</i>", "<i>x") == "&lt;<mark>i</mark>&gt;<mark>x</mark>&lt;/<mark>i</mark>&gt;", \
         "a query is words, never markup"
     assert highlight("ข้อมูลในฐานข้อมูล", "ฐานข้อมูล").count("<mark>") == 1
