@@ -58,13 +58,13 @@ GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "event_streams_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "event_streams_upload_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "slow_clients_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
+    "search_ndcg_ratio": (">= 1.0", lambda v: v >= 1.0),
+    "search_recall50_ratio": (">= 1.0", lambda v: v >= 1.0),
 }
 #: Figures shown and written with no goal: nothing to meet on this machine. Submit with a replica
 #: attached pays a round trip to another redis-server by design (WAIT): reported beside
-#: submit_ratio, not held to its goal. Search quality against BM25 (bench.search_quality) is
-#: measured before the ranking that is to meet it exists: reported until then.
-REPORTED = ("ocr_pages_per_s", "submit_ratio_replica", "failover_s", "failover_ratio",
-            "search_ndcg_ratio", "search_recall50_ratio")
+#: submit_ratio, not held to its goal.
+REPORTED = ("ocr_pages_per_s", "submit_ratio_replica", "failover_s", "failover_ratio")
 
 
 def log(message: str) -> None:

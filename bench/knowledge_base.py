@@ -12,6 +12,12 @@ Figures (docs/architecture.md §11, §12), each measured in this one run:
   tenant ÷ idle (idle measured before and after, pooled).
 - time_to_searchable_s: median seconds from seeing a task `succeeded` (polling it every 10 ms)
   to finding its unique marker word by search, over 10 documents.
+- search_exact_share: the share of EXACT_QUERIES searches (k = 10) at 1,000,000 chunks that
+  answer `"exact": true`, the true top 10 of BM25: queries of 1–4 words whose ranks in the
+  vocabulary are drawn log-uniformly (as many from ranks 10–100, words in 7–60 % of the
+  chunks, as from ranks 1,000–10,000), from a fixed seed; each inexact answer's top 10 is
+  compared with the exact one (asked with no budget, through the script itself) and the
+  smallest overlap reported.
 
 The server is the Procfile's `web:` line as written (bench.servers.procfile_web) with API keys
 for the tenants; workers are production `rq worker` processes (bench.servers.workers). The two
@@ -44,12 +50,14 @@ RSS_SEARCHES = 100
 INGEST_DOCUMENTS, INGEST_CHUNKS = 20, 1000
 IDLE_SEARCHES = 60
 MARKERS = 10
+EXACT_QUERIES = 200
 
 GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "kb_search_growth_ratio": ("<= 3", lambda v: v <= 3.0),
     "kb_search_during_ingest_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "kb_web_rss_growth_mb": ("<= 200", lambda v: v <= 200.0),
     "time_to_searchable_s": ("<= 1", lambda v: v <= 1.0),
+    "search_exact_share": (">= 0.99", lambda v: v >= 0.99),
 }
 
 
@@ -102,6 +110,41 @@ def _document(n: int, nonce: str, rng: np.random.Generator) -> tuple[str, bytes,
     ids = corpus.word_ids(rng, INGEST_CHUNKS * 4 // 3)  # a line of 110 words: ~750 characters
     text = "\n\n".join(corpus.texts_of(ids))
     return f"large-{nonce}-{n}.txt", text.encode(), "text/plain"
+
+
+def exact_queries(seed: int = 17) -> list[str]:
+    """EXACT_QUERIES queries of 1–4 words, their vocabulary ranks log-uniform."""
+    rng = np.random.default_rng(seed)
+    queries = []
+    for _ in range(EXACT_QUERIES):
+        ranks = np.exp(rng.uniform(0, np.log(len(corpus.WORDS)), int(rng.integers(1, 5))))
+        queries.append(" ".join(corpus.WORDS[int(r)] for r in ranks))
+    return queries
+
+
+def exact_share(base: str, redis_url: str) -> dict[str, Any]:
+    """How many searches of the large tenant are exact; the inexact ones against the truth."""
+    from jobs.embedding.embedders import LocalEmbedder
+    from jobs.kb.retrieval import Retriever
+    session, latencies, exact, overlaps = _session("large"), [], 0, []
+    connection = redis.Redis.from_url(redis_url)
+    unbounded = Retriever(connection, budget=10 ** 9)
+    for query in exact_queries():
+        started = time.perf_counter()
+        answer = session.get(_search_url(base, query), timeout=60).json()
+        latencies.append(time.perf_counter() - started)
+        if answer["exact"]:
+            exact += 1
+            continue
+        truth = unbounded.lexical("large", LocalEmbedder().embed_query(query), 10).hits
+        got = {(h["document_id"], h["chunk"]) for h in answer["results"]}
+        overlaps.append(len(got & {(h["document_id"], h["chunk"]) for h in truth}) / 10)
+    session.close()
+    connection.close()
+    return {"share": exact / EXACT_QUERIES, "median_ms": 1000 * float(np.median(latencies)),
+            "p95_ms": 1000 * float(np.percentile(latencies, 95)),
+            "max_ms": 1000 * max(latencies), "inexact": len(overlaps),
+            "least_overlap": min(overlaps, default=1.0)}
 
 
 def during_ingest(base: str, connection: redis.Redis, nonce: str) -> dict[str, Any]:
@@ -195,6 +238,8 @@ def run() -> dict[str, Any]:
             redis_mb = connection.info("memory")["used_memory"] / 2 ** 20
             log(f"search latency: {ROUNDS} interleaved rounds x {PER_ROUND} per side")
             grown = growth(base)
+            log(f"exact share: {EXACT_QUERIES} queries of 1-4 words at {LARGE:,} chunks")
+            exactness = exact_share(base, redis_url)
             memory_searches(base)
             rss_full = worker_rss_mb(pid)
             with workers(redis_url, 2, workdir, prefix="scale"):
@@ -205,6 +250,7 @@ def run() -> dict[str, Any]:
                 searchable = time_to_searchable(base, nonce)
             connection.close()
     return {"growth": grown, "ingest": ingest, "searchable": searchable, "built": built,
+            "exactness": exactness,
             "rss_empty_mb": rss_empty, "rss_full_mb": rss_full, "redis_mb": redis_mb}
 
 
@@ -216,6 +262,7 @@ def main() -> int:
         "kb_search_during_ingest_ratio": round(ingest["ratio"], 4),
         "kb_web_rss_growth_mb": round(found["rss_full_mb"] - found["rss_empty_mb"], 1),
         "time_to_searchable_s": round(searchable["median_s"], 4),
+        "search_exact_share": round(found["exactness"]["share"], 4),
     }
     measure.print_table(figures, GOALS)
     print(f"search: median {grown['subject_ms']:.2f} ms at {LARGE:,} chunks vs "
@@ -231,6 +278,12 @@ def main() -> int:
           f"searches while {ingest['chunks_ingested']:,} chunks were ingested in "
           f"{ingest['ingest_seconds']:.1f} s, vs idle {ingest['idle_ms']:.2f} ms (before "
           f"{ingest['before_ms']:.2f}, after {ingest['after_ms']:.2f})")
+    exactness = found["exactness"]
+    print(f"exact share: {exactness['share']:.3f} of {EXACT_QUERIES} queries at {LARGE:,} "
+          f"chunks; latency median {exactness['median_ms']:.1f} ms, p95 "
+          f"{exactness['p95_ms']:.1f} ms, max {exactness['max_ms']:.1f} ms; "
+          f"{exactness['inexact']} inexact, whose top 10 held at least "
+          f"{exactness['least_overlap']:.0%} of the exact top 10")
     print(f"time to searchable: median {searchable['median_s']:.3f} s, max "
           f"{searchable['max_s']:.3f} s over {MARKERS} documents")
     met = all(GOALS[name][1](value) for name, value in figures.items())

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -34,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TENANT = "cisi"
 RANKED = 200          # chunks asked for per query: enough distinct documents for Recall@50
 NDCG_AT, RECALL_AT = 10, 50
+#: What Intake's searches said and took, in this run (exactness and latency are reported).
+SEEN: dict[str, list[Any]] = {"seconds": [], "exact": []}
 
 
 def collection_dir() -> Path:
@@ -115,7 +118,10 @@ def intake_side(connection: redis.Redis, chunks: list[tuple[int, str]]) -> Calla
     searcher = Searcher(connection, embedder)
 
     def search(query: str) -> list[int]:
+        started = time.perf_counter()
         answer = searcher.search(TENANT, query, k=RANKED)
+        SEEN["seconds"].append(time.perf_counter() - started)
+        SEEN["exact"].append(answer.exact)
         return documents_of(int(hit["document_id"]) for hit in answer.results)
     return search
 
@@ -152,8 +158,13 @@ def run(log: Callable[[str], None] = print) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="intake-quality-") as workdir:
         with redis_server(Path(workdir)) as (url, _pid):
             connection = redis.Redis.from_url(url)
+            SEEN["seconds"].clear()
+            SEEN["exact"].clear()
             subject = score(intake_side(connection, chunks), queries, relevant)
+    seconds = sorted(SEEN["seconds"])
     return {"ndcg_ratio": subject["ndcg10"] / baseline["ndcg10"],
+            "exact_share": sum(SEEN["exact"]) / len(SEEN["exact"]),
+            "median_ms": 1000 * seconds[len(seconds) // 2],
             "recall50_ratio": subject["recall50"] / baseline["recall50"],
             "intake": subject, "bm25s": baseline, "bm25s_whole_documents": whole,
             "documents": len(documents), "chunks": len(chunks), "queries": len(queries)}
@@ -165,7 +176,8 @@ def describe(found: dict[str, Any]) -> str:
             f"documents in {found['chunks']:,} chunks): nDCG@10 {intake['ndcg10']:.3f} Intake vs "
             f"{base['ndcg10']:.3f} bm25s with stemming on the same chunks "
             f"({whole['ndcg10']:.3f} on whole documents); Recall@50 {intake['recall50']:.3f} vs "
-            f"{base['recall50']:.3f} ({whole['recall50']:.3f})")
+            f"{base['recall50']:.3f} ({whole['recall50']:.3f}); k = {RANKED}: "
+            f"{found['exact_share']:.0%} exact, median {found['median_ms']:.1f} ms a query")
 
 
 if __name__ == "__main__":

@@ -69,7 +69,8 @@ def kb_postings(tenant: str, bucket_name: str, level: int) -> str:
 
 
 def kb_levels(tenant: str, bucket_name: str) -> str:
-    """One byte per impact level, non-zero where the bucket has postings at that level."""
+    """The bucket's impact levels (a hash: level → "largest tf:shortest chunk" of its postings,
+    what bounds their scores)."""
     return f"{kb_prefix(tenant)}m:{bucket_name}"
 
 

@@ -126,13 +126,20 @@ redis.call('HSETNX', KEYS[3], 'reference', ARGV[3])
 return {stop, redis.call('HGET', KEYS[3], 'reference')}
 """
 
-# KEYS: per group, a bucket's postings at one level and that bucket's levels.
-# ARGV: per group, the level and the chunk ids to append.
+# KEYS: per group, a bucket's postings at one level and that bucket's levels (a hash: level →
+# "largest tf:shortest chunk" of its postings). ARGV: per group, the level, the chunk ids to
+# append, their largest tf and their shortest chunk.
 _APPEND_POSTINGS = """
 for i = 1, #KEYS, 2 do
-  local level, ids = ARGV[i], ARGV[i + 1]
-  redis.call('APPEND', KEYS[i], ids)
-  redis.call('SETRANGE', KEYS[i + 1], tonumber(level), '\\1')
+  local g = (i - 1) * 2 + 1
+  local level, tf, length = ARGV[g], tonumber(ARGV[g + 2]), tonumber(ARGV[g + 3])
+  redis.call('APPEND', KEYS[i], ARGV[g + 1])
+  local known = redis.call('HGET', KEYS[i + 1], level)
+  if known then
+    local old_tf, old_length = string.match(known, '^(%d+):(%d+)$')
+    tf, length = math.max(tf, tonumber(old_tf)), math.min(length, tonumber(old_length))
+  end
+  redis.call('HSET', KEYS[i + 1], level, string.format('%d:%d', tf, length))
 end
 """
 
@@ -322,11 +329,12 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
     for start in range(0, len(groups), GROUPS_PER_CALL):
         names: list[str] = []
         args: list[Any] = []
-        for name, level, ids in groups[start:start + GROUPS_PER_CALL]:
-            names += [keys.kb_postings(tenant, name, level), keys.kb_levels(tenant, name)]
-            args += [level, ids]
+        for group in groups[start:start + GROUPS_PER_CALL]:
+            names += [keys.kb_postings(tenant, group.name, group.level),
+                      keys.kb_levels(tenant, group.name)]
+            args += [group.level, group.ids, group.max_tf, group.min_length]
         pipe.eval(_APPEND_POSTINGS, len(names), *names, *args)
-        held += sum(len(ids) + 16 for _, _, ids in groups[start:start + GROUPS_PER_CALL])
+        held += sum(len(group.ids) + 24 for group in groups[start:start + GROUPS_PER_CALL])
         if held >= PIECE_BYTES:
             pipe.execute()
             held = 0
@@ -546,8 +554,10 @@ def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
                 pipe.multi()
                 if kept:
                     pipe.set(key, kept)
-                else:
+                else:   # the level is gone: its bound with it
                     pipe.delete(key)
+                    name, level = key.rsplit(":", 2)[1:]
+                    pipe.hdel(keys.kb_levels(tenant, name), level)
                 pipe.hdel(dead_key, key)
                 pipe.execute()
                 return True

@@ -2,14 +2,17 @@
 
 Why this layout: a million chunks hold ~100 million (term, chunk) pairs, so a sorted set per
 term (~100 bytes an entry) would need ~10 GB, and a term found in most chunks would still cost
-its whole posting list per query. Instead a term's postings are split by impact: its BM25
-term-frequency part in a chunk, ``tf / (tf + k1 (1 - b + b dl / L))`` with L the tenant's
-reference length, is quantised to one of 256 levels, and each (term, level) pair is one Redis
+its whole posting list per query. Instead a term's postings are split by impact: its BM25L
+term-frequency part in a chunk (`tf_part`), with L, the tenant's reference length, as the
+average length, is quantised to one of 256 levels, and each (term, level) pair is one Redis
 string of 4-byte chunk ids, appended to (APPEND is O(1)). A search reads a term's highest
 levels first and stops once nothing unread can reach the top k (jobs.kb.retrieval).
 
-What stays right as documents come and go: the levels only bound what a chunk can score, so
-they are computed once, with the fixed L, and never re-written. Each chunk keeps its own row,
+What stays right as documents come and go: a level only orders a term's postings, so it is
+computed once, with the fixed L, and never re-written. What bounds a level's scores is kept
+beside it: the largest tf and the shortest chunk among its postings (the term's levels hash),
+from which the search computes the most any of them scores with today's average length; where
+all of a level's chunks are alike, that bound is their very score, and a search stops there. Each chunk keeps its own row,
 ``length (4 bytes)`` then ``bucket (4) + tf (2) + level (1)`` per term sorted by bucket, from
 which a candidate is scored exactly, with the inverse document frequencies and the average
 length of the moment. Integers are big-endian so the search script can read them with
@@ -25,8 +28,9 @@ import numpy as np
 
 from jobs.embedding.embedders import SparseRows
 
-#: BM25's parameters, Lucene's defaults: tf saturation and how much length normalises.
-K1, B = 1.5, 0.75
+#: The ranking's parameters: tf saturation and how much length normalises (bm25s's and
+#: Lucene's usual 1.5 and 0.75), and BM25L's shift of the normalised tf (Lv & Zhai's 0.5).
+K1, B, DELTA = 1.5, 0.75, 0.5
 #: The average chunk length (in terms) the levels are computed for, kept per tenant from its
 #: first document on (jobs.kb.index): chunks of INTAKE_CHUNK_SIZE's default 1,000 characters
 #: hold 60–110 terms. A tenant whose chunks grow longer on average only loosens the bounds.
@@ -38,12 +42,23 @@ ROW_RECORD = np.dtype([("bucket", ">u4"), ("tf", ">u2"), ("level", "u1")])
 CHUNK_ID = np.dtype(">u4")
 
 
+def tf_part(tf: np.ndarray, length: np.ndarray, average: float) -> np.ndarray:
+    """BM25L's term-frequency part: with c = tf / (1 - b + b dl / avgdl),
+    (k1 + 1)(c + δ) / (k1 + c + δ), less its value for a chunk without the term (so that a chunk
+    lacking a word gains nothing from it). Grows with tf, shrinks with the chunk's length."""
+    c = np.asarray(tf, np.float64) / (1 - B + B * np.asarray(length, np.float64) / average)
+    return (K1 + 1) * (c + DELTA) / (K1 + c + DELTA) - (K1 + 1) * DELTA / (K1 + DELTA)
+
+
+#: What tf_part tends to for an endless tf.
+TF_PART_BOUND = (K1 + 1) * K1 / (K1 + DELTA)
+
+
 def level_of(tf: np.ndarray, length: np.ndarray, reference: float) -> np.ndarray:
-    """The impact level (0–255) of each (tf, chunk length): level L holds tf parts in
-    [L/256, (L+1)/256) of their bound, 1."""
-    tf = np.asarray(tf, np.float64)
-    norm = K1 * (1 - B + B * np.asarray(length, np.float64) / reference)
-    return np.clip(np.floor(tf / (tf + norm) * LEVELS), 0, LEVELS - 1).astype(np.int64)
+    """The impact level (0–255) of each (tf, chunk length): level L holds tf parts (with the
+    reference length as the average) in [L/256, (L+1)/256) of their bound."""
+    share = tf_part(tf, length, reference) / TF_PART_BOUND
+    return np.clip(np.floor(share * LEVELS), 0, LEVELS - 1).astype(np.int64)
 
 
 def bucket_name(bucket: int) -> str:
@@ -52,10 +67,22 @@ def bucket_name(bucket: int) -> str:
 
 
 @dataclass(frozen=True)
-class Postings:
-    """One document's lexical entries, ready to append: ``(bucket name, level, chunk ids)``."""
+class Group:
+    """The chunk ids of one document at one (term bucket, level), and what bounds their
+    scores: the largest tf and the shortest chunk among them."""
 
-    groups: list[tuple[str, int, bytes]]
+    name: str
+    level: int
+    ids: bytes
+    max_tf: int
+    min_length: int
+
+
+@dataclass(frozen=True)
+class Postings:
+    """One document's lexical entries, ready to append."""
+
+    groups: list[Group]
     #: One row per chunk (bytes), in chunk order.
     rows: list[bytes]
     #: The terms of all its chunks together (the sum of their lengths).
@@ -63,7 +90,7 @@ class Postings:
 
     @property
     def count(self) -> int:
-        return sum(len(ids) // CHUNK_ID.itemsize for _, _, ids in self.groups)
+        return sum(len(group.ids) // CHUNK_ID.itemsize for group in self.groups)
 
 
 def encode(rows: SparseRows, first: int, reference: float = REFERENCE_LENGTH) -> Postings:
@@ -90,13 +117,18 @@ def encode(rows: SparseRows, first: int, reference: float = REFERENCE_LENGTH) ->
     starts = np.flatnonzero(np.r_[True, keyed[1:] != keyed[:-1]]) if len(keyed) else np.zeros(
         0, np.int64)
     stops = np.r_[starts[1:], len(keyed)]
+    max_tf = np.maximum.reduceat(tf[order], starts) if len(starts) else starts
+    min_length = (np.minimum.reduceat(np.repeat(lengths, counts)[order], starts) if len(starts)
+                  else starts)
     width = CHUNK_ID.itemsize
-    groups = [(bucket_name(keyed[a] // LEVELS), int(keyed[a] % LEVELS), ids[a * width:b * width])
-              for a, b in zip(starts.tolist(), stops.tolist())]
+    groups = [Group(bucket_name(keyed[a] // LEVELS), int(keyed[a] % LEVELS),
+                    ids[a * width:b * width], int(high), int(low))
+              for a, b, high, low in zip(starts.tolist(), stops.tolist(), max_tf.tolist(),
+                                         min_length.tolist())]
     return Postings(groups, row_bytes, int(lengths.sum()))
 
 
-def query_terms(query: SparseRows, limit: int = 64) -> list[tuple[bytes, int]]:
+def query_terms(query: SparseRows, limit: int = 128) -> list[tuple[bytes, int]]:
     """The query row's buckets (4 bytes each, as rows store them) and how often the query names
     each, at most `limit` of them (the most repeated first): a pasted page must not cost a read
     of every word it has."""

@@ -1,6 +1,7 @@
-"""Lucene's BM25 over term-count rows, in memory: the reference the tests hold the Redis search
-(jobs.kb.retrieval) to. Written from the formula, not from the product's code:
-score(q, d) = Σ_t qtf · ln(1 + (N − df + 0.5) / (df + 0.5)) · tf / (tf + k1 (1 − b + b dl / avgdl)).
+"""BM25L over term-count rows, in memory: the reference the tests hold the Redis search
+(jobs.kb.retrieval) to. Written from the formula (Lv and Zhai, 2011), not from the product's code:
+score(q, d) = Σ_t qtf · ln((N + 1) / (df + 0.5)) · (f(c) − f(0)), c = tf / (1 − b + b dl / avgdl),
+f(c) = (k1 + 1)(c + δ) / (k1 + c + δ).
 
 Pure numpy: no redis.
 """
@@ -10,7 +11,7 @@ import numpy as np
 
 from jobs.embedding.embedders import SparseRows
 
-K1, B = 1.5, 0.75
+K1, B, DELTA = 1.5, 0.75, 0.5
 
 
 class InvertedIndex:
@@ -27,7 +28,7 @@ class InvertedIndex:
         self.tf = rows.values[order].astype(np.float64)
 
     def scores(self, query: SparseRows) -> np.ndarray:
-        """BM25 of the query's first row (its terms' counts) against every chunk."""
+        """BM25L of the query's first row (its terms' counts) against every chunk."""
         start, stop = query.indptr[0], query.indptr[1]
         total = np.zeros(self.size)
         for bucket, count in zip(query.indices[start:stop], query.values[start:stop]):
@@ -36,10 +37,11 @@ class InvertedIndex:
             if hi == lo:
                 continue
             df = hi - lo
-            idf = np.log(1 + (self.size - df + 0.5) / (df + 0.5))
+            idf = np.log((self.size + 1) / (df + 0.5))
             chunks, tf = self.chunk[lo:hi], self.tf[lo:hi]
-            norm = K1 * (1 - B + B * self.lengths[chunks] / self.average)
-            total[chunks] += float(count) * idf * tf / (tf + norm)
+            c = tf / (1 - B + B * self.lengths[chunks] / self.average)
+            gain = (K1 + 1) * (c + DELTA) / (K1 + c + DELTA) - (K1 + 1) * DELTA / (K1 + DELTA)
+            total[chunks] += float(count) * idf * gain
         return total
 
 
