@@ -141,8 +141,8 @@ class Searcher:
         nothing needs saying: the local embedder, and meaning not asked for)."""
         if not self.remote:
             return (("Search by meaning needs an embedding service (INTAKE_EMBEDDING_URL) and "
-                     "a vector database, and this Intake has neither, so these results match "
-                     "your words only.") if explicit else "")
+                     "a vector database, and no embedding service is configured, so these "
+                     "results match your words only.") if explicit else "")
         if self.vectors is None:
             return ("No vector database is configured (INTAKE_VECTOR_DATABASE_URL), so these "
                     "results match your words only.")
