@@ -4,8 +4,8 @@
 By meaning needs an embedding service and a vector engine; without them, or while the service
 fails, the answer is by words, saying so when meaning was asked for. By default a search where
 dense vectors exist ranks by both: the lexical and the dense rankings fused by reciprocal rank
-fusion (RRF), which needs no calibration between a cosine of hashed words and a cosine of
-embeddings, only their ranks.
+fusion (RRF), which needs no calibration between a lexical score and a cosine of embeddings,
+only their ranks.
 
 The query embedder is the web process's one (jobs.intake builds it), so an HTTP embedder keeps
 its connections. Why a search never waits long on it: a request waits on the embedding service
