@@ -23,7 +23,7 @@ from jobs.core.sessions import end_session, session_tenant, start_session
 from jobs.core.settings import MIB, QUEUE_NAMES, Settings
 from jobs.embedding.embedders import display_url
 from jobs.intake import Intake
-from jobs.kb.search import MAX_SEARCH_K
+from jobs.kb.search import MAX_SEARCH_K, SEARCH_MODES
 from jobs.tasks.announcements import announce, changed_task, changes_channel
 from jobs.tasks.dead_letters import count as dead_letter_count
 from jobs.tasks.folder_sync import FolderRecord
@@ -46,7 +46,7 @@ __all__ = [
     "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
     "NotReplicated", "NotRetryable", "parse_iso", "PermanentError", "QUEUE_NAMES",
     "read_metrics", "redis_dashboard_url", "redis_sentinel_url", "rejection_reason",
-    "session_tenant", "Settings", "shared_queue_name", "start_session", "STATUSES",
+    "SEARCH_MODES", "session_tenant", "Settings", "shared_queue_name", "start_session", "STATUSES",
     "STEP_BUCKETS", "SUPPORTED_KINDS", "TERMINAL", "TransientError", "Upload", "UploadExpired",
     "WEB_REDIS_PROFILE", "webhook_backlog", "webhook_worker_command", "worker_command",
     "write_logs",

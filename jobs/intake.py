@@ -126,8 +126,10 @@ class Intake:
         return {**deliveries.page(self.connection, tenant, offset=offset, limit=limit),
                 "enabled": bool(self.settings.webhook_url)}
 
-    def search(self, tenant: str, query: str, k: int = 10) -> SearchAnswer:
-        return self.searcher.search(tenant, query, k)
+    def search(self, tenant: str, query: str, k: int = 10,
+               mode: str | None = None) -> SearchAnswer:
+        """`mode`: one of SEARCH_MODES, or None for the service's default (jobs.kb.search)."""
+        return self.searcher.search(tenant, query, k, mode)
 
     def worker_count(self) -> int:
         """How many ingestion workers are registered on this Redis (alive within their TTL);

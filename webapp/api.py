@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from jobs import compact_json, held_logs, write_logs
+from jobs import MAX_SEARCH_K, SEARCH_MODES, compact_json, held_logs, write_logs
 from webapp import tenancy
 from webapp.dashboard import is_operator, operator_denial
 from webapp.errors import ApiError
@@ -164,13 +164,23 @@ def search() -> Response:
     query = (request.args.get("q") or "").strip()
     if not query:
         raise ApiError(400, "missing_query", "Give a query in the parameter `q`.")
-    k = _int_arg("k", 10, 1, 50)
-    found = intake().search(tenancy.current_tenant(), query[:1000], k)
+    k = _int_arg("k", 10, 1, MAX_SEARCH_K)
+    found = intake().search(tenancy.current_tenant(), query[:1000], k, _search_mode())
     answer = {"query": query, "results": found.results, "mode": found.mode,
               "exact": found.exact}
     if found.notice:
         answer["notice"] = found.notice
     return json_response(answer)
+
+
+def _search_mode() -> str | None:
+    """The ranking asked for; none (absent or empty) leaves it to the service
+    (docs/architecture.md §12)."""
+    mode = request.args.get("mode") or None
+    if mode is not None and mode not in SEARCH_MODES:
+        raise ApiError(400, "bad_parameter",
+                       f"`mode` must be one of {', '.join(SEARCH_MODES)}.")
+    return mode
 
 
 @bp.get("/health")

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from jobs import BATCH_STATUSES, STATUSES
+from jobs import BATCH_STATUSES, MAX_SEARCH_K, SEARCH_MODES, STATUSES
 from webapp.ids import PATTERN
 
 bp = Blueprint("openapi", __name__)
@@ -90,16 +90,28 @@ SCHEMAS: dict[str, Any] = {
     "SearchResults": {"type": "object", "required": ["query", "results", "mode", "exact"],
                       "properties": {
         "query": {"type": "string"},
-        "mode": {"type": "string", "enum": ["semantic", "lexical"],
-                 "description": "semantic: by the embedding service's vectors; lexical: by words"},
+        "mode": {"type": "string", "enum": list(SEARCH_MODES),
+                 "description": "the ranking that answered: lexical (by words), dense (by the "
+                                "embedding service's vectors), hybrid (both, fused by "
+                                "reciprocal rank: score = Σ 1/(60 + rank))"},
         "exact": {"type": "boolean",
-                  "description": "false when a lexical search stopped at its budget of chunks"},
+                  "description": "false when the lexical ranking stopped at its budget of "
+                                 "chunks"},
         "notice": {"type": "string",
-                   "description": "why a semantic search answered by words (service down)"},
+                   "description": "why search by meaning was not used: asked for but not "
+                                  "configured, or the embedding service is failing"},
         "results": {"type": "array", "items": {"type": "object", "required": [
-            "text", "score", "task_id", "document_id", "filename", "chunk", "location"],
+            "text", "score", "scores", "task_id", "document_id", "filename", "chunk",
+            "location"],
             "properties": {
-                "text": {"type": "string"}, "score": {"type": "number"}, "task_id": _ID,
+                "text": {"type": "string"}, "task_id": _ID,
+                "score": {"type": "number", "description": "the fused RRF score in hybrid "
+                                                           "mode, else the ranking's own"},
+                "scores": {"type": "object", "additionalProperties": False,
+                           "description": "each ranking's own score of this hit, only those "
+                                          "that found it",
+                           "properties": {"lexical": {"type": "number"},
+                                          "dense": {"type": "number"}}},
                 "document_id": {"type": "string"}, "filename": {"type": "string"},
                 "chunk": {"type": "integer"},
                 "location": {"$ref": "#/components/schemas/Location"}}}}}},
@@ -188,7 +200,14 @@ PATHS: dict[str, Any] = {
                       **_errors(400, 401)}}},
     "/api/search": {"get": {
         "summary": "Top-k chunks of succeeded documents",
-        "parameters": [_query("q", "string", True), _query("k")],
+        "parameters": [
+            _query("q", "string", True),
+            {**_query("k"), "schema": {"type": "integer", "minimum": 1,
+                                       "maximum": MAX_SEARCH_K, "default": 10}},
+            {**_query("mode", "string"), "schema": {"type": "string", "enum": list(SEARCH_MODES)},
+             "description": "the ranking; absent: hybrid where dense vectors exist, else "
+                            "lexical (a mode that cannot be served answers lexical, with a "
+                            "notice)"}],
         "responses": {"200": _json("SearchResults"), **_errors(400, 401)}}},
     "/api/health": {"get": {
         "summary": "Redis, workers, queue depths, scheduler",

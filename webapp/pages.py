@@ -9,8 +9,8 @@ from functools import partial
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (BATCH_LIVE, MAX_SEARCH_K, STATUSES, TERMINAL, LimitReached, NoChunks, NotNow,
-                  NotReplicated, held_logs, write_logs)
+from jobs import (BATCH_LIVE, MAX_SEARCH_K, SEARCH_MODES, STATUSES, TERMINAL, LimitReached,
+                  NoChunks, NotNow, NotReplicated, held_logs, write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -20,6 +20,8 @@ bp = Blueprint("pages", __name__)
 bp.record_once(lambda state: display.init_app(state.app))
 NOSCRIPT_REFRESH_SECONDS = 3
 PREVIEW_CHUNKS = 5  # the first chunks a succeeded task's page shows
+# How the search page names each ranking (docs/architecture.md §12): what it offers, what answered.
+SEARCH_MODE_NAMES = {"hybrid": "words and meaning", "lexical": "words", "dense": "meaning"}
 # What the file picker offers; the server checks content and extension (jobs.detect_kind).
 ACCEPTED_EXTENSIONS = (".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx",
                        ".pptx", ".xlsx", ".csv", ".tsv", ".epub", ".eml", ".png", ".jpg",
@@ -143,15 +145,19 @@ def task(task_id: str) -> str:
 
 @bp.get("/search")
 def search() -> str:
-    """A GET form: the query stays in the URL, so a search can be bookmarked and shared."""
+    """A GET form: the query stays in the URL, so a search can be bookmarked and shared. A
+    mode it does not know is the default one, as an impossible `k` is the nearest possible."""
     query = (request.args.get("q") or "").strip()[:1000]
     try:
         k = max(1, min(int(request.args.get("k") or 10), MAX_SEARCH_K))
     except ValueError:
         k = 10
-    results, notice = [], ""
+    asked = request.args.get("mode")
+    mode = asked if asked in SEARCH_MODES else None
+    results, notice, used = [], "", None
     if query:
-        found = intake().search(tenancy.current_tenant(), query, k)
-        results, notice = found.results, found.notice  # notice: answered by words, and why
-    return render_template("search.html", query=query, k=k, max_k=MAX_SEARCH_K,
-                           results=results, notice=notice)
+        found = intake().search(tenancy.current_tenant(), query, k, mode)
+        # notice: answered by words, and why; used: the ranking that answered
+        results, notice, used = found.results, found.notice, found.mode
+    return render_template("search.html", query=query, k=k, max_k=MAX_SEARCH_K, mode=mode,
+                           modes=SEARCH_MODE_NAMES, used=used, results=results, notice=notice)

@@ -1,6 +1,7 @@
 """What a person sees when searching and opening a finished document in Chromium
 (docs/architecture.md §6, §12): the words that matched marked in every language, where each hit is,
-and a succeeded task's first chunks, also when it succeeds while its page is open."""
+the ranking that answered and a choice of it without JavaScript, and a succeeded task's first
+chunks, also when it succeeds while its page is open."""
 from __future__ import annotations
 
 import textwrap
@@ -8,7 +9,7 @@ import uuid
 from urllib.parse import quote
 
 from tests.browser.conftest import SCREENSHOTS
-from tests.integration.helpers import poll
+from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import txt, upload, wait_terminal
 from tests.samples import make_pdf_pages, make_scan_pdf, merge_pdfs
 
@@ -47,6 +48,34 @@ def test_a_pdf_hit_says_its_page(page, api, workers):
     row = page.locator("table.results tbody tr", has_text=f"rules-{run}.pdf")
     assert row.locator("td.location").inner_text() == "page 3"
     assert row.locator("mark").all_inner_texts() == [f"quorum{run}"]
+
+
+def test_the_ranking_is_shown_and_chosen_in_the_form_without_javascript(fault, chromium):
+    """On the fault stack (an HTTP embedder and pgvector): the default ranks by words and
+    meaning; choosing "meaning" in the select and submitting the GET form ranks by meaning."""
+    run = uuid.uuid4().hex[:8]
+    text = f"The tide{run} almanac of the harbour."
+    with ApiClient(fault.url) as client:
+        _ingest(client, [txt(f"almanac-{run}.txt", text)])
+        poll(lambda: client.get("/api/search", params={"q": text}).json()["mode"],
+             lambda mode: mode == "hybrid", timeout=10, interval=0.5,
+             message="the fault stack's breaker, if another test left it open, has closed")
+    context = chromium.new_context(base_url=fault.url, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"/search?q={quote(text)}")
+        assert page.locator(".ranked-by").inner_text() == "Ranked by: words and meaning (hybrid)"
+        assert page.locator("select#mode").input_value() == ""
+        assert page.locator("table.results tbody tr", has_text=f"almanac-{run}.txt").count() == 1
+        page.select_option("select#mode", "dense")
+        page.locator("form.search button[type=submit]").click()
+        page.wait_for_url("**mode=dense**")
+        assert page.locator(".ranked-by").inner_text() == "Ranked by: meaning (dense)"
+        assert page.locator("select#mode").input_value() == "dense", "the choice stays chosen"
+        assert page.locator("table.results tbody tr").first.locator("th").inner_text() == \
+            f"almanac-{run}.txt"
+    finally:
+        context.close()
 
 
 def test_the_first_chunks_appear_when_a_task_succeeds_while_its_page_is_open(page, api, workers):

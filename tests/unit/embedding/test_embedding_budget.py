@@ -398,7 +398,7 @@ def test_search_answers_by_words_at_once_during_a_pause(redis, service):
 
 def test_search_takes_a_free_place_or_answers_by_words(redis, service):
     searcher = searcher_of(redis, service, concurrency=1)
-    assert searcher.search("default", "text 1").mode == "semantic"
+    assert searcher.search("default", "text 1").mode == "hybrid"
     assert redis.zcard(keys.embedding_holders()) == 0, "its slot was released"
     EmbeddingBudget(redis, concurrency=1).try_admit()          # a worker holds the only slot
     answer = searcher.search("default", "text 1")

@@ -123,9 +123,31 @@ def test_search_finds_only_succeeded_documents(client, run_jobs):
     run_jobs()
     results = client.get("/api/search?q=zanzibarquux&k=3").get_json()["results"]
     assert results and results[0]["document_id"] == "a.txt"
-    assert set(results[0]) >= {"text", "score", "task_id", "document_id", "filename", "chunk"}
-    assert client.get("/api/search?q=x&k=51").status_code == 400
+    assert set(results[0]) >= {"text", "score", "scores", "task_id", "document_id", "filename",
+                               "chunk"}
+    assert client.get("/api/search?q=x&k=200").status_code == 200
+    too_many = client.get("/api/search?q=x&k=201")
+    assert too_many.status_code == 400 and "200" in too_many.get_json()["error"]["message"]
     assert client.get("/api/search").status_code == 400
+
+
+def test_search_takes_a_mode_and_answers_by_words_without_dense_vectors(client, run_jobs):
+    upload(client, ("a.txt", b"Zanzibarquux is a word found only here."))
+    run_jobs()
+    for asked in ("", "&mode=", "&mode=lexical"):
+        answer = client.get(f"/api/search?q=zanzibarquux{asked}").get_json()
+        assert answer["mode"] == "lexical" and "notice" not in answer, asked
+        hit, = answer["results"]
+        assert hit["scores"] == {"lexical": hit["score"]}
+    for asked in ("dense", "hybrid"):
+        answer = client.get(f"/api/search?q=zanzibarquux&mode={asked}").get_json()
+        assert answer["mode"] == "lexical" and answer["exact"] is True, asked
+        assert "Search by meaning needs an embedding service" in answer["notice"]
+        assert len(answer["results"]) == 1
+    refused = client.get("/api/search?q=zanzibarquux&mode=semantic")
+    assert refused.status_code == 400
+    assert refused.get_json()["error"]["code"] == "bad_parameter"
+    assert "lexical, dense, hybrid" in refused.get_json()["error"]["message"]
 
 
 def test_foreign_origin_is_refused(client):

@@ -27,3 +27,14 @@ def test_the_document_is_openapi_3(client):
     document = client.get("/api/openapi.json").get_json()
     assert document["openapi"].startswith("3.")
     assert "Task" in document["components"]["schemas"]
+
+
+def test_search_documents_its_mode_its_bound_on_k_and_each_hit_s_scores(client):
+    document = client.get("/api/openapi.json").get_json()
+    parameters = {p["name"]: p for p in document["paths"]["/api/search"]["get"]["parameters"]}
+    assert parameters["k"]["schema"]["maximum"] == 200
+    assert parameters["mode"]["schema"]["enum"] == ["lexical", "dense", "hybrid"]
+    results = document["components"]["schemas"]["SearchResults"]["properties"]
+    assert results["mode"]["enum"] == ["lexical", "dense", "hybrid"]
+    assert set(results["results"]["items"]["properties"]["scores"]["properties"]) == {
+        "lexical", "dense"}

@@ -80,3 +80,54 @@ def test_a_result_reads_as_a_sentence_in_the_singular_too():
         "1 page, 1,234 characters, 1 chunk.")
     assert result_text({"pages": 12, "ocr_pages": 3, "characters": 20481, "chunks": 24}) == (
         "12 pages (3 read by OCR), 20,481 characters, 24 chunks.")
+
+
+def _selected_mode(html: str) -> str:
+    select = re.search(r'<select id="mode" name="mode">(.*?)</select>', html, re.S)
+    assert select, html
+    chosen = re.findall(r'<option value="([^"]*)" selected>', select.group(1))
+    assert len(chosen) == 1, select.group(1)
+    return chosen[0]
+
+
+def test_the_search_page_offers_a_mode_and_says_which_one_ranked(client, run_jobs):
+    upload(client, ("notes.txt", b"The zorblax ledger."))
+    run_jobs()
+    html = client.get("/search").get_data(as_text=True)
+    assert _selected_mode(html) == "", "none chosen: the service's default"
+    options = re.findall(r'<option value="([^"]*)"', html)
+    assert options == ["", "hybrid", "lexical", "dense"]
+    assert "Ranked by" not in html, "nothing searched, nothing ranked"
+
+    html = client.get("/search?q=zorblax").get_data(as_text=True)
+    assert "Ranked by: words (lexical)" in html and "notes.txt" in html
+    assert 'class="flash warning"' not in html
+
+    html = client.get("/search?q=zorblax&mode=dense").get_data(as_text=True)
+    assert _selected_mode(html) == "dense"
+    assert "Ranked by: words (lexical)" in html, "no dense vectors here: by words"
+    assert "Search by meaning needs an embedding service" in html
+
+    html = client.get("/search?q=zorblax&mode=%3Cscript%3E").get_data(as_text=True)
+    assert _selected_mode(html) == "" and "Ranked by: words (lexical)" in html
+    assert "<script>" not in html.split("<main", 1)[1]
+
+
+def test_the_search_page_names_a_hybrid_and_a_dense_ranking(app, client, redis):
+    import numpy as np
+
+    from jobs.kb.search import Searcher
+    from tests.unit.kb.test_index import put
+    from tests.unit.kb.test_search_modes import QueryEmbedder, Spied
+
+    store, axes = Spied(), np.eye(4, dtype=np.float32)
+    put(redis, "ledger.txt", ["the zorblax ledger"], vectors=axes[:1], store=store)
+    app.extensions["intake"].searcher = Searcher(redis, QueryEmbedder({"zorblax": axes[0]}),
+                                                 vectors=store)
+    html = client.get("/search?q=zorblax").get_data(as_text=True)
+    assert "Ranked by: words and meaning (hybrid)" in html and "ledger.txt" in html
+    cell = re.search(r'<td class="num" title="([^"]*)">([^<]*)</td>', html)
+    assert cell and cell.group(1).startswith("words: ") and "; meaning: 1.000" in cell.group(1)
+    assert cell.group(2) == f"{2 / 61:.4f}", "the fused score: ranked first by both"
+    html = client.get("/search?q=zorblax&mode=dense").get_data(as_text=True)
+    assert "Ranked by: meaning (dense)" in html and _selected_mode(html) == "dense"
