@@ -85,8 +85,6 @@ class Postings:
     groups: list[Group]
     #: One row per chunk (bytes), in chunk order.
     rows: list[bytes]
-    #: The terms of all its chunks together (the sum of their lengths).
-    length: int
 
     @property
     def count(self) -> int:
@@ -125,7 +123,7 @@ def encode(rows: SparseRows, first: int, reference: float = REFERENCE_LENGTH) ->
                     ids[a * width:b * width], int(high), int(low))
               for a, b, high, low in zip(starts.tolist(), stops.tolist(), max_tf.tolist(),
                                          min_length.tolist())]
-    return Postings(groups, row_bytes, int(lengths.sum()))
+    return Postings(groups, row_bytes)
 
 
 def query_terms(query: SparseRows, limit: int = 128) -> list[tuple[bytes, int]]:
