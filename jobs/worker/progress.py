@@ -65,7 +65,10 @@ class ProgressReporter:
         self.progress = 0
         self.current_step = "queued"
         self.step_detail = ""
-        self._last_write = 0.0
+        # The attempt's start (AttemptFence.start) wrote the task's status and first step: it
+        # counts as the first write, so the first update waits for the throttle like any other,
+        # and a document done within MIN_INTERVAL_SECONDS makes no intermediate write at all.
+        self._last_write = fence.confirmed
         self._dirty = False
         self._closed = False
         self._timer: threading.Timer | None = None
