@@ -296,11 +296,15 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
     callable given the pipeline, may queue a check that makes the piece's statistics and rows
     land only while it holds (jobs.kb.migration: the chunks are still the document's). Postings
     follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends more than
-    a millisecond or two on one call; sent PIECE_BYTES at a time.
+    a millisecond or two on one call; sent PIECE_BYTES at a time. A small document (one piece
+    of rows, one call of postings) sends its postings in its rows' MULTI: one round trip.
     """
     encoded = postings.encode(rows, first, reference)
     rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
     stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
+    groups = encoded.groups
+    together = len(rows) <= ROWS_PER_PIECE and len(groups) <= GROUPS_PER_CALL and sum(
+        len(group.ids) + 24 for group in groups) < PIECE_BYTES
     for start in range(0, len(rows), ROWS_PER_PIECE):
         stop = min(start + ROWS_PER_PIECE, len(rows))
         lo, hi = int(rows.indptr[start]), int(rows.indptr[stop])
@@ -320,26 +324,35 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
                     first + n: json.dumps([digest, n, chunk_texts[n], locations[n]],
                                           ensure_ascii=False) for n in range(start, stop)})
             pipe.eval(_COUNT_TERMS, 2, *stats, 1, stop - start, length, *terms)
+            if together and groups:
+                _append_postings(pipe, tenant, groups)
             try:
                 pipe.execute()
             except WatchError:
                 return False
+    if together:
+        return True
     pipe, held = connection.pipeline(transaction=False), 0
-    groups = encoded.groups
     for start in range(0, len(groups), GROUPS_PER_CALL):
-        names: list[str] = []
-        args: list[Any] = []
-        for group in groups[start:start + GROUPS_PER_CALL]:
-            names += [keys.kb_postings(tenant, group.name, group.level),
-                      keys.kb_levels(tenant, group.name)]
-            args += [group.level, group.ids, group.max_tf, group.min_length]
-        pipe.eval(_APPEND_POSTINGS, len(names), *names, *args)
-        held += sum(len(group.ids) + 24 for group in groups[start:start + GROUPS_PER_CALL])
+        call = groups[start:start + GROUPS_PER_CALL]
+        _append_postings(pipe, tenant, call)
+        held += sum(len(group.ids) + 24 for group in call)
         if held >= PIECE_BYTES:
             pipe.execute()
             held = 0
     pipe.execute()
     return True
+
+
+def _append_postings(pipe: Pipeline, tenant: str, groups: list[postings.Group]) -> None:
+    """Queue one call of the postings script for `groups` (at most GROUPS_PER_CALL)."""
+    names: list[str] = []
+    args: list[Any] = []
+    for group in groups:
+        names += [keys.kb_postings(tenant, group.name, group.level),
+                  keys.kb_levels(tenant, group.name)]
+        args += [group.level, group.ids, group.max_tf, group.min_length]
+    pipe.eval(_APPEND_POSTINGS, len(names), *names, *args)
 
 
 def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = False) -> None:
