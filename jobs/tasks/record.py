@@ -86,6 +86,11 @@ def succeeded(result: Mapping[str, Any], pipeline_version: str, now: str) -> Fie
             ERROR: "", NEXT_ATTEMPT_AT: "", PIPELINE_VERSION: pipeline_version}
 
 
+def steps_so_far(record: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The steps a record holds so far (an earlier attempt's), which a new attempt extends."""
+    return json.loads(record.get(STEPS) or "[]")
+
+
 def released(steps: list[dict[str, Any]]) -> Fields:
     """After its success, the attempt lets go of the task, leaving the steps' final timings."""
     return {STEPS: json.dumps(steps), ATTEMPT_ID: ""}

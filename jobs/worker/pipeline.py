@@ -73,7 +73,7 @@ class Attempt:
         self.version = parts_.version
         self.reporter = parts_.reporter(
             fence, job=job, ttl_seconds=self.settings.retention_seconds,
-            steps=tasks.view(record)["steps"], attempt=fence.attempt)
+            steps=task_record.steps_so_far(record), attempt=fence.attempt)
         # Operators see in rq-dashboard which document a job reads, escaped like all its meta.
         job.meta["document"] = dashboard_text(record["filename"])
         self.checkpoints = checkpoints.Checkpoints(
