@@ -25,6 +25,7 @@ from jobs.core.settings import MIB
 
 PIECE_BYTES = MIB
 FLUSH_BYTES = 4 * PIECE_BYTES   # what one request holds in flight to Redis, at most
+HEAD_BYTES = 64 * 1024          # what a worker reads of an upload with its start (queue_head)
 
 # KEYS: blob, tenant sizes, tenant bytes, all bytes. ARGV: task id. Counted once however often
 # it runs (a re-sent command, a delete after a success), because the size entry goes with it.
@@ -57,8 +58,17 @@ return total
 """
 
 
-def load(connection: Redis, task_id: str, size: int) -> bytes:
-    """The uploaded bytes of a task; their loss is permanent (the file must be uploaded again)."""
+def queue_head(pipe: Pipeline, task_id: str) -> None:
+    """Queue the read of an upload's first HEAD_BYTES (all of a small one) on `pipe`: a worker
+    reads it with its other first reads, and `load` then needs no round trip of its own."""
+    pipe.getrange(keys.blob(task_id), 0, HEAD_BYTES - 1)
+
+
+def load(connection: Redis, task_id: str, size: int, *, head: bytes | None = None) -> bytes:
+    """The uploaded bytes of a task (`head`, as `queue_head` read it, when that is all of
+    them); their loss is permanent (the file must be uploaded again)."""
+    if head is not None and size and len(head) == size:
+        return head
     data = connection.get(keys.blob(task_id))
     if data is None:
         raise PermanentError("The uploaded file is no longer stored (uploads of failed and "

@@ -94,16 +94,17 @@ class AttemptFence:
         self.key = keys.task(task_id)
         self.attempt_id = secrets.token_hex(8)
         self.attempt = 0
-        self.prefetched: dict[str, dict[bytes, bytes]] = {}
+        self.prefetched: list[Any] = []
         #: When this attempt last saw (time.monotonic()) that it owns the running task; 0: never.
         self.confirmed = 0.0
 
     def start(self, job_id: str, *, settings: Settings,
-              prefetch: tuple[str, ...] = ()) -> dict[str, str]:
-        """Take the task for this attempt; returns its record as it then is. The hashes named
-        in `prefetch` are read in the same round trip, into `prefetched` (the attempt's
-        checkpoint: a tiny document's attempt is a few round trips in all). What follows the
-        move to `running` (states.changed) is sent next, as for every other status change.
+              prefetch: Callable[[Pipeline], None] | None = None) -> dict[str, str]:
+        """Take the task for this attempt; returns its record as it then is. The reads that
+        `prefetch` queues travel in the same round trip, their replies into `prefetched` (the
+        attempt's checkpoint and upload: a tiny document's attempt is a few round trips in
+        all). What follows the move to `running` (states.changed) is sent next, as for every
+        other status change.
 
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
@@ -114,10 +115,10 @@ class AttemptFence:
         pipe.eval(_START, 1, self.key, self.task_id, job_id, task_record.TENANT,
                   task_record.STATUS, task_record.JOB_ID, task_record.ATTEMPTS,
                   len(move.sources), *move.sources, *task_record.as_argv(started))
-        for key in prefetch:
-            pipe.hgetall(key)
+        if prefetch is not None:
+            prefetch(pipe)
         replies = pipe.execute()
-        self.prefetched = dict(zip(prefetch, replies[1:]))
+        self.prefetched = replies[1:]
         reply = [v.decode() for v in replies[0]]
         outcome, value = reply[0], reply[1]
         if outcome == "refused":

@@ -78,7 +78,9 @@ class Attempt:
         job.meta["document"] = dashboard_text(record["filename"])
         self.checkpoints = checkpoints.Checkpoints(
             self.connection, self.task_id, self.version, self.settings.retention_seconds,
-            stored=fence.prefetched.get(keys.checkpoint(self.task_id)))
+            stored=fence.prefetched[0])
+        #: The upload's first bytes, read with the start: all of a small one (blobs.load).
+        self.upload_head: bytes = fence.prefetched[1]
 
 
 def ingest_document(task_id: str) -> dict[str, Any]:
@@ -95,7 +97,7 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
     fence = AttemptFence(job.connection, task_id)
     try:
         record = fence.start(job.id, settings=parts_.settings,
-                             prefetch=(keys.checkpoint(task_id),))
+                             prefetch=lambda pipe: _prefetch(pipe, task_id))
     except (Refused, Superseded) as exc:  # canceled, replaced, deleted: nothing to do or tell
         job.retries_left = 0
         logs.event("attempt_skipped", {"id": task_id}, reason=str(exc))
@@ -120,6 +122,13 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
             return _superseded(attempt, lost)
         # What RQ keeps (exc_info) is rendered as raw HTML by rq-dashboard: escaped words only.
         raise AttemptFailed(dashboard_text(f"{error.code}: {error.message}")) from None
+
+
+def _prefetch(pipe: Pipeline, task_id: str) -> None:
+    """What an attempt reads with its start: its checkpoint (Attempt.checkpoints) and the
+    head of its upload (Attempt.upload_head)."""
+    pipe.hgetall(keys.checkpoint(task_id))
+    blobs.queue_head(pipe, task_id)
 
 
 def _run(attempt: Attempt) -> dict[str, Any]:
@@ -190,7 +199,8 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
         return saved
     reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
     reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
-    data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0))
+    data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0),
+                      head=attempt.upload_head)
     parsed = _parse(data, record["kind"], settings, reporter.update)
     reporter.end_step("parsing")
     attempt.fence.check()
