@@ -82,18 +82,15 @@ def progressed(progress: int, current_step: str, step_detail: str,
 
 
 def succeeded(result: Mapping[str, Any], pipeline_version: str, now: str) -> Fields:
+    """The task is done: the attempt lets go of it in the same write."""
     return {STATUS: states.SUCCEED.target, ENDED_AT: now, RESULT: json.dumps(result),
-            ERROR: "", NEXT_ATTEMPT_AT: "", PIPELINE_VERSION: pipeline_version}
+            ERROR: "", NEXT_ATTEMPT_AT: "", PIPELINE_VERSION: pipeline_version,
+            ATTEMPT_ID: ""}
 
 
 def steps_so_far(record: Mapping[str, str]) -> list[dict[str, Any]]:
     """The steps a record holds so far (an earlier attempt's), which a new attempt extends."""
     return json.loads(record.get(STEPS) or "[]")
-
-
-def released(steps: list[dict[str, Any]]) -> Fields:
-    """After its success, the attempt lets go of the task, leaving the steps' final timings."""
-    return {STEPS: json.dumps(steps), ATTEMPT_ID: ""}
 
 
 def retrying(error: Mapping[str, Any], next_attempt_at: str, step_detail: str,

@@ -141,11 +141,6 @@ class AttemptFence:
         pipeline's)."""
         return self._write(states.RUNNING, fields, ttl_seconds, pipe)
 
-    def write_succeeded(self, fields: dict[str, Any], ttl_seconds: int,
-                        pipe: Pipeline | None = None) -> None:
-        """What an attempt writes after its task succeeded, only while it still holds it."""
-        self._write(states.SUCCEEDED, fields, ttl_seconds, pipe)
-
     def write_canceled(self, fields: dict[str, Any], ttl_seconds: int) -> bool:
         """The last word of this attempt, only if the cancel that stopped it was of this one;
         True when it applied."""

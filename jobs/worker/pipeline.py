@@ -162,9 +162,10 @@ def _run(attempt: Attempt) -> dict[str, Any]:
         checkpoints.delete(pipe, attempt.task_id)
         states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target,
                        settings=attempt.settings)
+        metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
     reporter.close()
-    reporter.end_step("indexing")  # as the write is sent; its true end follows it below
+    reporter.end_step("indexing")  # as its write is sent: the task's end (ended_at) too
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
     try:
@@ -183,8 +184,6 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     finally:
         if store is not None:
             store.close()
-    reporter.end_step("indexing")  # after the write itself: the step's time includes it
-    reporter.finish(lambda pipe: metrics.observe_steps(pipe, reporter.steps, reporter.attempt))
     logs.event("task_succeeded", record, attempt=reporter.attempt, **result,
                steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]]
                       for s in reporter.steps})

@@ -8,10 +8,10 @@ through is then copied to the RQ job's meta (what rq-dashboard shows) with RQ's 
 stops updating it too. The copy is for operators' eyes: if Redis refuses it, the task hash
 already holds the progress and the next write copies it again. Writes are throttled so that
 no job makes more than four in any second: intermediate updates need 0.5 s since the previous
-write, which leaves room for the two writes of the final state (the commit, then the steps'
-final timings). An intermediate write that finds Redis unreachable (a failover) is tried again
-half a second later instead of failing the attempt; the final state's writes are not optional
-and fail it (to be retried).
+write, which leaves room for the final state's write (the commit, whose MULTI also carries the
+steps' timings and lets go of the task). An intermediate write that finds Redis unreachable (a
+failover) is tried again half a second later instead of failing the attempt; the final state's
+write is not optional and fails it (to be retried).
 
 rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts there is escaped
 (`dashboard_text`): a document's name or an error's words show as text and never run.
@@ -152,17 +152,6 @@ class ProgressReporter:
             self.fence.commit(build, **options)
             self._wrote()
             self._save_meta(fields)
-
-    def finish(self, queue_more: Callable[[Pipeline], None] | None = None) -> None:
-        """After the commit that made the task succeed: the steps' final timings (the index
-        write's end), then this attempt lets go of the task. `queue_more`'s writes travel in
-        the same round trip."""
-        with self._lock, self.fence.connection.pipeline(transaction=False) as pipe:
-            self.fence.write_succeeded(task_record.released(self.steps), self.ttl_seconds,
-                                       pipe=pipe)
-            if queue_more is not None:
-                queue_more(pipe)
-            pipe.execute()
 
     def write_canceled(self) -> None:
         """The last word of an attempt that was canceled (the cancel already set the status)."""

@@ -31,7 +31,7 @@ SHARED = {"id", "tenant", "created_at", "status", "attempts", "document_id", "fi
 WRITERS = ("jobs/tasks/lifecycle.py", "jobs/worker/attempts.py", "jobs/worker/reconcile.py",
            "jobs/worker/progress.py", "jobs/worker/pipeline.py")
 # Every writer of record.py: each adds a field of its own name, so a test sees who wrote.
-WRITES = ("created", "started", "progressed", "succeeded", "released", "retrying", "failed",
+WRITES = ("created", "started", "progressed", "succeeded", "retrying", "failed",
           "lost", "canceled", "canceled_elsewhere", "cancel_noted", "retried")
 
 
@@ -93,7 +93,7 @@ def test_a_cancel_a_retry_and_a_run_write_what_record_returns(client, redis, run
     run_jobs()
     assert client.get(f"/api/tasks/{task_id}").get_json()["status"] == "succeeded"
     assert _written_by(redis, task_id) == {"created", "canceled", "retried", "started",
-                                           "progressed", "succeeded", "released"}
+                                           "progressed", "succeeded"}
 
 
 def test_failures_write_what_record_returns(client, redis, run_jobs, marked, monkeypatch):

@@ -39,6 +39,8 @@ def test_a_document_goes_through_every_step(client, run_jobs, redis):
     meta = Job.fetch(task_id, connection=redis).get_meta()
     assert meta["progress"] == 100 and meta["current_step"] == "done"
     assert redis.get(keys.blob(task_id)) is None, "uploaded bytes are deleted on success"
+    assert redis.hget(keys.task(task_id), "attempt_id") == b"", "the attempt let go of it"
+    assert all(s["ended_at"] and s["ended_at"] <= task["ended_at"] for s in task["steps"])
 
 
 def test_a_bad_file_fails_at_once_with_a_readable_reason(client, run_jobs, redis):
