@@ -53,18 +53,20 @@ def page_numbers(detail: str) -> tuple[int, int] | None:
 
 
 def read_pages(renders: Sequence[Callable[[], "Image.Image"]],
-               progress: Callable[[str], None]) -> list[str]:
+               progress: Callable[[str], None],
+               languages: Sequence[str] = LANGUAGES) -> list[str]:
     """The text of each page, in order; `renders[i]()` makes page i's image when its turn
     comes, so one page image is held at a time. "OCR page i of n" goes to `progress` as each
-    page starts (a deadline per page is kept by whoever listens: jobs.text.sandbox)."""
+    page starts (a deadline per page is kept by whoever listens: jobs.text.sandbox).
+    `languages`: INTAKE_OCR_LANGUAGES, what the pages are expected to be written in."""
     texts = []
     for number, render in enumerate(renders, start=1):
         progress(f"OCR page {number} of {len(renders)}")
-        texts.append(read_image(render()))
+        texts.append(read_image(render(), languages))
     return texts
 
 
-def read_image(image: "Image.Image") -> str:
+def read_image(image: "Image.Image", languages: Sequence[str] = LANGUAGES) -> str:
     """The text OCR finds in `image`, a line per line of text ("" when it finds none)."""
     pixels = _grey_pixels(image)
     if int(pixels.max()) - int(pixels.min()) < BLANK_RANGE:

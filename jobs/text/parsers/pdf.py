@@ -83,7 +83,7 @@ def _ocr(document: pdfium.PdfDocument, pages: list[int], options: ParseOptions,
     ocr.check_page_count(len(pages), options.ocr_max_pages,
                          f"This scan has {len(pages):,} pages without text")
     renders = [_renderer(document, n) for n in pages]
-    return dict(zip(pages, ocr.read_pages(renders, options.tell)))
+    return dict(zip(pages, ocr.read_pages(renders, options.tell, options.ocr_languages)))
 
 
 def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], "Image.Image"]:

@@ -94,7 +94,7 @@ def test_a_truncated_png_fails_readably():
 
 
 def test_a_page_that_hangs_is_killed_at_the_page_deadline_saying_which(monkeypatch):
-    def hang_on_the_second_page(image):
+    def hang_on_the_second_page(image, languages):
         if hang_on_the_second_page.calls:
             time.sleep(60)
         hang_on_the_second_page.calls += 1
