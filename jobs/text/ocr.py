@@ -72,12 +72,12 @@ def read_image(image: "Image.Image", languages: Sequence[str] = LANGUAGES) -> st
     if int(pixels.max()) - int(pixels.min()) < BLANK_RANGE:
         return ""
     try:
-        found, _ = engine()(pixels)
+        found = engine()(pixels, languages)
     except Exception as exc:  # RapidOCR wraps onnxruntime's errors in one of its own
         if "bad_alloc" in str(exc) or "allocate" in str(exc).lower():
             raise MemoryError("OCR ran out of memory") from None
         raise
-    return _lines(found or [])
+    return _lines(found)
 
 
 def _grey_pixels(image: "Image.Image") -> Any:
@@ -122,10 +122,11 @@ def engine() -> Any:
 def _engine(pid: int) -> Any:
     _take_reserved_address_space()
     import cv2
-    from rapidocr_onnxruntime import RapidOCR
+
+    from jobs.text.ocr_engine import Engine
 
     cv2.setNumThreads(1)
-    return RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+    return Engine()
 
 
 def _take_reserved_address_space() -> None:
