@@ -78,9 +78,11 @@ def _page_text(document: pdfium.PdfDocument, index: int) -> str:
             textpage.close()
     finally:
         page.close()
-    # PDFium writes a hyphen that breaks a word at a line's end as U+0002 and drops the line
-    # break: the word is whole again, as a person reads (and searches for) it.
-    return normalise_newlines(text).replace("\x00", "").replace("\x02", "").strip()
+    # PDFium writes a hyphen that breaks a word at a line's end as U+0002 (bounded extraction)
+    # or U+FFFE (a range) and drops the line break: the word is whole again, as a person reads
+    # (and searches for) it.
+    return (normalise_newlines(text).replace("\x00", "").replace("\x02", "")
+            .replace("\ufffe", "").strip())
 
 
 def _with_ocr(layer: str, read: str) -> str:
