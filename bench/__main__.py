@@ -7,7 +7,8 @@ progress writes of one job (bench.metawrites), a 200-task batch poll (bench.batc
 search over 10,000 chunks (bench.search), one tenant's 50 documents behind another's 500
 (bench.fair_share), and, in this process once the servers are stopped,
 the parse step on a 300-page PDF against bare pypdfium2 and OCR's pages per second
-(bench.pdf), Intake's search against BM25 on the CISI collection (bench.search_quality),
+(bench.pdf), OCR's word and character recall on generated clean scans (bench.ocr_quality),
+Intake's search against BM25 on the CISI collection (bench.search_quality),
 and last, with servers of its own (the Procfile's `web:` line as written, one
 instance), polls and uploads with 1,000 open event streams and polls with 200 half-sent
 requests, each against none (bench.streams). Submit is measured twice: on the plain Redis, and
@@ -28,8 +29,8 @@ from typing import Any, Callable
 
 import redis
 
-from bench import (batchpoll, dense_quality, failover, fair_share, measure, pdf, pipeline,
-                   replica, scaling, search, search_quality, streams)
+from bench import (batchpoll, dense_quality, failover, fair_share, measure, ocr_quality, pdf,
+                   pipeline, replica, scaling, search, search_quality, streams)
 from bench.servers import Services, cpu_seconds, services
 from jobs.core import keys
 
@@ -55,6 +56,8 @@ GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "search_ratio": ("<= 10", lambda v: v <= 10.0),
     "fair_share_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "pdf_pages_per_s_ratio": (">= 0.8", lambda v: v >= 0.8),
+    "ocr_word_recall_en": (">= 0.97", lambda v: v >= 0.97),
+    "ocr_char_recall_zh": (">= 0.97", lambda v: v >= 0.97),
     "event_streams_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "event_streams_upload_ratio": ("<= 1.5", lambda v: v <= 1.5),
     "slow_clients_poll_ratio": ("<= 1.5", lambda v: v <= 1.5),
@@ -227,6 +230,9 @@ def main() -> int:
         fair = fair_share.run(svc, nonce, log)
         store.close()
     documents = pdf.run(log)
+    scans = ocr_quality.run(log)
+    if "skipped" in scans:
+        log(f"ocr quality: not measured: {scans['skipped']}")
     quality = search_quality.run(log)
     # Hybrid with a dense model shipped in a wheel: measured where one is installed (none is in
     # the requirements: docs/benchmarks.md, "Dense models shipped in a wheel").
@@ -251,6 +257,7 @@ def main() -> int:
         "fair_share_ratio": round(fair["ratio"], 4),
         "pdf_pages_per_s_ratio": round(documents["ratio"], 4),
         "ocr_pages_per_s": round(documents["ocr"]["pages_per_s"], 3),
+        **ocr_quality.figures(scans),
         **({"search_ndcg_ratio": round(quality["ndcg_ratio"], 4),
             "search_recall50_ratio": round(quality["recall50_ratio"], 4)} if quality else {}),
         **({"hybrid_ndcg_ratio": dense["models"][dense_quality.REPORTED_MODEL][
@@ -306,6 +313,7 @@ def main() -> int:
         f"{found['seconds']:.1f} s",
         *fair_share.describe(fair),
         *pdf.describe(documents),
+        *ocr_quality.describe(scans),
         *streams.describe(streaming),
     ]
     report(figures, context)

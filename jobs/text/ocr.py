@@ -53,29 +53,31 @@ def page_numbers(detail: str) -> tuple[int, int] | None:
 
 
 def read_pages(renders: Sequence[Callable[[], "Image.Image"]],
-               progress: Callable[[str], None]) -> list[str]:
+               progress: Callable[[str], None],
+               languages: Sequence[str] = LANGUAGES) -> list[str]:
     """The text of each page, in order; `renders[i]()` makes page i's image when its turn
     comes, so one page image is held at a time. "OCR page i of n" goes to `progress` as each
-    page starts (a deadline per page is kept by whoever listens: jobs.text.sandbox)."""
+    page starts (a deadline per page is kept by whoever listens: jobs.text.sandbox).
+    `languages`: INTAKE_OCR_LANGUAGES, what the pages are expected to be written in."""
     texts = []
     for number, render in enumerate(renders, start=1):
         progress(f"OCR page {number} of {len(renders)}")
-        texts.append(read_image(render()))
+        texts.append(read_image(render(), languages))
     return texts
 
 
-def read_image(image: "Image.Image") -> str:
+def read_image(image: "Image.Image", languages: Sequence[str] = LANGUAGES) -> str:
     """The text OCR finds in `image`, a line per line of text ("" when it finds none)."""
     pixels = _grey_pixels(image)
     if int(pixels.max()) - int(pixels.min()) < BLANK_RANGE:
         return ""
     try:
-        found, _ = engine()(pixels)
+        found = engine()(pixels, languages)
     except Exception as exc:  # RapidOCR wraps onnxruntime's errors in one of its own
         if "bad_alloc" in str(exc) or "allocate" in str(exc).lower():
             raise MemoryError("OCR ran out of memory") from None
         raise
-    return _lines(found or [])
+    return _lines(found)
 
 
 def _grey_pixels(image: "Image.Image") -> Any:
@@ -120,10 +122,11 @@ def engine() -> Any:
 def _engine(pid: int) -> Any:
     _take_reserved_address_space()
     import cv2
-    from rapidocr_onnxruntime import RapidOCR
+
+    from jobs.text.ocr_engine import Engine
 
     cv2.setNumThreads(1)
-    return RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+    return Engine()
 
 
 def _take_reserved_address_space() -> None:

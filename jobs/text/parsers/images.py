@@ -56,7 +56,8 @@ def parse_image(data: bytes, options: ParseOptions, kind: str) -> ParsedDocument
         try:
             pages = _page_count(image, name)
             ocr.check_page_count(pages, options.ocr_max_pages, f"This image has {pages:,} pages")
-            texts = ocr.read_pages([_page(image, i, name) for i in range(pages)], options.tell)
+            texts = ocr.read_pages([_page(image, i, name) for i in range(pages)],
+                                   options.tell, options.ocr_languages)
         finally:
             image.close()
     blocks = [Block(text, {"page": n}) for n, text in enumerate(texts, start=1) if text]

@@ -1,5 +1,9 @@
 """PDF: each page's text layer as a block located by its page number; pages without one are
-rendered and read by OCR (jobs.text.ocr), only those pages.
+rendered and read by OCR (jobs.text.ocr), and so are pages with an image and only a few words
+of text layer (fewer than SHORT_TEXT characters: a scan with a stamp, a label, a page number),
+whose OCR text is added after their text layer, never put in its place. A text layer is read
+whole, the text drawn outside the page's box included (ImageMagick writes a page's label
+there): a word a PDF holds is never thrown away.
 
 Why pypdfium2 (PDFium, the engine of Chrome's PDF viewer) and not pypdf: on the same files it
 extracts the same text 2.5 to 13 times as fast (docs/benchmarks.md, "PDF text extraction"),
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 NO_TEXT_LAYER = "This PDF has no text layer (scanned?). Intake cannot read images of text."
 #: Resolution pages are rendered at for OCR (at most ocr.MAX_SIDE pixels on a side).
 RENDER_DPI = 200
+#: A page with an image and a text layer shorter than this (in characters) is read by OCR too.
+SHORT_TEXT = 100
 _PROTECTED = "This PDF is password-protected; upload an unprotected copy."
 _UNSUPPORTED_SECURITY = "This PDF uses an encryption Intake cannot open; upload an unprotected copy."
 _CORRUPT = "This PDF is damaged or truncated and cannot be read."
@@ -35,12 +41,14 @@ def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
     try:
         texts = [_page_text(document, index) for index in range(len(document))]
         unread = [n for n, text in enumerate(texts, start=1) if not text]
-        ocr_texts = _ocr(document, unread, options) if options.ocr == "auto" else {}
+        short = [n for n, text in enumerate(texts, start=1)
+                 if 0 < len(text) < SHORT_TEXT and _has_image(document, n)]
+        ocr_texts = (_ocr(document, unread, short, options) if options.ocr == "auto" else {})
     except pdfium.PdfiumError:
         raise PermanentError(_CORRUPT, code="corrupt") from None
     finally:
         document.close()
-    texts = [text or ocr_texts.get(n, "") for n, text in enumerate(texts, start=1)]
+    texts = [_with_ocr(text, ocr_texts.get(n, "")) for n, text in enumerate(texts, start=1)]
     blocks = [Block(text, {"page": n}) for n, text in enumerate(texts, start=1) if text]
     if not blocks:
         raise _nothing_read(data, len(texts), len(ocr_texts))
@@ -65,25 +73,47 @@ def _page_text(document: pdfium.PdfDocument, index: int) -> str:
     try:
         textpage = page.get_textpage()
         try:
-            text = textpage.get_text_bounded()
+            text = textpage.get_text_range()  # all of it, outside the page's box too
         finally:
             textpage.close()
     finally:
         page.close()
-    # PDFium writes a hyphen that breaks a word at a line's end as U+0002 and drops the line
-    # break: the word is whole again, as a person reads (and searches for) it.
-    return normalise_newlines(text).replace("\x00", "").replace("\x02", "").strip()
+    # PDFium writes a hyphen that breaks a word at a line's end as U+0002 (bounded extraction)
+    # or U+FFFE (a range) and drops the line break: the word is whole again, as a person reads
+    # (and searches for) it.
+    return (normalise_newlines(text).replace("\x00", "").replace("\x02", "")
+            .replace("\ufffe", "").strip())
 
 
-def _ocr(document: pdfium.PdfDocument, pages: list[int], options: ParseOptions,
-         ) -> dict[int, str]:
-    """The text OCR reads on `pages` (1-based), after checking there are not too many."""
+def _with_ocr(layer: str, read: str) -> str:
+    """A page's text layer, then the lines OCR read on it that the layer does not already
+    hold (OCR reads the layer's words too where they are drawn)."""
+    held = {line.strip() for line in layer.split("\n")}
+    added = [line for line in read.split("\n") if line.strip() and line.strip() not in held]
+    return "\n".join(([layer] if layer else []) + added)
+
+
+def _has_image(document: pdfium.PdfDocument, number: int) -> bool:
+    page = document[number - 1]
+    try:
+        return any(True for _ in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]))
+    finally:
+        page.close()
+
+
+def _ocr(document: pdfium.PdfDocument, unread: list[int], short: list[int],
+         options: ParseOptions) -> dict[int, str]:
+    """The text OCR reads on the pages (1-based) without text (`unread`) and with a short text
+    layer beside an image (`short`), after checking there are not too many."""
+    pages = sorted(unread + short)
     if not pages:
         return {}
-    ocr.check_page_count(len(pages), options.ocr_max_pages,
-                         f"This scan has {len(pages):,} pages without text")
+    what = (f"This scan has {len(pages):,} pages without text" if not short else
+            f"This PDF has {len(pages):,} pages to read by OCR (without text, or with a few "
+            "words beside an image)")
+    ocr.check_page_count(len(pages), options.ocr_max_pages, what)
     renders = [_renderer(document, n) for n in pages]
-    return dict(zip(pages, ocr.read_pages(renders, options.tell)))
+    return dict(zip(pages, ocr.read_pages(renders, options.tell, options.ocr_languages)))
 
 
 def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], "Image.Image"]:

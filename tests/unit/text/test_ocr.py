@@ -94,7 +94,7 @@ def test_a_truncated_png_fails_readably():
 
 
 def test_a_page_that_hangs_is_killed_at_the_page_deadline_saying_which(monkeypatch):
-    def hang_on_the_second_page(image):
+    def hang_on_the_second_page(image, languages):
         if hang_on_the_second_page.calls:
             time.sleep(60)
         hang_on_the_second_page.calls += 1
@@ -117,3 +117,64 @@ def test_ocr_languages_must_be_ones_the_bundled_models_read():
 
 def _no_engine(*args):
     raise AssertionError("OCR must not run here")
+
+
+# -- what a clean scan gives back (docs/architecture.md, "OCR"; bench.ocr_quality measures it) --
+
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")  # fonts-dejavu-core
+# The top of a page of bench.ocr_quality (seed 25): a clean scan, DejaVu Sans at 26 px. On it
+# RapidOCR's own decoding gave back lines 8 and 12 with no space left
+# ("needednofurtheraction.PleasesendquestionsaboutthisreporttoMariaPatelatthe").
+REPORT = [
+    "In total, 5 of the 59 units inspected this quarter needed no further action. The quarterly",
+    "inspection of fan bearing number 578 at Westgate found no defects of any kind. The",
+    "maintenance report for Eastfield was approved by Sofia Osei on 4 February 2022. Why did",
+    "the filter housing fail? The logs suggest vibration above the agreed limit, first seen in",
+    "August. On Tuesday 18 June 2021 David Fischer cleaned the intake screen and reported it",
+    "to the duty manager. Safety check 709: the turbine passed, although paint damage but",
+    "sound metal underneath must be watched. In total, 5 of the 29 units inspected this quarter",
+    "needed no further action. Please send questions about this report to Maria Patel at the",
+    "Riverside office. Readings taken at 18:00 showed 187.8 kPa, compared with 139.8 kPa in",
+    "September. The quarterly inspection of boiler number 143 at the Harbour depot found",
+    "vibration above the agreed limit. Safety check 269: the conveyor belt passed, although an",
+    "outdated calibration certificate must be watched. Readings taken at 14:00 showed 27.0",
+]
+
+
+def _clean_scan(lines, upside_down=False):
+    """A PNG of `lines` on a page-sized image (1400 × 1980: read at the size it is drawn)."""
+    from PIL import ImageFont
+    font = ImageFont.truetype(str(DEJAVU), 26)
+    page = Image.new("L", (1400, 1980), "white")
+    draw = ImageDraw.Draw(page)
+    for number, line in enumerate(lines):
+        draw.text((100, 50 + 42 * number), line, font=font, fill="black")
+    out = io.BytesIO()
+    (page.rotate(180) if upside_down else page).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_a_clean_english_scan_comes_back_with_its_words_apart():
+    read = parse(_clean_scan(REPORT), "png").text.split("\n")
+    assert len(read) == len(REPORT)
+    assert read[7] == REPORT[7] and read[11] == REPORT[11]
+    differ = [(mine, source) for mine, source in zip(read, REPORT) if mine != source]
+    assert len(differ) <= 1, differ  # a misread character ("7o9"), never a lost space
+
+
+def test_a_page_scanned_upside_down_is_read_upright_in_order():
+    lines = ["Quarterly maintenance report", "Turbine 4 passed its inspection",
+             "Signed by Anna Okafor"]
+    assert parse(_clean_scan(lines, upside_down=True), "png").text.split("\n") == lines
+
+
+def test_a_short_text_layer_beside_an_image_is_kept_and_the_image_read_too():
+    import pypdf
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(make_scan_pdf([["Total due 250 EUR"]])))
+    stamp = pypdf.PdfReader(io.BytesIO(make_pdf_pages(["Received"])))  # a one-word text layer
+    writer.pages[0].merge_page(stamp.pages[0])
+    out = io.BytesIO()
+    writer.write(out)
+    parsed = parse(out.getvalue(), "pdf")
+    assert parsed.text.split("\n") == ["Received", "Total due 250 EUR"]
+    assert (parsed.ocr_pages, parsed.warnings) == (1, [])

@@ -30,15 +30,23 @@ REFUSED = {
                                         "an unprotected copy."),
     "r2-user-password.pdf": ("encrypted", "This PDF is password-protected; upload an "
                              "unprotected copy."),
-    # Six photographs and no words: OCR reads each page and says so.
-    "imagemagick-images.pdf": ("no_text", "This PDF has no text layer, and OCR read its 6 pages "
-                               "without finding any text (blank pages, or a scan too faint to "
-                               "read?)."),
 }
+#: Six tiny images, four of them labelled "Background" in a text layer drawn outside the page's
+#: box (which PDFium's bounded extraction leaves out).
+IMAGES = "imagemagick-images.pdf"
 
 
 def test_the_fixtures_are_all_checked():
-    assert set(PDFS) == set(READABLE) | set(REFUSED)
+    assert set(PDFS) == set(READABLE) | set(REFUSED) | {IMAGES}
+
+
+def test_a_one_word_text_layer_beside_an_image_is_kept_and_the_pages_without_are_named():
+    parsed = parse_document((REAL / IMAGES).read_bytes(), "pdf")
+    assert parsed.pages == 6
+    assert [(block.location, block.text) for block in parsed.blocks] == [
+        ({"page": n}, "Background") for n in (1, 2, 3, 6)]
+    assert parsed.ocr_pages == 6  # the two without text, and the four with a word and an image
+    assert parsed.warnings == ["OCR found no text on 2 pages (4, 5)."]
 
 
 @pytest.mark.parametrize("name", sorted(READABLE))
