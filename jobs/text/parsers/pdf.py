@@ -43,6 +43,9 @@ def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
         unread = [n for n, text in enumerate(texts, start=1) if not text]
         short = [n for n, text in enumerate(texts, start=1)
                  if 0 < len(text) < SHORT_TEXT and _has_image(document, n)]
+        # Short pages take what the OCR page limit leaves: past it they keep their text layer.
+        room = max(options.ocr_max_pages - len(unread), 0)
+        short, unreached = short[:room], short[room:]
         ocr_texts = (_ocr(document, unread, short, options) if options.ocr == "auto" else {})
     except pdfium.PdfiumError:
         raise PermanentError(_CORRUPT, code="corrupt") from None
@@ -53,7 +56,9 @@ def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
     if not blocks:
         raise _nothing_read(data, len(texts), len(ocr_texts))
     return ParsedDocument(blocks, pages=len(texts), ocr_pages=len(ocr_texts),
-                          warnings=_warnings(unread, ocr_texts, options))
+                          warnings=_warnings(unread, ocr_texts, options)
+                          + _unreached_warning(unreached if options.ocr == "auto" else [],
+                                               options))
 
 
 def _open(data: bytes) -> pdfium.PdfDocument:
@@ -104,14 +109,13 @@ def _has_image(document: pdfium.PdfDocument, number: int) -> bool:
 def _ocr(document: pdfium.PdfDocument, unread: list[int], short: list[int],
          options: ParseOptions) -> dict[int, str]:
     """The text OCR reads on the pages (1-based) without text (`unread`) and with a short text
-    layer beside an image (`short`), after checking there are not too many."""
+    layer beside an image (`short`, already within the page limit), after checking that the
+    pages without text are not too many."""
+    ocr.check_page_count(len(unread), options.ocr_max_pages,
+                         f"This scan has {len(unread):,} pages without text")
     pages = sorted(unread + short)
     if not pages:
         return {}
-    what = (f"This scan has {len(pages):,} pages without text" if not short else
-            f"This PDF has {len(pages):,} pages to read by OCR (without text, or with a few "
-            "words beside an image)")
-    ocr.check_page_count(len(pages), options.ocr_max_pages, what)
     renders = [_renderer(document, n) for n in pages]
     return dict(zip(pages, ocr.read_pages(renders, options.tell, options.ocr_languages)))
 
@@ -148,6 +152,15 @@ def _warnings(unread: list[int], ocr_texts: dict[int, str], options: ParseOption
         shown = ", ".join(map(str, empty[:10])) + (" …" if len(empty) > 10 else "")
         return [f"OCR found no text on {_count(empty)} ({shown})."]
     return []
+
+
+def _unreached_warning(pages: list[int], options: ParseOptions) -> list[str]:
+    if not pages:
+        return []
+    one = len(pages) == 1
+    return [f"{_count(pages)} with a few words beside an image {'was' if one else 'were'} kept "
+            f"as {'its' if one else 'their'} text layer, not read by OCR: OCR reads at most "
+            f"{options.ocr_max_pages:,} pages per document."]
 
 
 def _count(pages: list[int]) -> str:

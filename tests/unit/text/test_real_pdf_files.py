@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobs.core.failures import PermanentError
-from jobs.text.parsers import parse_document
+from jobs.text.parsers import ParseOptions, parse_document
 from jobs.text.tokens import terms
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real"
@@ -47,6 +47,18 @@ def test_a_one_word_text_layer_beside_an_image_is_kept_and_the_pages_without_are
         ({"page": n}, "Background") for n in (1, 2, 3, 6)]
     assert parsed.ocr_pages == 6  # the two without text, and the four with a word and an image
     assert parsed.warnings == ["OCR found no text on 2 pages (4, 5)."]
+
+
+def test_short_pages_past_the_ocr_page_limit_keep_their_text_layer():
+    # The two pages without text fill the limit: the four with a word are not OCR'd, and say so.
+    parsed = parse_document((REAL / IMAGES).read_bytes(), "pdf", ParseOptions(ocr_max_pages=2))
+    assert [(block.location, block.text) for block in parsed.blocks] == [
+        ({"page": n}, "Background") for n in (1, 2, 3, 6)]
+    assert parsed.ocr_pages == 2
+    assert parsed.warnings == [
+        "OCR found no text on 2 pages (4, 5).",
+        "4 pages with a few words beside an image were kept as their text layer, not read by "
+        "OCR: OCR reads at most 2 pages per document."]
 
 
 @pytest.mark.parametrize("name", sorted(READABLE))
