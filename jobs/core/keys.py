@@ -58,8 +58,9 @@ def kb_generation(tenant: str) -> str:
 
 
 def kb_prefix(tenant: str) -> str:
-    """What the search script derives a tenant's index keys from (see the kb_* keys below):
-    ``i:<bucket>:<level>`` postings, ``m:<bucket>`` the levels a bucket has, ``doc:<digest>``."""
+    """The start of every key of a tenant's knowledge base. The search scripts derive from it
+    the keys named by what other keys hold: a term's ``i:<bucket>:<level>`` postings (the levels
+    its ``m:<bucket>`` hash lists) and a hit's ``doc:<digest>`` (its text record's digest)."""
     return f"{PREFIX}kb:{tenant}:"
 
 

@@ -28,7 +28,7 @@ from redis import Redis
 
 from jobs.core import keys
 from jobs.embedding.embedders import SparseRows
-from jobs.kb.postings import B, DELTA, K1, query_terms
+from jobs.kb.postings import B, DELTA, K1, bucket_name, query_terms
 
 #: Most chunks one lexical search scores (each is one row read and a few string finds, ~5 µs),
 #: and at least this many per hit asked for: a larger k needs more candidates to be exact.
@@ -40,14 +40,16 @@ CALL_BUDGET = 4096
 BLOCK = 256  # chunk ids read per GETRANGE
 
 # Shared by both scripts: turn (chunk id, score) pairs into answers, skipping chunks that are no
-# longer live or whose document moved on. KEYS: none (derived from the prefix, ARGV[1]).
+# longer live or whose document moved on. `texts_key` is declared by the caller; each hit's
+# document hash (keys.kb_document: `doc:<digest>` under the tenant's prefix) is named by the
+# digest its text record holds, so it can only be derived here, from the declared prefix.
 _HYDRATE = r"""
-local function hydrate(prefix, found)
+local function hydrate(texts_key, prefix, found)
   local out = {}
   if #found == 0 then return out end
   local ids = {}
   for i, hit in ipairs(found) do ids[i] = hit[2] end
-  local texts = redis.call('HMGET', prefix .. 'texts', unpack(ids))
+  local texts = redis.call('HMGET', texts_key, unpack(ids))
   for i, hit in ipairs(found) do
     local record = texts[i]
     if record then
@@ -65,8 +67,10 @@ local function hydrate(prefix, found)
 end
 """
 
-# ARGV: prefix, k, budget, k1, b, delta, last, state, then (bucket as 4 bytes, how often the query
-# names it) per term. Scores are BM25L's: per term idf * tf part (jobs.kb.postings.tf_part), with
+# KEYS: stats, df, live, rows (tf), texts, then each query term's levels (keys.kb_levels), in the
+# order of the terms. ARGV: prefix (keys.kb_prefix: the postings `i:<bucket>:<level>` a term's
+# levels name, and the hits' documents, are derived from it), k, budget, k1, b, delta, last,
+# state, then (bucket as 4 bytes, how often the query names it) per term. Scores are BM25L's: per term idf * tf part (jobs.kb.postings.tf_part), with
 # idf = ln((N + 1) / (df + 0.5)) over the tenant's indexed chunks (Lucene's). A call scores
 # at most `budget` chunks; if it is not done by then and `last` is not '1', it returns where it
 # is (`state`: the average length and each term's weight it started with, each term's level
@@ -78,7 +82,7 @@ local last, state = ARGV[7] == '1', ARGV[8]
 local block = """ + str(BLOCK) + r"""
 local n, avgdl, weights, places, top = 1, 0, {}, {}, {}
 if state == '' then
-  local stats = redis.call('HMGET', prefix .. 'stats', 'chunks', 'length', 'reference')
+  local stats = redis.call('HMGET', KEYS[1], 'chunks', 'length', 'reference')
   n = math.max(tonumber(stats[1] or '0'), 1)
   avgdl = tonumber(stats[2] or '0') / n
   if avgdl <= 0 then avgdl = tonumber(stats[3] or '100') end
@@ -108,12 +112,13 @@ for i = 9, #ARGV, 2 do
   local name = string.format('%02x%02x%02x%02x', string.byte(bytes, 1, 4))
   local q = weights[#terms + 1]
   local found = {}
+  local levels_key = KEYS[6 + #terms]
   if q == nil then
-    local df = math.min(tonumber(redis.call('HGET', prefix .. 'df', name) or '0'), n)
+    local df = math.min(tonumber(redis.call('HGET', KEYS[2], name) or '0'), n)
     q = tonumber(ARGV[i + 1]) * math.log((n + 1) / (df + 0.5))
-    if df > 0 then found = redis.call('HGETALL', prefix .. 'm:' .. name) end
+    if df > 0 then found = redis.call('HGETALL', levels_key) end
   else
-    found = redis.call('HGETALL', prefix .. 'm:' .. name)
+    found = redis.call('HGETALL', levels_key)
   end
   local levels = {}
   for j = 1, #found, 2 do
@@ -161,7 +166,7 @@ local function better(x, y) return x[1] > y[1] or (x[1] == y[1] and x[2] < y[2])
 local held = {}
 for _, hit in ipairs(top) do held[hit[2]] = true end
 local seen, scored, done, reads = {}, 0, 1, 0
-local live_key, rows_key = prefix .. 'live', prefix .. 'tf'
+local live_key, rows_key = KEYS[3], KEYS[4]
 while true do
   local threshold, best, most = 0, nil, 0
   for _, t in ipairs(terms) do
@@ -219,7 +224,7 @@ while true do
     end
   end
 end
-if done == 1 or last then return {done, scored, hydrate(prefix, top)} end
+if done == 1 or last then return {done, scored, hydrate(KEYS[5], prefix, top)} end
 local spots, best = {}, {}
 for i, t in ipairs(terms) do
   local level = t.levels[t.at]
@@ -230,9 +235,10 @@ return {2, scored, string.format('%.17g', avgdl) .. '|' .. table.concat(spots, '
         .. table.concat(best, ';')}
 """
 
-# ARGV: prefix, then (chunk id, score) pairs best first, as the vector engine answered.
+# KEYS: live, texts. ARGV: prefix (the hits' documents: _HYDRATE), then (chunk id, score) pairs
+# best first, as the vector engine answered.
 _DENSE = _HYDRATE + r"""
-local prefix, query, found = ARGV[1], {'BITFIELD', ARGV[1] .. 'live'}, {}
+local prefix, query, found = ARGV[1], {'BITFIELD', KEYS[1]}, {}
 for i = 2, #ARGV, 2 do
   query[#query + 1] = 'GET'; query[#query + 1] = 'u1'; query[#query + 1] = ARGV[i]
 end
@@ -241,7 +247,7 @@ local alive = redis.call(unpack(query))
 for i = 2, #ARGV, 2 do
   if alive[i / 2] == 1 then found[#found + 1] = {tonumber(ARGV[i + 1]), tonumber(ARGV[i])} end
 end
-return hydrate(prefix, found)
+return hydrate(KEYS[2], prefix, found)
 """
 
 
@@ -284,10 +290,14 @@ class Retriever:
         terms_args: list[Any] = []
         for bucket, count in terms:
             terms_args += [bucket, count]
+        declared = [keys.kb_lexical_stats(tenant), keys.kb_term_chunks(tenant),
+                    keys.kb_live(tenant), keys.kb_rows(tenant), keys.kb_texts(tenant),
+                    *(keys.kb_levels(tenant, bucket_name(int.from_bytes(bucket, "big")))
+                      for bucket, _ in terms)]
         state, total = "", 0
         while True:
             last = total + per_call >= budget
-            status, scored, reply = self._lexical(args=[
+            status, scored, reply = self._lexical(keys=declared, args=[
                 keys.kb_prefix(tenant), k, per_call, K1, B, DELTA, "1" if last else "0", state,
                 *terms_args])
             total += int(scored)
@@ -303,4 +313,5 @@ class Retriever:
         args: list[Any] = [keys.kb_prefix(tenant)]
         for cid, score in found:
             args += [int(cid), repr(float(score))]
-        return _answers(self._dense(args=args))[:k]
+        return _answers(self._dense(keys=[keys.kb_live(tenant), keys.kb_texts(tenant)],
+                                    args=args))[:k]
