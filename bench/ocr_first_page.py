@@ -51,7 +51,7 @@ def measure() -> dict[str, Any]:
     import_parsers()
     config = Settings.from_mapping({})
     rss_before, started = _rss_mib(), time.perf_counter()
-    warmup.warm_up_or_warn(logging.getLogger("bench"))
+    warmup.warm_up_or_warn(logging.getLogger("bench"), config)
     warm_s, rss_after = time.perf_counter() - started, _rss_mib()
     data = scan_pdf(1 + LATER_PAGES)
     documents = []

@@ -6,10 +6,12 @@ nothing is downloaded at run time and no system package (Tesseract and its langu
 needed. Its recognition model reads Chinese and English (Latin letters, digits, punctuation) in
 one pass, so every language of `LANGUAGES` is read on every page; there is nothing to choose.
 
-Why one thread and built lazily: a worker is given one core, and onnxruntime would otherwise
-start a thread per core in each worker; building the engine (imports and three models) takes
-most of a second and a few hundred MiB of address space, paid once per process that OCRs and
-never by one that does not (the web, a worker reading text files). Pure: no rq, no redis.
+Why one thread, and built once per worker: a worker is given one core, and onnxruntime would
+otherwise start a thread per core in each worker; building the engine (imports and three
+models) takes most of a second and ~100 MiB of memory (a few hundred MiB of address space). A
+worker with OCR on builds it before its first job (`load`, from jobs.worker.warmup) and every
+document's fork inherits it; a process that never OCRs never builds it (the web, a worker with
+INTAKE_OCR=off), and any other builds it on first use (`engine`). Pure: no rq, no redis.
 """
 from __future__ import annotations
 
@@ -110,15 +112,35 @@ def _lines(found: list[Any]) -> str:
     return "\n".join(line for line in joined if line.strip())
 
 
+def load() -> None:
+    """Build the engine in this process, to be inherited by its forks: a worker does this before
+    its first job (jobs.worker.warmup), so that neither its work-horses nor their parse children
+    build one (docs/architecture.md, "OCR"). Never called by a process that does not OCR."""
+    _engine()
+
+
 def engine() -> Any:
-    """The process's RapidOCR engine, built on its first use in this process (a fork builds its
-    own: the libraries' threads and locks do not survive a fork), on one thread."""
-    return _engine(os.getpid())
+    """The engine, ready to read in this process: the one `load` built in a parent before the
+    fork (shared, copy-on-write), else one built here on first use; on one thread.
+
+    Safe across a fork: on one thread (intra- and inter-op) a session runs on its caller's
+    thread and has no pool of its own, so the fork loses no thread a session needs (importing
+    OpenCV and onnxruntime starts one idle thread each, which a run never waits for); a fork
+    reads as its parent would (tests/unit/text/test_ocr.py). The parse's child counts the
+    inherited mappings in its address-space bound (jobs.text.sandbox: what the process maps
+    when it starts, plus INTAKE_PARSE_MEMORY_MB), so a document has the same room as before."""
+    _start_reading(os.getpid())
+    return _engine()
 
 
 @functools.lru_cache(maxsize=1)
-def _engine(pid: int) -> Any:
+def _start_reading(pid: int) -> None:
+    """Once per process that reads: take the address space kept for OCR."""
     _take_reserved_address_space()
+
+
+@functools.lru_cache(maxsize=1)
+def _engine() -> Any:
     import cv2
     from rapidocr_onnxruntime import RapidOCR
 
