@@ -15,6 +15,7 @@ INTAKE_OCR=off), and any other builds it on first use (`engine`). Pure: no rq, n
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import re
@@ -38,6 +39,9 @@ MAX_UPSCALE = 2.0
 #: A page whose grey levels span less than this is blank: no text, and no engine run.
 BLANK_RANGE = 8
 _PAGE_DETAIL = re.compile(r"OCR page (\d+) of (\d+)")
+#: glibc's mallopt options (malloc.h) and the size below which freed memory is kept (1 GiB):
+#: `_keep_freed_memory`.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _KEEP_BYTES = -1, -3, 1 << 30
 
 
 def check_page_count(count: int, max_pages: int, what: str) -> None:
@@ -135,8 +139,10 @@ def engine() -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _start_reading(pid: int) -> None:
-    """Once per process that reads: take the address space kept for OCR."""
+    """Once per process that reads: take the address space kept for OCR, and keep the memory
+    the engine frees for its next allocations (`_keep_freed_memory`)."""
     _take_reserved_address_space()
+    _keep_freed_memory()
 
 
 @functools.lru_cache(maxsize=1)
@@ -146,6 +152,27 @@ def _engine() -> Any:
 
     cv2.setNumThreads(1)
     return RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+
+
+def _keep_freed_memory() -> None:
+    """Have glibc's malloc keep freed memory for reuse instead of handing it back to the system.
+
+    Why: onnxruntime (in RapidOCR's sessions, without its arena) allocates a page's tensors,
+    tens of MiB each, anew at every run; glibc serves a block that large with a fresh mmap and
+    unmaps it when freed (and trims the heap's top), so each run faults in its memory again,
+    and the first run of a process, before glibc's adaptive thresholds have grown, most of all:
+    the first page of a scan cost ~2 s more than a later one even with the engine built
+    beforehand (docs/benchmarks.md, "Documents: the parse step, the warm-up and OCR"). Kept
+    instead, the memory of one page serves the next. Only in a process about to read (a
+    parse's child, which exits after its document), never in a worker's parent; the address
+    space stays bounded (jobs.text.sandbox): a refused allocation is a MemoryError either
+    way. A no-op without glibc."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    for option in (_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD):
+        mallopt(option, _KEEP_BYTES)
 
 
 def _take_reserved_address_space() -> None:
