@@ -130,9 +130,9 @@ def engine() -> Any:
     Safe across a fork: on one thread (intra- and inter-op) a session runs on its caller's
     thread and has no pool of its own, so the fork loses no thread a session needs (importing
     OpenCV and onnxruntime starts one idle thread each, which a run never waits for); a fork
-    reads as its parent would (tests/unit/text/test_ocr.py). The parse's child counts the
-    inherited mappings in its address-space bound (jobs.text.sandbox: what the process maps
-    when it starts, plus INTAKE_PARSE_MEMORY_MB), so a document has the same room as before."""
+    reads as its parent would (tests/unit/text/test_ocr_inherited.py). The parse's child
+    counts the inherited mappings in its address-space bound (jobs.text.sandbox: what the
+    process maps when it starts, plus INTAKE_PARSE_MEMORY_MB): a document has the same room."""
     _start_reading(os.getpid())
     return _engine()
 
