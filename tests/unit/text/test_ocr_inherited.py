@@ -3,18 +3,22 @@
 A worker builds the engine once (jobs.text.ocr.load, from its warm-up) and every document's
 parse child, a fork, reads with that one: these count the engine's constructions, in whichever
 process makes them, around real parses of real images by the real engine; and they check that
-the inherited engine leaves the child's memory bound as tight as it was.
+the inherited engine leaves the child's memory bound as tight as it was. And only a worker with
+OCR on loads it: not the web, not a worker with INTAKE_OCR=off (real processes, their modules).
 """
 from __future__ import annotations
 
 import functools
 import os
+import subprocess
+import sys
 
 import pytest
 
 from jobs.core.failures import PermanentError
 from jobs.text import ocr, sandbox
 from jobs.text.parsers import ParseOptions
+from tests.integration.processes import REPO_ROOT
 from tests.samples import make_text_image
 
 BOUNDS = {"seconds": 120, "memory_bytes": 1024 * sandbox.MIB}  # the default memory bound
@@ -85,3 +89,31 @@ def test_a_page_past_the_bound_and_ocr_s_room_fails_as_too_large(builds, monkeyp
 
 def ocr_room() -> int:
     return sandbox.OCR_ADDRESS_SPACE // sandbox.MIB
+
+
+_LOADED = """
+import logging, sys
+import fakeredis
+{build}
+print(sorted(name for name in ("cv2", "onnxruntime", "rapidocr_onnxruntime") if name in sys.modules))
+"""
+_WEB = "import webapp\nwebapp.create_app()"
+_WORKER = """
+from jobs.worker.workers import IntakeWorker
+from jobs.worker.warmup import warm_up_or_warn
+worker = IntakeWorker(["intake"], connection=fakeredis.FakeRedis())
+warm_up_or_warn(logging.getLogger("test"), worker.parts.settings)  # what work() runs first
+"""
+
+
+@pytest.mark.parametrize("who, ocr_setting, loaded", [
+    ("web", "auto", []),
+    ("worker", "off", []),
+    ("worker", "auto", ["cv2", "onnxruntime", "rapidocr_onnxruntime"]),
+])
+def test_only_a_worker_with_ocr_on_loads_the_engine(who, ocr_setting, loaded):
+    script = _LOADED.format(build=_WEB if who == "web" else _WORKER)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "INTAKE_OCR": ocr_setting})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == repr(loaded)
