@@ -15,11 +15,11 @@ reported too (for (a), this process's and the reaped child's: `RUSAGE_CHILDREN`)
 
 OCR: a scan (page images only, 200 dpi, letter size) of OCR_PAGES pages of English lines, each
 page with two lines of Chinese (the unit tests' tests/fixtures/chinese.png, pasted: no CJK font
-needed), plus one first page of the same kind, through the same `_parse`. The OCR engine is
-built in the parse's child (jobs.text.ocr.engine: its threads do not survive a fork), on the first
-page of every document, so the first page is the warm-up: ocr_pages_per_s counts the pages
-after it, from the progress line "OCR page 2 of n" reaching the parent to `_parse` returning;
-the whole document's pages/s (engine build included) is reported beside it.
+needed), plus one first page of the same kind, through the same `_parse`. This process has not
+loaded the OCR engine (a worker has: bench.ocr_first_page), so it is built in the parse's child
+(jobs.text.ocr.engine), on the first page, and the first page is the warm-up: ocr_pages_per_s
+counts the pages after it, from the progress line "OCR page 2 of n" reaching the parent to
+`_parse` returning; the whole document's pages/s (engine build included) is reported beside it.
 """
 from __future__ import annotations
 

@@ -6,13 +6,16 @@ nothing is downloaded at run time and no system package (Tesseract and its langu
 needed. Its recognition model reads Chinese and English (Latin letters, digits, punctuation) in
 one pass, so every language of `LANGUAGES` is read on every page; there is nothing to choose.
 
-Why one thread and built lazily: a worker is given one core, and onnxruntime would otherwise
-start a thread per core in each worker; building the engine (imports and three models) takes
-most of a second and a few hundred MiB of address space, paid once per process that OCRs and
-never by one that does not (the web, a worker reading text files). Pure: no rq, no redis.
+Why one thread, and built once per worker: a worker is given one core, and onnxruntime would
+otherwise start a thread per core in each worker; building the engine (imports and three
+models) takes most of a second and ~100 MiB of memory (a few hundred MiB of address space). A
+worker with OCR on builds it before its first job (`load`, from jobs.worker.warmup) and every
+document's fork inherits it; a process that never OCRs never builds it (the web, a worker with
+INTAKE_OCR=off), and any other builds it on first use (`engine`). Pure: no rq, no redis.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import re
@@ -36,6 +39,9 @@ MAX_UPSCALE = 2.0
 #: A page whose grey levels span less than this is blank: no text, and no engine run.
 BLANK_RANGE = 8
 _PAGE_DETAIL = re.compile(r"OCR page (\d+) of (\d+)")
+#: glibc's mallopt options (malloc.h) and the size below which freed memory is kept (1 GiB):
+#: `_keep_freed_memory`.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _KEEP_BYTES = -1, -3, 1 << 30
 
 
 def check_page_count(count: int, max_pages: int, what: str) -> None:
@@ -112,21 +118,64 @@ def _lines(found: list[Any]) -> str:
     return "\n".join(line for line in joined if line.strip())
 
 
+def load() -> None:
+    """Build the engine in this process, to be inherited by its forks: a worker does this before
+    its first job (jobs.worker.warmup), so that neither its work-horses nor their parse children
+    build one (docs/architecture.md, "OCR"). Never called by a process that does not OCR."""
+    _engine()
+
+
 def engine() -> Any:
-    """The process's RapidOCR engine, built on its first use in this process (a fork builds its
-    own: the libraries' threads and locks do not survive a fork), on one thread."""
-    return _engine(os.getpid())
+    """The engine, ready to read in this process: the one `load` built in a parent before the
+    fork (shared, copy-on-write), else one built here on first use; on one thread.
+
+    Safe across a fork: on one thread (intra- and inter-op) a session runs on its caller's
+    thread and has no pool of its own, so the fork loses no thread a session needs (importing
+    OpenCV and onnxruntime starts one idle thread each, which a run never waits for); a fork
+    reads as its parent would (tests/unit/text/test_ocr_inherited.py). The parse's child
+    counts the inherited mappings in its address-space bound (jobs.text.sandbox: what the
+    process maps when it starts, plus INTAKE_PARSE_MEMORY_MB): a document has the same room."""
+    _start_reading(os.getpid())
+    return _engine()
 
 
 @functools.lru_cache(maxsize=1)
-def _engine(pid: int) -> Any:
+def _start_reading(pid: int) -> None:
+    """Once per process that reads: take the address space kept for OCR, and keep the memory
+    the engine frees for its next allocations (`_keep_freed_memory`)."""
     _take_reserved_address_space()
+    _keep_freed_memory()
+
+
+@functools.lru_cache(maxsize=1)
+def _engine() -> Any:
     import cv2
 
     from jobs.text.ocr_engine import Engine
 
     cv2.setNumThreads(1)
     return Engine()
+
+
+def _keep_freed_memory() -> None:
+    """Have glibc's malloc keep freed memory for reuse instead of handing it back to the system.
+
+    Why: onnxruntime (in RapidOCR's sessions, without its arena) allocates a page's tensors,
+    tens of MiB each, anew at every run; glibc serves a block that large with a fresh mmap and
+    unmaps it when freed (and trims the heap's top), so each run faults in its memory again,
+    and the first run of a process, before glibc's adaptive thresholds have grown, most of all:
+    the first page of a scan cost ~2 s more than a later one even with the engine built
+    beforehand (docs/benchmarks.md, "Documents: the parse step, the warm-up and OCR"). Kept
+    instead, the memory of one page serves the next. Only in a process about to read (a
+    parse's child, which exits after its document), never in a worker's parent; the address
+    space stays bounded (jobs.text.sandbox): a refused allocation is a MemoryError either
+    way. A no-op without glibc."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    for option in (_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD):
+        mallopt(option, _KEEP_BYTES)
 
 
 def _take_reserved_address_space() -> None:

@@ -9,12 +9,20 @@ done once in the parent, every fork inherits it (docs/benchmarks.md has what it 
 The steps that cost a first call run here without Redis: parsing (every parser's library
 imported; the text read in this process, as the sandbox's child would), chunking, the local
 embedder (never a configured service: a worker's start calls nothing) and the postings the
-index step writes. A warm-up that fails is reported and otherwise ignored: the worker starts
-either way.
+index step writes. With OCR on, the OCR engine is built too (jobs.text.ocr.load), so that every
+document's fork reads with it instead of building its own (docs/architecture.md, "OCR"); with
+INTAKE_OCR=off it is never built. A warm-up that fails is reported and otherwise ignored: the
+worker starts either way (a parse's child then builds the engine it needs).
 """
 from __future__ import annotations
 
 import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs.core.settings import Settings
 
 WARM_UP_DOCUMENTS = 3
 _TEXT = b"A few words to warm the pipeline up. They are parsed, chunked, embedded and indexed.\n"
@@ -37,13 +45,41 @@ def warm_up() -> int:
     return done
 
 
-def warm_up_or_warn(log: logging.Logger) -> None:
-    """`warm_up`, never failing the caller: a worker without it is only slower."""
+def load_ocr(settings: "Settings") -> bool:
+    """Build the OCR engine in this process when `settings` turn OCR on; whether it did."""
+    if settings.ocr == "off":
+        return False
+    from jobs.text import ocr
+    ocr.load()
+    return True
+
+
+def warm_up_or_warn(log: logging.Logger, settings: "Settings") -> None:
+    """`warm_up` and `load_ocr`, never failing the caller: a worker without them is only slower."""
     try:
         done = warm_up()
     except Exception:
         log.warning("pipeline warm-up failed; jobs will start cold", exc_info=True)
+    else:
+        if done != WARM_UP_DOCUMENTS:
+            log.warning("pipeline warm-up: %d of %d documents succeeded", done,
+                        WARM_UP_DOCUMENTS)
+    started, resident = time.monotonic(), _resident_bytes()
+    try:
+        loaded = load_ocr(settings)
+    except Exception:
+        log.warning("OCR engine not loaded; each scan's parse will build its own",
+                    exc_info=True)
         return
-    if done != WARM_UP_DOCUMENTS:
-        log.warning("pipeline warm-up: %d of %d documents succeeded", done, WARM_UP_DOCUMENTS)
+    if loaded:
+        log.info("OCR engine loaded in %.2f s (%+.0f MiB resident)", time.monotonic() - started,
+                 (_resident_bytes() - resident) / 2**20)
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
 

@@ -46,10 +46,11 @@ class IntakeWorker(Worker):
     (jobs.worker.warmup) before its first job, so that every fork starts warm instead of importing
     numpy and the parsers' libraries anew (~0.25 s per document, docs/benchmarks.md,
     "Documents: the parse step, the warm-up and OCR"); the parsers are imported here too, so a
-    failed warm-up costs no speed. Only RQ's public hooks are used: the constructor's
-    work_horse_killed_handler, `work` (which also stops a work-horse left running when RQ quits
-    on a failed write: a worker cut off), and `reorder_queues` (the dequeue order: RQ's
-    --dequeue-strategy gives way to the fair one).
+    failed warm-up costs no speed. With OCR on, the warm-up builds the OCR engine too, before
+    the maintenance thread starts, so that no document's fork builds its own. Only RQ's public
+    hooks are used: the constructor's work_horse_killed_handler, `work` (which also stops a
+    work-horse left running when RQ quits on a failed write: a worker cut off), and
+    `reorder_queues` (the dequeue order: RQ's --dequeue-strategy gives way to the fair one).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -79,7 +80,7 @@ class IntakeWorker(Worker):
         options = call.arguments
         self.tenant_queues.scheduling = options["with_scheduler"] and not options["burst"]
         self.reorder_queues(None)  # every registered tenant's queues, in the fair order
-        warm_up_or_warn(self.log)
+        warm_up_or_warn(self.log, self.parts.settings)
         maintenance = Maintenance(self.connection, self.parts.settings, self.log,
                                   on_tick=self.tenant_queues.tick).start()
         try:
