@@ -99,12 +99,16 @@ class AttemptFence:
         self.confirmed = 0.0
 
     def start(self, job_id: str, *, settings: Settings,
-              prefetch: Callable[[Pipeline], None] | None = None) -> dict[str, str]:
+              prefetch: Callable[[Pipeline], None] | None = None,
+              tenant: str | None = None) -> dict[str, str]:
         """Take the task for this attempt; returns its record as it then is. The reads that
         `prefetch` queues travel in the same round trip, their replies into `prefetched` (the
         attempt's checkpoint and upload: a tiny document's attempt is a few round trips in
-        all). What follows the move to `running` (states.changed) is sent next, as for every
-        other status change.
+        all). What follows the move to `running` (states.changed) is queued behind the move
+        in that round trip too when the caller knows the task's `tenant` (its job's queue
+        says it); else, or when the record names another tenant, it is sent next. What follows
+        `running` is only its announcement (it starts no webhook event and leaves the active
+        sets as they are), so a start refused after it was queued costs a page one re-read.
 
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
@@ -115,10 +119,13 @@ class AttemptFence:
         pipe.eval(_START, 1, self.key, self.task_id, job_id, task_record.TENANT,
                   task_record.STATUS, task_record.JOB_ID, task_record.ATTEMPTS,
                   len(move.sources), *move.sources, *task_record.as_argv(started))
+        if tenant is not None:
+            states.changed(pipe, tenant, self.task_id, move.target, settings=settings)
+        followed = len(pipe)
         if prefetch is not None:
             prefetch(pipe)
         replies = pipe.execute()
-        self.prefetched = replies[1:]
+        self.prefetched = replies[followed:]
         reply = [v.decode() for v in replies[0]]
         outcome, value = reply[0], reply[1]
         if outcome == "refused":
@@ -128,10 +135,11 @@ class AttemptFence:
         self.attempt = int(value)
         self.confirmed = time.monotonic()
         taken = dict(zip(reply[2::2], reply[3::2]))
-        after = self.connection.pipeline()
-        states.changed(after, taken[task_record.TENANT], self.task_id, move.target,
-                       settings=settings)
-        after.execute()
+        if taken[task_record.TENANT] != tenant:
+            after = self.connection.pipeline()
+            states.changed(after, taken[task_record.TENANT], self.task_id, move.target,
+                           settings=settings)
+            after.execute()
         return taken
 
     def write(self, fields: dict[str, Any], ttl_seconds: int,

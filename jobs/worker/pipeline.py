@@ -25,7 +25,7 @@ from redis import Redis
 from redis.client import Pipeline
 from rq import get_current_job
 
-from jobs.core import keys, logs, metrics
+from jobs.core import keys, logs, metrics, queues
 from jobs.core.clock import iso_in, now_iso
 from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError
 from jobs.core.settings import MIB, Settings
@@ -97,7 +97,8 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
     fence = AttemptFence(job.connection, task_id)
     try:
         record = fence.start(job.id, settings=parts_.settings,
-                             prefetch=lambda pipe: _prefetch(pipe, task_id))
+                             prefetch=lambda pipe: _prefetch(pipe, task_id),
+                             tenant=_tenant_of(job))
     except (Refused, Superseded) as exc:  # canceled, replaced, deleted: nothing to do or tell
         job.retries_left = 0
         logs.event("attempt_skipped", {"id": task_id}, reason=str(exc))
@@ -122,6 +123,12 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
             return _superseded(attempt, lost)
         # What RQ keeps (exc_info) is rendered as raw HTML by rq-dashboard: escaped words only.
         raise AttemptFailed(dashboard_text(f"{error.code}: {error.message}")) from None
+
+
+def _tenant_of(job: Any) -> str | None:
+    """The tenant whose queue the job came from (jobs.core.queues), None for another queue."""
+    parsed = queues.parse(getattr(job, "origin", None) or "")
+    return parsed[0] if parsed else None
 
 
 def _prefetch(pipe: Pipeline, task_id: str) -> None:
