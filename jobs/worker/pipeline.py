@@ -54,6 +54,11 @@ PARSE_SHARE_OF_JOB = 0.8
 #: would wait longer fails with its reason (and resumes from its checkpoints) instead of being
 #: killed by RQ's timeout.
 BUDGET_WAIT_SHARE_OF_JOB = 0.9
+#: A parse and chunking quicker than this is not checkpointed in a round trip of its own: its
+#: checkpoint travels with the next write of the attempt (the first embedding batch's, or the
+#: failure's), so a tiny document's attempt is one round trip shorter. Only a worker lost in
+#: between loses it, and its retry then redoes less than this much work.
+QUICK_STEP_SECONDS = 0.5
 
 
 class Attempt:
@@ -81,6 +86,17 @@ class Attempt:
             stored=fence.prefetched[0])
         #: The upload's first bytes, read with the start: all of a small one (blobs.load).
         self.upload_head: bytes = fence.prefetched[1]
+        #: A checkpoint not sent yet (QUICK_STEP_SECONDS): queued on the attempt's next write.
+        self.unsent: Callable[[Pipeline], None] | None = None
+
+    def queue_unsent(self, pipe: Pipeline, *, keep: bool = False) -> None:
+        """Queue the checkpoint not sent yet, if any, on `pipe` (which the caller sends);
+        `keep` it for a MULTI that may be built again (AttemptFence.commit)."""
+        unsent = self.unsent
+        if not keep:
+            self.unsent = None
+        if unsent is not None:
+            unsent(pipe)
 
 
 def ingest_document(task_id: str) -> dict[str, Any]:
@@ -204,6 +220,7 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
     if saved is not None:
         return saved
     reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
+    began = time.monotonic()
     reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
     data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0),
                       head=attempt.upload_head)
@@ -216,9 +233,11 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
         raise PermanentError("This document contains no text.", code="no_text", step="chunking")
     reporter.end_step("chunking")
     summary = checkpoints.summary(parsed)
-    pipe = attempt.connection.pipeline()
-    attempt.checkpoints.save_chunks(summary, chunks, pipe=pipe)
-    attempt.fence.check(pipe)          # one round trip for the checkpoint and the check
+    attempt.unsent = lambda pipe: attempt.checkpoints.save_chunks(summary, chunks, pipe=pipe)
+    if time.monotonic() - began >= QUICK_STEP_SECONDS:
+        pipe = attempt.connection.pipeline()
+        attempt.queue_unsent(pipe)
+        attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
     return summary, chunks
 
 
@@ -258,6 +277,7 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
         if block is None:
             block = embedder.embed(batch, gate=gate) if gate else embedder.embed(batch)
             attempt.checkpoints.save_embedding(start, block, pipe=pipe)
+        attempt.queue_unsent(pipe)  # a failed embed leaves it to the failure's write
         blocks.append(block)
         done = min(start + embedder.batch_size, total)
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
@@ -364,6 +384,7 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
                                     delay)
 
         def retry_later(pipe: Pipeline) -> None:
+            attempt.queue_unsent(pipe, keep=True)
             states.changed(pipe, tenant, task_id, states.WAIT_FOR_RETRY.target,
                            settings=attempt.settings)
             metrics.count(pipe, "retries_total")
@@ -376,6 +397,7 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     def dead_letter(pipe: Pipeline) -> None:
         states.changed(pipe, tenant, task_id, states.FAIL.target, settings=attempt.settings)
         if error.retryable:
+            attempt.queue_unsent(pipe, keep=True)
             blobs.keep_for_retry(pipe, task_id, attempt.settings.upload_retention_seconds)
         else:
             blobs.release(pipe, tenant, task_id)

@@ -94,6 +94,16 @@ def test_retry_after_a_configuration_error_resumes_from_the_checkpoint(
     assert client.get("/api/failed").get_json()["tasks"] == []
 
 
+def test_a_transient_failure_after_a_quick_parse_keeps_the_parse_for_the_retry(
+        client, run_jobs, redis):
+    # A quick parse's checkpoint is not sent on its own: it must travel with the failure.
+    task_id = _one(client, ("a.txt", TEXT))
+    run_jobs(_FailingEmbedder(TransientError("down", code="embedding_unavailable")))
+    task = _task(client, task_id)
+    assert task["status"] == "retrying" and task["error"]["type"] == "embedding_unavailable"
+    assert redis.hexists(keys.checkpoint(task_id), "chunks")
+
+
 def test_cancel_all_of_a_batch(client):
     body = upload(client, ("a.txt", TEXT), ("b.txt", b"other words")).get_json()
     assert client.post(f"{body['url']}/cancel").get_json() == {"canceled": 2}
