@@ -77,26 +77,28 @@ def accept(files: list[FileStorage], document_ids: list[str], settings: Settings
         given = document_ids[position] if position < len(document_ids) else ""
         document_id = clean_path(given) or path
         measured = measure_upload(storage.stream, settings.max_file_bytes, SNIFF_BYTES)
-        problem = _problem(filename, measured.size, measured.head, settings)
+        kind = detect_kind(filename, measured.head)
+        problem = _problem(filename, measured.size, measured.head, kind, settings)
         if problem is not None:
             result.rejected.append({"filename": filename, "code": problem[0],
                                     "message": problem[1]})
             continue
-        kind = detect_kind(filename, measured.head)
-        assert kind is not None  # _problem said it is acceptable
+        assert kind is not None  # _problem refuses what detect_kind did not recognise
         result.uploads.append(Upload(filename=filename, document_id=document_id, kind=kind,
                                      size=measured.size, sha256=measured.sha256,
                                      data=measured.data, source=storage.stream))
     return result
 
 
-def _problem(filename: str, size: int, head: bytes, settings: Settings) -> tuple[str, str] | None:
-    """(code, message) of why a file is refused, or None when it is acceptable."""
+def _problem(filename: str, size: int, head: bytes, kind: str | None,
+             settings: Settings) -> tuple[str, str] | None:
+    """(code, message) of why a file is refused, or None when it is acceptable; `kind` is what
+    detect_kind made of it (None: an unsupported type, said only after size and emptiness)."""
     if size > settings.max_file_bytes:
         limit = settings.max_file_bytes / MIB
         return "file_too_large", f"“{filename}” is larger than the {limit:g} MiB limit per file."
     if not size:
         return "empty_file", f"“{filename}” is empty."
-    if detect_kind(filename, head) is None:
+    if kind is None:
         return rejection_reason(filename, head)
     return None
