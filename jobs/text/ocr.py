@@ -39,9 +39,9 @@ MAX_UPSCALE = 2.0
 #: A page whose grey levels span less than this is blank: no text, and no engine run.
 BLANK_RANGE = 8
 _PAGE_DETAIL = re.compile(r"OCR page (\d+) of (\d+)")
-#: glibc's mallopt options (malloc.h) and the size below which freed memory is kept (1 GiB):
-#: `_keep_freed_memory`.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _KEEP_BYTES = -1, -3, 1 << 30
+#: glibc's mallopt options (malloc.h), the size below which freed memory is kept (1 GiB) and
+#: the size from which a block is mapped on its own (64 MiB): `_keep_freed_memory`.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _KEEP_BYTES, _MMAP_BYTES = -1, -3, 1 << 30, 64 << 20
 
 
 def check_page_count(count: int, max_pages: int, what: str) -> None:
@@ -166,7 +166,12 @@ def _keep_freed_memory() -> None:
     and the first run of a process, before glibc's adaptive thresholds have grown, most of all:
     the first page of a scan cost ~2 s more than a later one even with the engine built
     beforehand (docs/benchmarks.md, "Documents: the parse step, the warm-up and OCR"). Kept
-    instead, the memory of one page serves the next. Only in a process about to read (a
+    instead, the memory of one page serves the next. Blocks of 64 MiB and more (a few of the
+    detection model's feature maps) are still mapped on their own: kept in the heap too, they
+    no longer fit the holes the next page leaves, and a letter-size scan at 200 dpi grew by
+    ~300 MiB a page until its eighth page broke the memory bound (tests/unit/text/test_ocr.py;
+    with them mapped, a reader stays at ~1.2 GiB however many pages it reads, and the first
+    page still costs 1.4× a later one, not 1.6×). Only in a process about to read (a
     parse's child, which exits after its document), never in a worker's parent; the address
     space stays bounded (jobs.text.sandbox): a refused allocation is a MemoryError either
     way. A no-op without glibc."""
@@ -174,8 +179,8 @@ def _keep_freed_memory() -> None:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return
-    for option in (_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD):
-        mallopt(option, _KEEP_BYTES)
+    mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES)
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)
 
 
 def _take_reserved_address_space() -> None:
