@@ -69,7 +69,8 @@ def encode(parsed: ParsedDocument, max_chars: int) -> bytes:
         entries.append([indexes.setdefault(key, len(indexes)), int(block.boundary),
                         len(block.text)])
     meta = json.dumps({"locations": [json.loads(key) for key in indexes], "blocks": entries,
-                       "warnings": [str(w)[:MESSAGE_MAX_CHARS] for w in parsed.warnings]},
+                       "warnings": [str(w)[:MESSAGE_MAX_CHARS] for w in parsed.warnings],
+                       "pending": [int(page) for page in parsed.ocr_pending]},
                       ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
     if len(meta) > meta_limit(max_chars):
         raise PermanentError(f"This document is cut into {len(entries):,} parts (pages, sheets, "
@@ -116,7 +117,8 @@ def decode(payload: bytes | bytearray, max_chars: int) -> ParsedDocument:
         text = str(view[meta_end:], "utf-8", "surrogatepass")
         parsed = ParsedDocument(_blocks(meta, text), pages=_count(header["pages"]),
                                 ocr_pages=_count(header["ocr_pages"]),
-                                warnings=[str(w) for w in meta["warnings"]])
+                                warnings=[str(w) for w in meta["warnings"]],
+                                ocr_pending=[_count(page) for page in meta.get("pending", [])])
     except (ValueError, KeyError, TypeError, IndexError) as exc:  # UnicodeDecodeError, JSON too
         raise Garbled(str(exc)) from None
     if parsed.characters > max_chars:

@@ -17,7 +17,7 @@ from jobs.text.filetypes import SUPPORTED_KINDS
 from jobs.text.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
                                         text_allowance)
 
-__all__ = ["Block", "ParseOptions", "ParsedDocument", "parse_document"]
+__all__ = ["Block", "ParseOptions", "ParsedDocument", "parse_document", "with_pages_read"]
 
 Parser = Callable[[bytes, ParseOptions], ParsedDocument]
 _NO_TEXT = "This document contains no text."
@@ -53,11 +53,31 @@ def parse_document(data: bytes, kind: str, options: ParseOptions | None = None) 
         raise PermanentError(
             f"“{kind}” is not a supported document type ({', '.join(SUPPORTED_KINDS)}).",
             code="unsupported_type")
-    parsed = parser(data, options or ParseOptions())
+    options = options or ParseOptions()
+    parsed = _stripped(parser(data, options))
+    if options.ocr_only or parsed.ocr_pending:  # a part of a reading: the whole is judged later
+        return parsed
+    return _judged(parsed, len(data))
+
+
+def with_pages_read(data: bytes, plan: ParsedDocument, read: dict[int, str],
+                    options: ParseOptions) -> ParsedDocument:
+    """A PDF read in page ranges, whole: its text layers (`plan`, which names the pages left to
+    OCR) and what OCR read on those pages (`read`, by page), judged as `parse_document` judges
+    a reading in one piece (PermanentError no_text or too_large)."""
+    from jobs.text.parsers import pdf
+    return _judged(_stripped(pdf.with_pages_read(data, plan, read, options)), len(data))
+
+
+def _stripped(parsed: ParsedDocument) -> ParsedDocument:
     parsed.blocks = [Block(b.text.strip(), b.location, b.boundary) for b in parsed.blocks
                      if b.text.strip()]
+    return parsed
+
+
+def _judged(parsed: ParsedDocument, file_bytes: int) -> ParsedDocument:
     if not parsed.blocks:
         raise PermanentError(_NO_TEXT, code="no_text")
-    if parsed.characters > text_allowance(len(data)):
-        raise out_of_proportion(len(data), parsed.characters)
+    if parsed.characters > text_allowance(file_bytes):
+        raise out_of_proportion(file_bytes, parsed.characters)
     return parsed

@@ -41,6 +41,9 @@ class ParsedDocument:
     pages: int = 1
     ocr_pages: int = 0
     warnings: list[str] = field(default_factory=list)
+    #: The pages (1-based) still to read by OCR, when the reading was asked to leave them to
+    #: page ranges (`ParseOptions.ocr_split_at`): then `blocks` are the text layers alone.
+    ocr_pending: list[int] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -58,13 +61,21 @@ class ParsedDocument:
 @dataclass(frozen=True)
 class ParseOptions:
     """How to read: OCR (`ocr` "auto" or "off", its languages, the most pages it reads, the
-    seconds one page may take), and whom to tell of progress (`progress("OCR page 3 of 9")`)."""
+    seconds one page may take), and whom to tell of progress (`progress("OCR page 3 of 9")`).
+
+    Page ranges (a scan read by many workers at once): with `ocr_split_at` > 0, a PDF with at
+    least that many pages to read by OCR is read up to its text layers only and names the pages
+    left (`ParsedDocument.ocr_pending`); with `ocr_only`, only those pages of a PDF are read,
+    by OCR, each page's text a block located at its page. `parsers.with_pages_read` puts the
+    two together as one reading would have."""
 
     ocr: str = "auto"
     ocr_languages: tuple[str, ...] = ("en", "zh")
     ocr_max_pages: int = 200
     ocr_page_seconds: float = 60.0
     progress: Callable[[str], None] | None = None
+    ocr_split_at: int = 0
+    ocr_only: tuple[int, ...] = ()
 
     def tell(self, detail: str) -> None:
         if self.progress is not None:

@@ -39,6 +39,8 @@ _CORRUPT = "This PDF is damaged or truncated and cannot be read."
 def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
     document = _open(data)
     try:
+        if options.ocr_only:
+            return _read_range(document, options)
         texts = [_page_text(document, index) for index in range(len(document))]
         unread = [n for n, text in enumerate(texts, start=1) if not text]
         short = [n for n, text in enumerate(texts, start=1)
@@ -46,19 +48,57 @@ def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
         # Short pages take what the OCR page limit leaves: past it they keep their text layer.
         room = max(options.ocr_max_pages - len(unread), 0)
         short, unreached = short[:room], short[room:]
-        ocr_texts = (_ocr(document, unread, short, options) if options.ocr == "auto" else {})
+        unreached_warning = _unreached_warning(unreached if options.ocr == "auto" else [], options)
+        if options.ocr == "auto":
+            ocr.check_page_count(len(unread), options.ocr_max_pages,
+                                 f"This scan has {len(unread):,} pages without text")
+        pending = sorted(unread + short) if options.ocr == "auto" else []
+        if 0 < options.ocr_split_at <= len(pending):
+            return ParsedDocument(_blocks(texts), pages=len(texts), ocr_pending=pending,
+                                  warnings=unreached_warning)
+        ocr_texts = _ocr(document, pending, options)
     except pdfium.PdfiumError:
         raise PermanentError(_CORRUPT, code="corrupt") from None
     finally:
         document.close()
+    return _assembled(data, texts, unread, ocr_texts, options, unreached_warning)
+
+
+def with_pages_read(data: bytes, plan: ParsedDocument, read: dict[int, str],
+                    options: ParseOptions) -> ParsedDocument:
+    """The document `parse_pdf` would have given, from its text layers (`plan`, read with
+    `ocr_split_at`) and the OCR text of its pending pages (`read`, by page, from `ocr_only`
+    readings of its ranges)."""
+    layers = {int(block.location["page"]): block.text for block in plan.blocks}
+    texts = [layers.get(n, "") for n in range(1, plan.pages + 1)]
+    unread = [n for n in plan.ocr_pending if not layers.get(n)]
+    ocr_texts = {n: read.get(n, "") for n in plan.ocr_pending}
+    return _assembled(data, texts, unread, ocr_texts, options, list(plan.warnings))
+
+
+def _assembled(data: bytes, texts: list[str], unread: list[int], ocr_texts: dict[int, str],
+               options: ParseOptions, warnings: list[str]) -> ParsedDocument:
     texts = [_with_ocr(text, ocr_texts.get(n, "")) for n, text in enumerate(texts, start=1)]
-    blocks = [Block(text, {"page": n}) for n, text in enumerate(texts, start=1) if text]
+    blocks = _blocks(texts)
     if not blocks:
         raise _nothing_read(data, len(texts), len(ocr_texts))
     return ParsedDocument(blocks, pages=len(texts), ocr_pages=len(ocr_texts),
-                          warnings=_warnings(unread, ocr_texts, options)
-                          + _unreached_warning(unreached if options.ocr == "auto" else [],
-                                               options))
+                          warnings=_warnings(unread, ocr_texts, options) + warnings)
+
+
+def _blocks(texts: list[str]) -> list[Block]:
+    return [Block(text, {"page": n}) for n, text in enumerate(texts, start=1) if text]
+
+
+def _read_range(document: pdfium.PdfDocument, options: ParseOptions) -> ParsedDocument:
+    """Only the pages `options.ocr_only` names, read by OCR: one range of a scan."""
+    pages = list(options.ocr_only)
+    if any(not 1 <= n <= len(document) for n in pages):
+        raise PermanentError(_CORRUPT, code="corrupt")
+    renders = [_renderer(document, n) for n in pages]
+    read = ocr.read_pages(renders, options.tell, options.ocr_languages)
+    return ParsedDocument([Block(text, {"page": n}) for n, text in zip(pages, read) if text],
+                          pages=len(document), ocr_pages=len(pages))
 
 
 def _open(data: bytes) -> pdfium.PdfDocument:
@@ -106,14 +146,10 @@ def _has_image(document: pdfium.PdfDocument, number: int) -> bool:
         page.close()
 
 
-def _ocr(document: pdfium.PdfDocument, unread: list[int], short: list[int],
+def _ocr(document: pdfium.PdfDocument, pages: list[int],
          options: ParseOptions) -> dict[int, str]:
-    """The text OCR reads on the pages (1-based) without text (`unread`) and with a short text
-    layer beside an image (`short`, already within the page limit), after checking that the
-    pages without text are not too many."""
-    ocr.check_page_count(len(unread), options.ocr_max_pages,
-                         f"This scan has {len(unread):,} pages without text")
-    pages = sorted(unread + short)
+    """The text OCR reads on `pages` (1-based): those without text and those with a short
+    text layer beside an image (already within the page limit)."""
     if not pages:
         return {}
     renders = [_renderer(document, n) for n in pages]
