@@ -163,6 +163,21 @@ def checkpoint(task_id: str) -> str:
     return f"{PREFIX}checkpoint:{task_id}"
 
 
+def page_ranges(task_id: str) -> str:
+    """A scan's page ranges: their plan, claims and replies (jobs.worker.page_ranges)."""
+    return f"{PREFIX}ranges:{task_id}"
+
+
+def page_range_readers(task_id: str) -> str:
+    """The RQ jobs reading a scan's ranges now, job id → range: what a cancel stops."""
+    return f"{PREFIX}ranges:{task_id}:readers"
+
+
+def page_ranges_done(task_id: str) -> str:
+    """A list each saved range is pushed onto: a reader waiting for the last ranges wakes."""
+    return f"{PREFIX}ranges:{task_id}:done"
+
+
 def reconcile_lock() -> str:
     return f"{PREFIX}reconcile-lock"
 

@@ -123,8 +123,21 @@ def _stop_canceled(connection: Redis, settings: Settings, tenant: str, task_id: 
     pipe.execute()
     if previous == states.RUNNING:
         send_stop_job_command(connection, job_id)
+        _stop_range_readers(connection, job_id, task_id)
     else:
         delete_job(connection, job_id)
+
+
+def _stop_range_readers(connection: Redis, job_id: str, task_id: str) -> None:
+    """Stop the range jobs reading a scan's pages for the task (jobs.worker.page_ranges): they
+    are stopped like its own job; those still queued end at once when they start."""
+    readers = [r.decode() for r in connection.hkeys(keys.page_range_readers(task_id))]
+    readers = [reader for reader in readers if reader != job_id]
+    if not readers:
+        return
+    connection.sadd(keys.canceling(), *readers)
+    for reader in readers:
+        send_stop_job_command(connection, reader)
 
 
 def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: str,

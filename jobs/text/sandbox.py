@@ -41,6 +41,8 @@ from jobs.text.parsers import ParsedDocument, ParseOptions, parse_document
 
 DEFAULT_MAX_CHARS = 32 * MIB
 READ_BYTES = MIB
+#: How often `heartbeat` is called while the child is silent.
+HEARTBEAT_SECONDS = 5.0
 CRASHED = "reader_crashed"
 #: Address space above the parse's own bound kept for OCR, taken only once OCR starts
 #: (jobs.text.ocr), so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
@@ -53,11 +55,14 @@ _OUT_OF_MEMORY_SIGNS = ("memory allocation failed", "out of memory", "cannot all
 
 def parse_bounded(data: bytes, kind: str, *, seconds: float, memory_bytes: int,
                   max_chars: int = DEFAULT_MAX_CHARS, options: ParseOptions | None = None,
-                  budget_seconds: float | None = None) -> ParsedDocument:
+                  budget_seconds: float | None = None,
+                  heartbeat: Callable[[], None] | None = None) -> ParsedDocument:
     """parse_document in a child process (plain text and Markdown: in this one, under the same
     bounds, jobs.text.in_process); PermanentError when it fails, overruns a deadline, blows a
     bound (code ``parse_timeout`` or ``too_large``) or dies before answering
-    (``reader_crashed``). Exceptions of `options.progress` propagate, the child killed."""
+    (``reader_crashed``). `heartbeat()` is called every HEARTBEAT_SECONDS the child is silent
+    (a range's reader renews its claim: jobs.worker.page_ranges). Exceptions of
+    `options.progress` and `heartbeat` propagate, the child killed."""
     options = options or ParseOptions()
     if kind in in_process.KINDS:
         return in_process.parse(data, kind, seconds=seconds, memory_bytes=memory_bytes,
@@ -70,7 +75,7 @@ def parse_bounded(data: bytes, kind: str, *, seconds: float, memory_bytes: int,
         _child(data, kind, write_end, memory_bytes, max_chars, options)
     os.close(write_end)
     try:
-        payload = _read_reply(read_end, deadlines, max_chars, options.progress)
+        payload = _read_reply(read_end, deadlines, max_chars, options.progress, heartbeat)
     finally:
         os.close(read_end)
         status = _reap(pid)
@@ -204,7 +209,8 @@ def _limit_memory(extra_bytes: int, reserved_bytes: int) -> int:
 
 
 def _read_reply(fd: int, deadlines: _Deadlines, max_chars: int,
-                progress: Callable[[str], None] | None) -> bytearray:
+                progress: Callable[[str], None] | None,
+                heartbeat: Callable[[], None] | None = None) -> bytearray:
     """Everything the child sends until it exits, progress relayed; PermanentError past a
     deadline or once the reply is longer than a `max_chars` text can be (the caller then kills
     the child)."""
@@ -214,7 +220,13 @@ def _read_reply(fd: int, deadlines: _Deadlines, max_chars: int,
     poller.register(fd, select.POLLIN)
     while True:
         left = deadlines.left()
-        if left <= 0 or not poller.poll(left * 1000):
+        if left <= 0:
+            raise deadlines.missed()
+        wait = left if heartbeat is None else min(left, HEARTBEAT_SECONDS)
+        if not poller.poll(wait * 1000):
+            if wait < left:
+                heartbeat()  # type: ignore[misc]  (set whenever wait < left)
+                continue
             raise deadlines.missed()
         chunk = os.read(fd, min(READ_BYTES, limit + 1 - len(reply)))
         if not chunk:

@@ -37,9 +37,9 @@ from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.text import ocr
 from jobs.text.chunking import Chunk, chunk_blocks
-from jobs.text.parsers import ParsedDocument, ParseOptions
+from jobs.text.parsers import ParsedDocument
 from jobs.text.sandbox import parse_bounded
-from jobs.worker import checkpoints, parts
+from jobs.worker import checkpoints, parts, scan_reading
 from jobs.worker.attempts import AttemptFence, Refused, Superseded
 from jobs.worker.classify import classify
 from jobs.worker.parts import Parts
@@ -224,7 +224,14 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
     reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
     data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0),
                       head=attempt.upload_head)
-    parsed = _parse(data, record["kind"], settings, reporter.update)
+    split_at = scan_reading.SPLIT_AT if record["kind"] == "pdf" else 0
+    parsed = _parse(data, record["kind"], settings, reporter.update, split_at=split_at)
+    if parsed.ocr_pending:  # a long scan: read in page ranges by every free worker
+        parsed = scan_reading.read_in_ranges(
+            attempt.job, attempt.task_id, data, parsed, settings,
+            tell=_parse_progress(reporter.update),
+            check=attempt.fence.check,
+            deadline=attempt.started + settings.job_timeout * PARSE_SHARE_OF_JOB)
     reporter.end_step("parsing")
     attempt.fence.check()
     reporter.begin_step("chunking", 20, f"Splitting {parsed.characters} characters")
@@ -241,23 +248,28 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
     return summary, chunks
 
 
-def _parse(data: bytes, kind: str, settings: Settings,
-           update: Callable[[int, str], None]) -> ParsedDocument:
+def _parse(data: bytes, kind: str, settings: Settings, update: Callable[[int, str], None], *,
+           split_at: int = 0) -> ParsedDocument:
     """Every format, plain text and Markdown included, is read in a killable child under a
     deadline and a memory bound (jobs.text.sandbox): no file can hold a worker or take its memory,
     however it was crafted. A parser's progress ("OCR page 3 of 80") moves the bar through the
-    parsing step's share of it."""
-    def progress(detail: str) -> None:
-        number, count = ocr.page_numbers(detail) or (0, 1)
-        update(2 + 17 * max(number - 1, 0) // max(count, 1), detail)
-
-    options = ParseOptions(ocr=settings.ocr, ocr_languages=settings.ocr_language_list,
-                           ocr_max_pages=settings.ocr_max_pages,
-                           ocr_page_seconds=settings.ocr_page_timeout, progress=progress)
+    parsing step's share of it. A PDF with at least `split_at` pages to read by OCR comes back
+    with its text layers only and those pages named (`ocr_pending`), to be read in page ranges
+    (jobs.worker.scan_reading)."""
+    options = scan_reading.options(settings, _parse_progress(update), split_at=split_at)
     return parse_bounded(data, kind, options=options, seconds=settings.parse_timeout,
                          memory_bytes=settings.parse_memory_mb * MIB,
                          max_chars=settings.parse_max_chars,
                          budget_seconds=settings.job_timeout * PARSE_SHARE_OF_JOB)
+
+
+def _parse_progress(update: Callable[[int, str], None]) -> Callable[[str], None]:
+    """A parser's progress ("OCR page 3 of 80") moving the bar through the parsing step's share
+    of it."""
+    def progress(detail: str) -> None:
+        number, count = ocr.page_numbers(detail) or (0, 1)
+        update(2 + 17 * max(number - 1, 0) // max(count, 1), detail)
+    return progress
 
 
 def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
