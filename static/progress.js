@@ -110,11 +110,18 @@
 
   function locationText(location, chunk) {  // as webapp/display.py's location_text
     var parts = [];
-    ["page", "slide", "sheet"].forEach(function (name) {
+    if (location && location.page !== undefined) { parts.push(pagesText(location)); }
+    ["slide", "sheet"].forEach(function (name) {
       if (location && location[name] !== undefined) { parts.push(name + " " + location[name]); }
     });
     if (location && location.heading) { parts.push("\u201c" + location.heading + "\u201d"); }
     return parts.length ? parts.join(" \u00b7 ") : "chunk " + (chunk + 1);
+  }
+
+  function pagesText(location) {  // as webapp/display.py's _pages: "page 4" or "pages 4–5"
+    var last = location.page_end === undefined ? location.page : location.page_end;
+    return last === location.page ? "page " + location.page
+      : "pages " + location.page + "\u2013" + last;
   }
 
   function listItems(list, items, build) {

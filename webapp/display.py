@@ -92,13 +92,21 @@ def _count(number: int, noun: str) -> str:
 
 
 def location_text(location: Mapping[str, Any] | None) -> str:
-    """Where a chunk starts, as a person says it: "page 12", "slide 3", "sheet Q3", a heading
-    in quotes, or both ("page 4 · “Refunds”"); "" when unknown. progress.js mirrors it."""
+    """Where a chunk is, as a person says it: "page 12", "pages 1–2" (it runs over a page break:
+    `page_end`), "slide 3", "sheet Q3", a heading in quotes, or both ("page 4 · “Refunds”");
+    "" when unknown. progress.js mirrors it."""
     location = location or {}
-    parts = [f"{name} {location[name]}" for name in ("page", "slide", "sheet") if name in location]
+    parts = [_pages(location)] if "page" in location else []
+    parts += [f"{name} {location[name]}" for name in ("slide", "sheet") if name in location]
     if location.get("heading"):
         parts.append(f"“{location['heading']}”")
     return " · ".join(parts)
+
+
+def _pages(location: Mapping[str, Any]) -> str:
+    """"page 4", or "pages 4–5" for a chunk that ends on another page than it starts."""
+    first, last = location["page"], location.get("page_end", location["page"])
+    return f"page {first}" if last == first else f"pages {first}–{last}"
 
 
 def highlight(text: str, query: str, width: int = 400) -> Markup:

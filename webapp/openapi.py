@@ -76,8 +76,11 @@ SCHEMAS: dict[str, Any] = {
                 "last_error": _NULLABLE_TEXT, "delivered_at": _NULLABLE_TEXT,
                 "next_attempt_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
                 "subject_url": {"type": "string"}, "subject_page_url": {"type": "string"}}}}}},
-    "Location": {"type": "object", "description": "Where a chunk starts; {} if unknown",
+    "Location": {"type": "object",
+                 "description": "Where a chunk starts, and with page_end the page it ends on "
+                                "when that is a later one; {} if unknown",
                  "properties": {"page": {"type": "integer", "minimum": 1},
+                                "page_end": {"type": "integer", "minimum": 2},
                                 "slide": {"type": "integer", "minimum": 1},
                                 "sheet": {"type": "string"}, "heading": {"type": "string"}}},
     "Chunks": {"type": "object", "required": ["total", "chunks"], "properties": {

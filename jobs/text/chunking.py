@@ -9,7 +9,8 @@ version relies on) and linear in the text's length. This module is pure: no rq, 
 
 A parsed document comes as blocks (jobs.text.parsers.document): `chunk_blocks` joins consecutive
 blocks into one text until a block that starts a new part of the document (a slide, a sheet),
-so no chunk spans two such parts, and gives each chunk the location of the block it starts in.
+so no chunk spans two such parts, and gives each chunk the location of the block it starts in,
+with `page_end` (the page of its last character) when it runs over a page break.
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ _BLOCK_SEPARATOR = "\n\n"
 
 @dataclass(frozen=True)
 class Chunk:
-    """A passage to embed and search, and where in its document it starts."""
+    """A passage to embed and search, and where in its document it is: where it starts, and
+    `page_end` if it ends on a later page."""
 
     text: str
     location: dict[str, Any] = field(default_factory=dict)
@@ -42,7 +44,8 @@ class Chunk:
 
 def chunk_blocks(blocks: Iterable[Block], size: int = 1000, overlap: int = 150) -> list[Chunk]:
     """Chunk a document's blocks: blocks join (as paragraphs) until a `boundary` block, and each
-    chunk is located where its first character is. Same rules and errors as `chunk_text`."""
+    chunk is located where its first character is, plus `page_end` where its last character is
+    on another page. Same rules and errors as `chunk_text`."""
     chunks: list[Chunk] = []
     for segment in _segments(blocks):
         text = _BLOCK_SEPARATOR.join(block.text for block in segment)
@@ -51,9 +54,22 @@ def chunk_blocks(blocks: Iterable[Block], size: int = 1000, overlap: int = 150) 
             starts.append(position)
             position += len(block.text) + len(_BLOCK_SEPARATOR)
         for start, end in chunk_spans(text, size, overlap, anchors=starts):
-            block = segment[bisect_right(starts, start) - 1]
-            chunks.append(Chunk(text[start:end], dict(block.location)))
+            first = bisect_right(starts, start) - 1
+            # `end` follows a non-space character (chunk_spans strips the end), so the block
+            # holding `end - 1` is the last one the chunk has text of; a chunk cut at the
+            # separator before a page holds none of that page.
+            last = bisect_right(starts, end - 1) - 1
+            chunks.append(Chunk(text[start:end], _location(segment[first], segment[last])))
     return chunks
+
+
+def _location(first: Block, last: Block) -> dict[str, Any]:
+    """Where a chunk is: the location of the block it starts in, and `page_end` when it runs on
+    to a later page, so that a hit says "pages 1–2" and a reader does not stop at page 1."""
+    location, page_end = dict(first.location), last.location.get("page")
+    if "page" in location and page_end is not None and page_end != location["page"]:
+        location["page_end"] = page_end
+    return location
 
 
 def _segments(blocks: Iterable[Block]) -> list[list[Block]]:

@@ -99,6 +99,27 @@ def test_the_first_chunks_appear_when_a_task_succeeds_while_its_page_is_open(pag
     assert page.locator("[data-field=preview_list] li").count() == 5, "the same after a reload"
 
 
+def test_a_chunk_over_a_page_break_shows_both_pages_when_it_appears_live(page, api, workers):
+    """static/progress.js words a location as webapp/display.py does: "pages 1–2"."""
+    run = uuid.uuid4().hex[:8]
+    names = list(workers.names)
+    for name in names:
+        workers.stop(name)
+    pdf = make_pdf_pages([f"The {run} notice starts on a short page.",
+                          textwrap.fill("It goes on overleaf about the harbour. " * 30, 80)])
+    response, _ = upload(api, [(f"notice-{run}.pdf", pdf, "application/pdf")])
+    task = response.json()["tasks"][0]
+    page.goto(task["page_url"])
+    assert page.locator("[data-field=preview]").is_hidden()
+    workers.ensure(len(names))
+    poll(lambda: page.locator("[data-field=preview]").is_visible(), timeout=60, interval=0.1,
+         message="the preview appears once the task succeeded")
+    locations = page.locator("[data-field=preview_list] li .location").all_inner_texts()
+    assert locations == ["pages 1–2", "page 2"], locations
+    page.reload()
+    assert page.locator("[data-field=preview_list] li .location").all_inner_texts() == \
+        locations, "the same from the server after a reload"
+
 def test_a_scanned_pdf_hit_says_its_page_and_its_task_counts_the_ocr_pages(page, api, workers):
     run = uuid.uuid4().hex[:8]
     cover = make_pdf_pages([textwrap.fill("The harbour master keeps the tide tables. " * 17, 80)])

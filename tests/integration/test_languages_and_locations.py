@@ -99,6 +99,20 @@ def test_pdf_hits_say_their_page_and_markdown_hits_their_heading(api):
     assert md_hit["location"] == {"heading": "Refunds"}
 
 
+def test_a_pdf_hit_that_runs_over_a_page_break_says_both_pages(api):
+    """Page 1 is too short to end a chunk, so its chunk runs on into page 2: the hit and the
+    chunk say where it ends (`page_end`); the chunks after it are on page 2 only."""
+    run = unique_word()
+    pdf = make_pdf_pages([textwrap.fill(f"The notice{run} starts on a short page. " * 3, 80),
+                          _page_of("It goes on overleaf about the harbour. ")])
+    task = _ingest(api, [(f"{run}.pdf", pdf, "application/pdf")])[f"{run}.pdf"]
+    hit, = [h for h in _search(api, f"notice{run}") if h["task_id"] == task["id"]]
+    assert hit["location"] == {"page": 1, "page_end": 2}
+    assert "overleaf" in hit["text"]
+    chunks = get_json(api, f"/api/tasks/{task['id']}/chunks")["chunks"]
+    assert [c["location"] for c in chunks] == [{"page": 1, "page_end": 2}] + [{"page": 2}] * (
+        len(chunks) - 1)
+
 def test_the_chunks_of_a_succeeded_document_page_through_all_of_them(api):
     run = unique_word()
     pages = [_page_of(f"Page {n} of the {run} manual. " + f"Sentence {n} says word{n} again. ", 30)

@@ -33,7 +33,8 @@ def _hits(client: ApiClient, query: str, task_id: str) -> list[dict]:
 
 def test_only_the_scanned_page_is_read_by_ocr_and_its_hit_says_its_page(api):
     # Page 1 ends the first chunk (about 700 of its 1,000 characters) and page 2 is too long to
-    # join it: the next chunk starts at the top of page 2.
+    # join it: the next chunk starts at the top of page 2, and page 2 (about 400 characters) is
+    # too short to end it, so it runs on into page 3 and says so.
     document = merge_pdfs(make_pdf_pages([textwrap.fill("The harbour master keeps the tide tables. "
                                                     * 17, 80)]),
                       make_scan_pdf([["Walrus sightings near the lighthouse",
@@ -60,9 +61,10 @@ def test_only_the_scanned_page_is_read_by_ocr_and_its_hit_says_its_page(api):
     assert task["result"]["warnings"] == []
 
     scanned = _hits(api, "walrus lighthouse", task_id)
-    assert scanned and scanned[0]["location"] == {"page": 2}, scanned
+    assert scanned and scanned[0]["location"] == {"page": 2, "page_end": 3}, scanned
     assert "Walrus sightings near the lighthouse" in scanned[0]["text"]
-    assert _hits(api, "ferry timetable", task_id)[0]["location"] in ({"page": 2}, {"page": 3})
+    assert _hits(api, "ferry timetable", task_id)[0]["location"] in (
+        {"page": 2, "page_end": 3}, {"page": 3})
 
 
 def test_an_image_is_read_by_ocr_and_found(api):

@@ -4,7 +4,7 @@ Why blocks: search results say where a chunk comes from ("page 12", "slide 3", "
 nearest heading), and a chunk must never run from one slide or sheet into the next. So a
 parser cuts the text where the document itself has parts; chunking (jobs.text.chunking) joins
 blocks until a block starts a new part (`boundary`) and gives each chunk the location of the
-block it starts in. Pure: no rq, no redis.
+block it starts in (with `page_end` when it runs on to a later page). Pure: no rq, no redis.
 """
 from __future__ import annotations
 

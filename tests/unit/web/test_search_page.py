@@ -7,6 +7,7 @@ import re
 
 from markupsafe import Markup
 
+from tests.samples import make_pdf_pages
 from tests.unit.conftest import upload
 from webapp.display import highlight, location_text, result_text
 
@@ -37,6 +38,22 @@ def test_a_location_in_words():
     assert location_text({"sheet": "Q3"}) == "sheet Q3"
     assert location_text({"page": 4, "heading": "Refunds"}) == "page 4 · “Refunds”"
     assert location_text({}) == "" and location_text(None) == ""
+
+
+def test_a_location_over_a_page_break_names_both_pages():
+    assert location_text({"page": 1, "page_end": 2}) == "pages 1–2"
+    assert location_text({"page": 3, "page_end": 5, "heading": "Terms"}) == "pages 3–5 · “Terms”"
+    assert location_text({"page": 4, "page_end": 4}) == "page 4", "one page is one page"
+
+
+def test_the_search_page_says_a_hit_runs_over_a_page_break(client, run_jobs):
+    pdf = make_pdf_pages(["The zorblax notice starts on a short page.",
+                          "It goes on overleaf about the harbour. " * 30])
+    upload(client, ("notice.pdf", pdf))
+    run_jobs()
+    html = client.get("/search?q=zorblax").get_data(as_text=True)
+    cells = re.findall(r'<td class="location">(.*?)</td>', html, re.S)
+    assert cells == ["pages 1–2"], html
 
 
 def test_the_search_page_shows_where_a_hit_is_and_marks_the_words(client, run_jobs):
