@@ -222,8 +222,7 @@ class PageRanges:
 
     def page_started(self, index: int, read_in_range: int) -> int:
         """Renew this reader's claim (as a page starts, or while it is read), `read_in_range`
-        pages of it read; returns
-        the pages of the scan read so far. Raises CancelRequested or Superseded (also when
+        pages of it read; returns the pages of the scan read so far. Raises CancelRequested or Superseded (also when
         another reader holds the range: this one's claim lapsed)."""
         reply = self._run(_PAGE, [self.key], self.reader, index, read_in_range,
                           self.claim_seconds, allowed=(states.RUNNING, states.RETRYING))
@@ -234,9 +233,10 @@ class PageRanges:
     def save(self, index: int, pages: int, reply: bytes) -> int:
         """Keep range `index`'s reply (all of its `pages` read); returns how many ranges are
         left for a reader to claim. Raises as `page_started`."""
-        return int(self._run(_SAVE, [self.key, self.readers_key, self.done_key], self.reader, index,
-                  pages, reply, self.ttl_seconds,
-                  allowed=(states.RUNNING, states.RETRYING))[1])
+        saved = self._run(_SAVE, [self.key, self.readers_key, self.done_key], self.reader,
+                          index, pages, reply, self.ttl_seconds,
+                          allowed=(states.RUNNING, states.RETRYING))
+        return int(saved[1])
 
     def release(self, index: int, failure: tuple[str, str] | None = None) -> None:
         """Let range `index` go: for another reader to claim, or failed for good with
