@@ -14,6 +14,7 @@ of that stop must never land on the new one.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any
 
 from redis import Redis, WatchError
 from rq.command import send_stop_job_command
-from rq.exceptions import NoSuchJobError
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from jobs.core import keys, metrics
@@ -130,14 +131,19 @@ def _stop_canceled(connection: Redis, settings: Settings, tenant: str, task_id: 
 
 def _stop_range_readers(connection: Redis, job_id: str, task_id: str) -> None:
     """Stop the range jobs reading a scan's pages for the task (jobs.worker.page_ranges): they
-    are stopped like its own job; those still queued end at once when they start."""
+    are stopped like its own job; those still queued end at once when they start.
+
+    A reader lost with its worker stays listed (its range claimed again by another) while RQ
+    forgets its job once failure_ttl has passed: there is nothing left to stop, and the others
+    must still be stopped."""
     readers = [r.decode() for r in connection.hkeys(keys.page_range_readers(task_id))]
     readers = [reader for reader in readers if reader != job_id]
     if not readers:
         return
     connection.sadd(keys.canceling(), *readers)
     for reader in readers:
-        send_stop_job_command(connection, reader)
+        with contextlib.suppress(NoSuchJobError, InvalidJobOperation):
+            send_stop_job_command(connection, reader)
 
 
 def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: str,

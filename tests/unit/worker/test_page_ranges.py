@@ -1,0 +1,44 @@
+"""How a scan's pending pages are cut into ranges, and how a range that failed for good is
+worded for the person (jobs.worker.page_ranges, jobs.worker.scan_reading). Pure: the record's
+scripts are tested against a real Redis in tests/integration/test_page_ranges.py."""
+from __future__ import annotations
+
+from jobs.core.settings import Settings
+from jobs.worker.page_ranges import MAX_TRIES, Failed, cut
+from jobs.worker.scan_reading import range_failure
+
+
+def test_pages_are_cut_in_order_into_ranges_of_the_size_given_the_last_shorter():
+    """Every pending page is read once, in order: pages with a text layer are skipped, so a
+    range's pages need not follow each other."""
+    assert cut(list(range(1, 11)), 4) == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]]
+    assert cut([2, 3, 5, 8, 9, 13], 4) == [[2, 3, 5, 8], [9, 13]]
+    assert cut([1, 2, 3, 4], 4) == [[1, 2, 3, 4]]
+    assert cut([], 4) == []
+
+
+def test_a_range_that_lost_its_readers_is_worded_with_its_pages_and_why():
+    """The person must know which pages could not be read and that the workers were lost, in
+    the singular for a one-page range."""
+    error = range_failure(Failed(1, "reader_lost", None), [5, 6, 7, 8], Settings())
+    assert error.code == "reader_crashed" and not error.retryable
+    assert error.message == (
+        f"OCR could not read pages 5–8: the worker reading them was lost {MAX_TRIES} times "
+        "(killed, or out of memory); the scan may be damaged or too detailed.")
+    one = range_failure(Failed(2, "reader_lost", None), [9], Settings())
+    assert one.message.startswith("OCR could not read page 9: the worker reading it was lost")
+
+
+def test_a_ranges_failure_names_its_pages_once():
+    """A range's reader words its failure with its pages; the task's job, reading it back at
+    its next claim, words it again: the pages must not be named twice."""
+    first = range_failure(Failed(0, "parse_timeout", "OCR took too long on a page."),
+                          [1, 2, 3, 4], Settings())
+    assert (first.code, first.message) == ("parse_timeout",
+                                            "Pages 1–4: OCR took too long on a page.")
+    again = range_failure(Failed(0, first.code, first.message), [1, 2, 3, 4], Settings())
+    assert (again.code, again.message) == (first.code, first.message)
+    one = range_failure(Failed(2, "too_large", "The page needs too much memory."), [9],
+                        Settings())
+    assert one.message == "Page 9: The page needs too much memory."
+    assert range_failure(Failed(2, one.code, one.message), [9], Settings()).message == one.message
