@@ -15,7 +15,8 @@ only for the task's current run while it runs (a cancel, a Retry's new run or a 
 them at their next page), and a reply is kept while the run may still use it (`running`, or
 `retrying` to its next attempt).
 
-One hash per task (keys.page_ranges): `plan` (the ranges, as JSON), and per range i
+One hash per task (keys.page_ranges): `plan` (the ranges, as JSON), `run` (the run whose
+readers claim them now), and per range i
 `claim:i` ("reader|expires", Redis time), `tries:i`, `read:i` (pages read so far), `text:i`
 (the reply) or `failed:i` (JSON code and message). Readers at work are listed, job id → range,
 in keys.page_range_readers (what a cancel stops); each save pushes to keys.page_ranges_done,
@@ -75,7 +76,10 @@ for i = 0, count - 1 do
     open = open + 1
     local claim = redis.call('HGET', KEYS[2], 'claim:' .. i)
     local lapsed = (not claim) or tonumber(string.match(claim, '|(.*)$')) < now
-    if lapsed and chosen < 0 then chosen = i end
+    if lapsed and chosen < 0 then
+      chosen = i
+      if claim then redis.call('HDEL', KEYS[3], string.match(claim, '^(.*)|')) end
+    end
   end
 end
 if chosen < 0 then
@@ -191,14 +195,25 @@ class PageRanges:
         self.ttl_seconds = ttl_seconds
 
     def plan(self, ranges: list[list[int]]) -> None:
-        """Read the scan in `ranges`: what earlier attempts read of the same ranges is kept;
-        any other plan's work is dropped."""
+        """Read the scan in `ranges`: the ranges read earlier for the same plan are kept (a
+        retry reads only the others). Another attempt of the same run keeps its readers'
+        claims too (they are still reading for it); a new run (a Retry by hand after a cancel
+        or a failure) keeps only the pages read, its readers' tries and failures start anew.
+        Any other plan's work is dropped."""
         planned = json.dumps(ranges)
-        if self.connection.hget(self.key, "plan") == planned.encode():
-            return
+        stored = dict(zip(("plan", "run"), self.connection.hmget(self.key, "plan", "run")))
         pipe = self.connection.pipeline()
-        pipe.delete(self.key, self.done_key)
-        pipe.hset(self.key, "plan", planned)
+        if stored["plan"] != planned.encode():
+            pipe.delete(self.key, self.readers_key, self.done_key)
+        elif stored["run"] != self.run.encode():
+            fields = self.connection.hkeys(self.key)
+            read = {f[len(b"text:"):] for f in fields if f.startswith(b"text:")}
+            stale = [f for f in fields if f.startswith((b"claim:", b"tries:", b"failed:"))
+                     or (f.startswith(b"read:") and f[len(b"read:"):] not in read)]
+            if stale:
+                pipe.hdel(self.key, *stale)
+            pipe.delete(self.readers_key, self.done_key)
+        pipe.hset(self.key, mapping={"plan": planned, "run": self.run})
         pipe.expire(self.key, self.ttl_seconds)
         pipe.execute()
 

@@ -195,16 +195,29 @@ def enqueue_readers(connection: Redis, queue_name: str, task_id: str, run: str,
 
 
 def range_failure(failed: Failed, pages: list[int], settings: Settings) -> PermanentError:
-    """What fails the task when one of its ranges failed for good, naming its pages."""
-    span = f"page {pages[0]}" if len(pages) == 1 else f"pages {pages[0]}–{pages[-1]}"
+    """What fails the task when one of its ranges failed for good, naming its pages. A range
+    that lost MAX_TRIES readers may have lost them to restarts rather than to its pages: a
+    Retry by hand is offered, as for a task whose worker was lost."""
+    named = pages_text(pages)
     if failed.message is None:
         return PermanentError(
-            f"OCR could not read {span}: the worker reading {'it' if len(pages) == 1 else 'them'}"
-            f" was lost {MAX_TRIES} times (killed, or out of memory); the scan "
-            "may be damaged or too detailed.", code="reader_crashed")
+            f"OCR could not read {named}: the worker reading {'it' if len(pages) == 1 else 'them'}"
+            f" was lost {MAX_TRIES} times (killed, restarted or out of memory); the scan may be "
+            "damaged or too detailed. Retry to read it again.", code="worker_lost",
+            retryable=True)
     if failed.message.startswith(("Page ", "Pages ")):
         return PermanentError(failed.message, code=failed.code)
-    return PermanentError(f"{span[0].upper()}{span[1:]}: {failed.message}", code=failed.code)
+    return PermanentError(f"{named[0].upper()}{named[1:]}: {failed.message}", code=failed.code)
+
+
+def pages_text(pages: list[int]) -> str:
+    """"page 3", "pages 9–12" (consecutive), "pages 2, 3, 5 and 8" (pages between them had a
+    text layer and were not in the range)."""
+    if len(pages) == 1:
+        return f"page {pages[0]}"
+    if pages == list(range(pages[0], pages[-1] + 1)):
+        return f"pages {pages[0]}–{pages[-1]}"
+    return f"pages {', '.join(map(str, pages[:-1]))} and {pages[-1]}"
 
 
 def _whole(data: bytes, plan: ParsedDocument, replies: list[bytes | None],

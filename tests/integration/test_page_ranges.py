@@ -207,7 +207,7 @@ def test_a_range_that_loses_max_tries_readers_fails_the_task_with_its_pages(
     assert reader(connection, task_id, task_id).claim() == outcome, "for every reader after"
 
     error = range_failure(outcome, [5, 6, 7, 8], Settings())
-    assert error.code == "reader_crashed" and not error.retryable
+    assert error.code == "worker_lost" and error.retryable
     assert error.message.startswith("OCR could not read pages 5–8: "), error.message
     assert f"lost {MAX_TRIES} times" in error.message
 
@@ -461,3 +461,36 @@ def test_a_cancel_stops_the_readers_even_when_a_lost_readers_job_is_gone(
     assert "live-reader" in stopped, "a reader after the lost one was not stopped"
     canceling = {m.decode() for m in connection.smembers(keys.canceling())}
     assert {task_id, "live-reader"} <= canceling
+
+
+def test_a_new_run_keeps_the_pages_read_but_not_the_last_runs_claims_tries_or_failures(
+        connection, task_id):
+    """A Retry by hand after a cancel or a failure is a new run: it must not re-read the ranges
+    read already, nor inherit the old run's claims (its readers were stopped), the readers it
+    lost, or a range failure that failed the old run (or three cancels would fail the scan)."""
+    own = planned(connection, task_id)
+    assert own.claim() == Claimed(0, 0)
+    own.save(0, 4, reply(0))
+    assert own.claim() == Claimed(1, 4)
+    own.release(1, ("parse_timeout", "Pages 5–8: OCR took too long on a page."))
+    set_status(connection, task_id, states.RUNNING, **{task_record.JOB_ID: f"{task_id}-run1"})
+
+    retried = reader(connection, task_id, f"{task_id}-run1", run=f"{task_id}-run1")
+    retried.plan(PLAN)
+    assert retried.replies() == [reply(0), None, None]
+    assert retried.claim() == Claimed(1, 4)  # the failure is gone; page count kept
+    stored = connection.hgetall(keys.page_ranges(task_id))
+    assert stored[b"tries:1"] == b"1" and b"failed:1" not in stored
+
+
+def test_a_reader_whose_claim_was_taken_over_is_no_longer_listed_for_a_cancel(
+        connection, task_id):
+    """A cancel stops the readers listed: a lost one, whose job RQ may have forgotten, must not
+    stay listed once another reader took its range."""
+    own = planned(connection, task_id)
+    lost = reader(connection, task_id, "lost", claim_seconds=LAPSE)
+    assert lost.claim() == Claimed(0, 0)
+    assert listed_readers(connection, task_id) == {"lost": 0}
+    wait_until_lapsed(connection, task_id, 0)
+    assert own.claim() == Claimed(0, 0)
+    assert listed_readers(connection, task_id) == {task_id: 0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jobs.core.settings import Settings
 from jobs.worker.page_ranges import MAX_TRIES, Failed, cut
-from jobs.worker.scan_reading import range_failure
+from jobs.worker.scan_reading import pages_text, range_failure
 
 
 def test_pages_are_cut_in_order_into_ranges_of_the_size_given_the_last_shorter():
@@ -19,12 +19,14 @@ def test_pages_are_cut_in_order_into_ranges_of_the_size_given_the_last_shorter()
 
 def test_a_range_that_lost_its_readers_is_worded_with_its_pages_and_why():
     """The person must know which pages could not be read and that the workers were lost, in
-    the singular for a one-page range."""
+    the singular for a one-page range; workers lost to restarts are no fault of the file, so a
+    Retry by hand is offered, as for a task whose worker was lost."""
     error = range_failure(Failed(1, "reader_lost", None), [5, 6, 7, 8], Settings())
-    assert error.code == "reader_crashed" and not error.retryable
+    assert error.code == "worker_lost" and error.retryable
     assert error.message == (
         f"OCR could not read pages 5–8: the worker reading them was lost {MAX_TRIES} times "
-        "(killed, or out of memory); the scan may be damaged or too detailed.")
+        "(killed, restarted or out of memory); the scan may be damaged or too detailed. "
+        "Retry to read it again.")
     one = range_failure(Failed(2, "reader_lost", None), [9], Settings())
     assert one.message.startswith("OCR could not read page 9: the worker reading it was lost")
 
@@ -42,3 +44,14 @@ def test_a_ranges_failure_names_its_pages_once():
                         Settings())
     assert one.message == "Page 9: The page needs too much memory."
     assert range_failure(Failed(2, one.code, one.message), [9], Settings()).message == one.message
+
+
+def test_a_range_of_pages_apart_names_each():
+    """A range holds only pages left for OCR: the pages between them had a text layer and must
+    not be named as unread."""
+    assert pages_text([9]) == "page 9"
+    assert pages_text([9, 10, 11, 12]) == "pages 9–12"
+    assert pages_text([2, 3, 5, 8]) == "pages 2, 3, 5 and 8"
+    error = range_failure(Failed(0, "parse_timeout", "OCR took too long on a page."),
+                          [2, 3, 5, 8], Settings())
+    assert error.message == "Pages 2, 3, 5 and 8: OCR took too long on a page."
