@@ -82,7 +82,7 @@ def read_in_ranges(job: Any, task_id: str, data: bytes, plan: ParsedDocument,
     total = len(plan.ocr_pending)
     ranges = PageRanges(connection, task_id, job.id, job.id,
                         ttl_seconds=settings.retention_seconds)
-    planned = cut(plan.ocr_pending, RANGE_PAGES)
+    planned = ranges_of(plan.ocr_pending)
     ranges.plan(planned)
     helpers = min(Worker.count(connection=connection) - 1, len(planned) - 1)
     enqueue_readers(connection, job.origin, task_id, job.id, settings, helpers)
@@ -112,6 +112,16 @@ def read_in_ranges(job: Any, task_id: str, data: bytes, plan: ParsedDocument,
             ranges.wait(min(1.0, left))
             check()
     return _whole(data, plan, ranges.replies(), settings)
+
+
+def ranges_of(pages: list[int]) -> list[list[int]]:
+    """`pages` in ranges of RANGE_PAGES, the last one cut in two: the readers then finish
+    closer together (one waits at most half a range for the other, not a whole one)."""
+    ranges = cut(pages, RANGE_PAGES)
+    if len(ranges) >= 2 and len(ranges[-1]) > 1:
+        last = ranges.pop()
+        ranges += cut(last, (len(last) + 1) // 2)
+    return ranges
 
 
 def read_page_range(task_id: str, run: str) -> dict[str, Any]:

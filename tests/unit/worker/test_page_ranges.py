@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jobs.core.settings import Settings
 from jobs.worker.page_ranges import MAX_TRIES, Failed, cut
-from jobs.worker.scan_reading import pages_text, range_failure
+from jobs.worker.scan_reading import pages_text, range_failure, ranges_of
 
 
 def test_pages_are_cut_in_order_into_ranges_of_the_size_given_the_last_shorter():
@@ -55,3 +55,11 @@ def test_a_range_of_pages_apart_names_each():
     error = range_failure(Failed(0, "parse_timeout", "OCR took too long on a page."),
                           [2, 3, 5, 8], Settings())
     assert error.message == "Pages 2, 3, 5 and 8: OCR took too long on a page."
+
+
+def test_a_scans_last_range_is_cut_in_two_so_its_readers_finish_together():
+    """With ranges of 4, the worker that ends first would idle for a whole range while the
+    other reads the last one; halved, it idles for half of one at most."""
+    assert ranges_of(list(range(1, 41)))[-3:] == [[33, 34, 35, 36], [37, 38], [39, 40]]
+    assert ranges_of(list(range(1, 10))) == [[1, 2, 3, 4], [5, 6, 7, 8], [9]]
+    assert ranges_of([1, 2, 3, 4, 5, 6, 7]) == [[1, 2, 3, 4], [5, 6], [7]]
