@@ -91,7 +91,7 @@ if tries > tonumber(ARGV[9]) then
   redis.call('HSET', KEYS[2], 'failed:' .. chosen, cjson.encode({code = 'reader_lost', tries = tries - 1}))
   return {'failed', tostring(chosen)}
 end
-redis.call('HSET', KEYS[2], 'claim:' .. chosen, ARGV[7] .. '|' .. (now + tonumber(ARGV[8])), 'read:' .. chosen, 0)
+redis.call('HSET', KEYS[2], 'claim:' .. chosen, string.format('%s|%s', ARGV[7], now + tonumber(ARGV[8])), 'read:' .. chosen, 0)
 redis.call('HSET', KEYS[3], ARGV[7], chosen)
 redis.call('EXPIRE', KEYS[2], ARGV[10])
 redis.call('EXPIRE', KEYS[3], ARGV[10])
@@ -103,7 +103,7 @@ return {'claimed', tostring(chosen), tostring(sum_read())}
 _PAGE = _JUDGE + """
 local claim = redis.call('HGET', KEYS[2], 'claim:' .. ARGV[8])
 if not claim or string.match(claim, '^(.*)|') ~= ARGV[7] then return {'lost', ''} end
-redis.call('HSET', KEYS[2], 'claim:' .. ARGV[8], ARGV[7] .. '|' .. (now + tonumber(ARGV[10])), 'read:' .. ARGV[8], ARGV[9])
+redis.call('HSET', KEYS[2], 'claim:' .. ARGV[8], string.format('%s|%s', ARGV[7], now + tonumber(ARGV[10])), 'read:' .. ARGV[8], ARGV[9])
 return {'ok', tostring(sum_read())}
 """
 
