@@ -23,7 +23,7 @@ from jobs.core import keys
 from jobs.worker.scan_reading import READ_FUNCTION, SPLIT_AT
 from tests.integration.faults import children
 from tests.integration.helpers import ApiClient, poll
-from tests.integration.intake_api import get_json, txt, upload, wait_terminal
+from tests.integration.intake_api import get_json, iso, txt, upload, wait_terminal
 from tests.samples import make_scan_pdf
 
 pytestmark = pytest.mark.integration
@@ -187,9 +187,10 @@ def test_small_files_behind_a_big_scan_finish_first(api):
     notes = [t["id"] for t in response.json()["tasks"]]
     done = wait_terminal(api, notes, timeout=SCAN_BOUND)[0]
     assert all(done[n]["status"] == "succeeded" for n in notes), done
-    assert _task(api, scan_id)["status"] == "running", "the notes waited for the whole scan"
     final = wait_terminal(api, [scan_id], timeout=SCAN_BOUND)[0][scan_id]
     assert final["status"] == "succeeded", final["error"]
+    last_note = max(iso(done[n]["ended_at"], "ended_at") for n in notes)
+    assert last_note < iso(final["ended_at"], "ended_at"), "the notes waited for the whole scan"
 
 
 def test_a_range_whose_ocr_fails_fails_the_task_with_its_pages(web, make_workers, worker_pool):
