@@ -78,19 +78,24 @@ def test_the_ranking_is_shown_and_chosen_in_the_form_without_javascript(fault, c
         context.close()
 
 
-def test_the_first_chunks_appear_when_a_task_succeeds_while_its_page_is_open(page, api, workers):
-    run = uuid.uuid4().hex[:8]
+def _watch_until_it_succeeds(page, api, workers, file) -> None:
+    """Upload `file` with the workers stopped, open its task page, then start them: the page
+    must show the chunks when the task succeeds while it is open (JavaScript's rendering)."""
     names = list(workers.names)
     for name in names:
         workers.stop(name)
-    text = "".join(f"Part {n} of the {run} notes talks at length. " * 30 + "\n\n" for n in range(4))
-    response, _ = upload(api, [txt(f"notes-{run}.txt", text)])
-    task = response.json()["tasks"][0]
-    page.goto(task["page_url"])
+    response, _ = upload(api, [file])
+    page.goto(response.json()["tasks"][0]["page_url"])
     assert page.locator("[data-field=preview]").is_hidden()
     workers.ensure(len(names))
     poll(lambda: page.locator("[data-field=preview]").is_visible(), timeout=60, interval=0.1,
          message="the preview appears once the task succeeded")
+
+
+def test_the_first_chunks_appear_when_a_task_succeeds_while_its_page_is_open(page, api, workers):
+    run = uuid.uuid4().hex[:8]
+    text = "".join(f"Part {n} of the {run} notes talks at length. " * 30 + "\n\n" for n in range(4))
+    _watch_until_it_succeeds(page, api, workers, txt(f"notes-{run}.txt", text))
     items = page.locator("[data-field=preview_list] li")
     assert items.count() == 5
     assert items.first.locator(".location").inner_text() == "chunk 1"
@@ -102,18 +107,9 @@ def test_the_first_chunks_appear_when_a_task_succeeds_while_its_page_is_open(pag
 def test_a_chunk_over_a_page_break_shows_both_pages_when_it_appears_live(page, api, workers):
     """static/progress.js words a location as webapp/display.py does: "pages 1–2"."""
     run = uuid.uuid4().hex[:8]
-    names = list(workers.names)
-    for name in names:
-        workers.stop(name)
     pdf = make_pdf_pages([f"The {run} notice starts on a short page.",
                           textwrap.fill("It goes on overleaf about the harbour. " * 30, 80)])
-    response, _ = upload(api, [(f"notice-{run}.pdf", pdf, "application/pdf")])
-    task = response.json()["tasks"][0]
-    page.goto(task["page_url"])
-    assert page.locator("[data-field=preview]").is_hidden()
-    workers.ensure(len(names))
-    poll(lambda: page.locator("[data-field=preview]").is_visible(), timeout=60, interval=0.1,
-         message="the preview appears once the task succeeded")
+    _watch_until_it_succeeds(page, api, workers, (f"notice-{run}.pdf", pdf, "application/pdf"))
     locations = page.locator("[data-field=preview_list] li .location").all_inner_texts()
     assert locations == ["pages 1–2", "page 2"], locations
     page.reload()
