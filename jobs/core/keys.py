@@ -143,6 +143,13 @@ def kb_dead(tenant: str) -> str:
     return f"{kb_prefix(tenant)}dead"
 
 
+def pending_flips() -> str:
+    """task id → the flip that makes its document searchable, written with the task's
+    `succeeded` when the knowledge base lives on another Redis than the queue (on the queue's;
+    jobs.kb.pending_flips applies and removes it)."""
+    return f"{PREFIX}pending-flips"
+
+
 def failed_all() -> str:
     """Every tenant's dead letters, for operators."""
     return f"{PREFIX}failed"

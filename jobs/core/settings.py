@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from jobs.core.addresses import sentinel_url
+from jobs.core.addresses import SENTINEL_SCHEME, sentinel_url
 
 MIB = 1024 * 1024
 #: What the OCR models in the wheel read (jobs.text.ocr); INTAKE_OCR_LANGUAGES picks among them.
@@ -53,6 +53,9 @@ class Settings:
     # many tenants from filling Redis. At ~1.5–2 KB of Redis per chunk, 6 M chunks ≈ 9–12 GB;
     # size it below Redis `maxmemory` (docs/deploying.md, "The knowledge base").
     kb_chunk_limit: int = 6_000_000
+    # Where the knowledge base lives: another Redis than the queue's, or (empty) the queue's
+    # own (jobs.kb.connection; docs/deploying.md, "The knowledge base on a Redis of its own").
+    kb_url: str = ""
     retention_days: int = 30
     upload_retention_hours: int = 24
     chunk_size: int = 1000
@@ -125,6 +128,10 @@ class Settings:
         if self.vector_database_url and not self.vector_database_url.startswith(
                 ("postgresql://", "postgres://")):
             raise ValueError("INTAKE_VECTOR_DATABASE_URL must be a postgresql:// URL")
+        if self.kb_url and not self.kb_url.startswith(
+                ("redis://", "rediss://", "unix://", SENTINEL_SCHEME + "://")):
+            raise ValueError(f"INTAKE_KB_URL must be a redis://, rediss://, unix:// or "
+                             f"{SENTINEL_SCHEME}:// URL")
         if self.kb_chunk_limit < 1:
             raise ValueError("INTAKE_KB_CHUNK_LIMIT must be at least 1 (chunks, all tenants)")
         if self.max_attempts < 1:

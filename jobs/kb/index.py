@@ -78,10 +78,14 @@ end
 # ARGV: version, task_id, document_id, filename, chunks, first, stop, format, dim,
 #       vector_store ('store' | 'none'), run ("first:stop"), keep ('1': leave the fields of the
 #       layout before chunk ids in the hash, for web processes of that version; a migration).
+# Refused (0) when a newer version is indexed, or when the document was deleted after this run
+# was staged (a tombstone: chunk ids below `deleted_below` were reserved before the delete).
 _FLIP = _RUNS + _TOTAL + """
-local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop')
+local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop',
+                           'deleted_below')
 if current[4] == ARGV[6] then return 1 end  -- this very flip, sent again
-if current[1] and tonumber(current[1]) > tonumber(ARGV[1]) then
+if (current[1] and tonumber(current[1]) > tonumber(ARGV[1]))
+    or (current[6] and tonumber(ARGV[6]) < tonumber(current[6])) then
   if redis.call('ZREM', KEYS[6], ARGV[11]) == 1 then redis.call('RPUSH', KEYS[7], ARGV[11]) end
   return 0
 end
@@ -101,19 +105,31 @@ add_to_total(KEYS[8], tonumber(ARGV[5]) - before)
 return 1
 """
 
-# KEYS: as _FLIP. A document indexed before chunk ids existed has only its hash to delete.
+# KEYS: as _FLIP, then (with a tombstone) the tenant's next chunk id. ARGV: none, or how long
+# a tombstone stays: the document's hash then keeps `deleted_below` (the next chunk id), which
+# refuses the flip of any run staged before this delete (the knowledge base on a Redis of its
+# own: jobs.kb.pending_flips). A document indexed before chunk ids existed has only its hash.
+# Returns 1 when there was a document.
 _REMOVE = _RUNS + _TOTAL + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts', 'first', 'stop')
-local chunks = tonumber(current[1] or '0')
-if not current[1] and current[2] then chunks = #cjson.decode(current[2]) end
-if current[3] then retire(KEYS[5], KEYS[7], current[3], current[4]) end
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[2], KEYS[1])
-redis.call('INCR', KEYS[3])
-redis.call('DECRBY', KEYS[4], chunks)
-add_to_total(KEYS[8], -chunks)
-return 1
+local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts', 'first', 'stop',
+                           'deleted_below')
+local removed = 0
+if redis.call('EXISTS', KEYS[1]) == 1 and not current[5] then
+  local chunks = tonumber(current[1] or '0')
+  if not current[1] and current[2] then chunks = #cjson.decode(current[2]) end
+  if current[3] then retire(KEYS[5], KEYS[7], current[3], current[4]) end
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], KEYS[1])
+  redis.call('INCR', KEYS[3])
+  redis.call('DECRBY', KEYS[4], chunks)
+  add_to_total(KEYS[8], -chunks)
+  removed = 1
+end
+if ARGV[1] then
+  redis.call('HSET', KEYS[1], 'deleted_below', redis.call('GET', KEYS[9]) or '0')
+  redis.call('EXPIRE', KEYS[1], ARGV[1])
+end
+return removed
 """
 
 # KEYS: next chunk id, staged runs, lexical statistics. ARGV: how many ids, now, the reference
@@ -439,10 +455,11 @@ def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: s
 
 
 def remove_document(connection: Redis, tenant: str, document_id: str,
-                    vectors: VectorWriter | None = None) -> bool:
+                    vectors: VectorWriter | None = None, *, tombstone: bool = False) -> bool:
     """Delete a document's chunks; True when there was one. It leaves search at once; its
-    entries are deleted right after."""
-    removed = bool(connection.eval(_REMOVE, *_removal_keys(tenant, document_id)))
+    entries are deleted right after. `tombstone`: no flip of a version staged before now
+    lands afterwards (a flip on its way from another Redis: jobs.kb.pending_flips)."""
+    removed = bool(connection.eval(*removal_call(tenant, document_id, tombstone=tombstone)))
     if removed:
         collect_garbage(connection, tenant, vectors)
     return removed
@@ -452,14 +469,25 @@ def queue_removal(pipe: Pipeline, tenant: str, document_id: str) -> None:
     """Queue remove_document's removal on a MULTI pipeline, so that it lands together with the
     caller's check of the document (read under WATCH); its reply is 1 when there was one.
     The caller collects the garbage afterwards (`collect_garbage`)."""
-    pipe.eval(_REMOVE, *_removal_keys(tenant, document_id))
+    pipe.eval(*removal_call(tenant, document_id))
 
 
-def _removal_keys(tenant: str, document_id: str) -> list[Any]:
-    """_REMOVE's key count, then its keys."""
-    return [8, keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
-            keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-            keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()]
+def removal_call(tenant: str, document_id: str, *, tombstone: bool = False) -> list[Any]:
+    """The removal script with its key count, keys and argument, for an EVAL; its reply is 1
+    when there was a document. The caller collects the garbage afterwards."""
+    named = [keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
+             keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
+             keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()]
+    if not tombstone:
+        return [_REMOVE, len(named), *named]
+    return [_REMOVE, len(named) + 1, *named, keys.kb_next_chunk(tenant), STAGED_TTL_SECONDS]
+
+
+def flip(connection: Redis, flip_keys: list[str], flip_args: list[Any]) -> bool:
+    """Apply a flip on its own (the knowledge base on a Redis of its own: the flip cannot
+    share the task's MULTI, jobs.kb.pending_flips); True when that version is now indexed.
+    Sending the same flip again changes nothing."""
+    return bool(connection.eval(_FLIP, len(flip_keys), *flip_keys, *flip_args, "0"))
 
 
 def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None = None,
