@@ -13,10 +13,12 @@ from redis import Redis
 from jobs.core import health
 from jobs.core.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.core.queues import Queues
+from jobs.core.redis_client import WEB
 from jobs.core.settings import Settings
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
 from jobs.kb import index
+from jobs.kb.connection import kb_connection
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, lifecycle, states
@@ -33,6 +35,8 @@ class Intake:
     def __init__(self, connection: Redis, settings: Settings) -> None:
         self.connection = connection
         self.settings = settings
+        #: The knowledge base's Redis: `connection` itself unless INTAKE_KB_URL names another.
+        self.kb = kb_connection(settings, connection, WEB)
         self.queues = Queues(connection)  # every tenant's, made as they are first used
         self.batches = BatchReader(connection)
         # The query embedder: the workers' model, with a search's short timeout.
@@ -40,7 +44,7 @@ class Intake:
         self.pipeline_version = pipeline_version(settings, embedder)  # once: a submit's key
         budget = EmbeddingBudget.from_settings(connection, settings,
                                                timeout=settings.search_embedding_timeout)
-        self.searcher = Searcher(connection, embedder,
+        self.searcher = Searcher(self.kb, embedder,
                                  breaker_seconds=settings.search_breaker_seconds,
                                  vectors=parts.vector_store(settings), budget=budget)
 
@@ -49,7 +53,7 @@ class Intake:
         """Raises LimitReached when the batch is refused whole."""
         return submit_documents(self.connection, self.queues, self.settings, tenant, uploads,
                                 pipeline_version=self.pipeline_version, priority=priority,
-                                force=force, trace_id=trace_id)
+                                force=force, trace_id=trace_id, kb=self.kb)
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:
         """One HGETALL. Another tenant's task, like an unknown one, raises NoSuchTask."""
@@ -65,7 +69,7 @@ class Intake:
         task = self.get_task(tenant, task_id)
         found = None
         if task["status"] == states.SUCCEEDED:
-            found = index.document_chunks(self.connection, tenant, task["document_id"], task_id,
+            found = index.document_chunks(self.kb, tenant, task["document_id"], task_id,
                                           offset, limit)
         if found is None:
             raise NoChunks(task["status"])
@@ -114,7 +118,7 @@ class Intake:
         document's current version; False, removing nothing, when another one is. Raises
         NoSuchDocument when there was nothing of it."""
         return lifecycle.delete_document(self.connection, self.settings, tenant, document_id,
-                                         version=version)
+                                         version=version, kb=self.kb)
 
     def list_failed(self, tenant: str | None, *, offset: int = 0,
                     limit: int = 50) -> dict[str, Any]:

@@ -170,12 +170,13 @@ def drop_legacy_fields(connection: Redis) -> None:
 
 
 def main() -> int:
-    """`python -m jobs.kb.migration`: migrate the index of $REDIS_URL now, before a deploy."""
+    """`python -m jobs.kb.migration`: migrate the knowledge base now, before a deploy (on
+    $INTAKE_KB_URL when it is set, else on $REDIS_URL)."""
     from jobs.core.settings import Settings
     from jobs.kb.vector_engine import vector_store
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings.from_env()
-    connection = connect(settings.redis_url, COMMAND)
+    connection = connect(settings.kb_url or settings.redis_url, COMMAND)
     store = vector_store(settings)
     started = time.perf_counter()
     moved = migrate(connection, store) + to_bm25(connection)

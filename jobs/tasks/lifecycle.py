@@ -247,7 +247,7 @@ def delete_job(connection: Redis, job_id: str, *, unless_started: bool = False) 
 
 
 def delete_document(connection: Redis, settings: Settings, tenant: str, document_id: str, *,
-                    version: str | None = None) -> bool:
+                    version: str | None = None, kb: Redis | None = None) -> bool:
     """Remove a document: its chunks, and every task of it (stopped first if still running);
     True when it was removed.
 
@@ -258,13 +258,15 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
 
     Its idempotency keys go too, so the same file uploaded again is ingested again. A running
     attempt finds its task canceled, then gone, so it can never put the document back. Raises
-    NoSuchDocument when there was nothing to remove.
+    NoSuchDocument when there was nothing to remove. `kb`: the knowledge base's Redis when
+    it is not `connection` (INTAKE_KB_URL).
     """
     from jobs.kb import index  # the index and records are what is removed
     from jobs.kb.vector_engine import vector_store
     from jobs.tasks import records as tasks
 
-    detached = _detach(connection, tenant, document_id, version)
+    kb = connection if kb is None else kb
+    detached = _detach(connection, tenant, document_id, version, kb)
     if detached is None:
         return False
     task_ids, cancels, had_chunks = detached
@@ -284,7 +286,7 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
     if had_chunks:
         store = vector_store(settings)
         try:
-            index.collect_garbage(connection, tenant, store)
+            index.collect_garbage(kb, tenant, store)
         finally:
             if store is not None:
                 store.close()
@@ -305,7 +307,7 @@ def current_version(latest: bytes | None, indexed: bytes | None) -> str | None:
 
 
 def _detach(connection: Redis, tenant: str, document_id: str, version: str | None,
-            ) -> tuple[list[str], list[list[str]], bool] | None:
+            kb: Redis) -> tuple[list[str], list[list[str]], bool] | None:
     """In one MULTI: cancel the document's live tasks, take it out of the index and forget
     its task list and latest task. Returns the tasks, their cancels' replies and whether it had
     chunks; None when `version` is given and is not the current one.
@@ -314,8 +316,16 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
     the check and the EXEC makes it run again, so it is never removed unseen. Canceling in the
     same MULTI means a running attempt's own commit (which WATCHes its task) cannot flip its
     version back in after the removal.
+
+    With the knowledge base on a Redis of its own (`kb`), the indexed entry is read there
+    unWATCHed, the MULTI forgets the flips its tasks' commits recorded (jobs.kb.pending_flips)
+    instead of removing, and the removal follows it, leaving a tombstone that refuses any flip
+    staged before it: a flip already on its way cannot bring the document back.
     """
-    from jobs.kb import index
+    from jobs.kb import index, pending_flips
+    from jobs.kb.connection import apart
+
+    separate = apart(kb, connection)
 
     latest_key, indexed_key = keys.document_latest(tenant, document_id), keys.kb_document(
         tenant, document_id)
@@ -323,21 +333,28 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
     while True:
         with connection.pipeline() as pipe:
             try:
-                pipe.watch(latest_key, indexed_key, tasks_key)
-                current = current_version(pipe.get(latest_key), pipe.hget(indexed_key, "task_id"))
+                pipe.watch(latest_key, tasks_key, *(() if separate else (indexed_key,)))
+                indexed = (kb if separate else pipe).hget(indexed_key, "task_id")
+                current = current_version(pipe.get(latest_key), indexed)
                 if version is not None and current is not None and current != version:
                     return None
                 task_ids = sorted(t.decode() for t in pipe.smembers(tasks_key))
                 pipe.multi()
                 for task_id in task_ids:
                     pipe.eval(*_cancel_call(tenant, task_id))
-                index.queue_removal(pipe, tenant, document_id)
+                if separate:
+                    pending_flips.queue_forget(pipe, task_ids)
+                else:
+                    index.queue_removal(pipe, tenant, document_id)
                 pipe.delete(latest_key, tasks_key)
                 replies = pipe.execute()
             except WatchError:
                 continue
-        return task_ids, [_decoded(r) for r in replies[:len(task_ids)]], bool(
-            replies[len(task_ids)])
+        cancels = [_decoded(r) for r in replies[:len(task_ids)]]
+        if separate:
+            return task_ids, cancels, bool(kb.eval(*index.removal_call(
+                tenant, document_id, tombstone=True)))
+        return task_ids, cancels, bool(replies[len(task_ids)])
 
 
 def _decoded(reply: list[Any]) -> list[str]:

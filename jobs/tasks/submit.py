@@ -53,12 +53,13 @@ INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
 #       9 tenant's chunk count, 10 all tenants' chunk count; then per file: idempotency key,
 #       task, upload, the document's tasks, the document's latest task, its indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
-#       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit,
-#       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
+#       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
+#       '' when the knowledge base is on another Redis: checked before, `_kb_state`), 11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
 #       those statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
-#       size, bytes ('' when they travel later), record (its number of fields, then fields
-#       and values).
+#       size, bytes ('' when they travel later), the task whose version the knowledge base
+#       holds ('?': read it here, from the indexed entry; '': none), record (its number of
+#       fields, then fields and values).
 # Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
 _SUBMIT = """
 local remembered = redis.call('HGET', KEYS[7], 'claim')
@@ -80,7 +81,7 @@ local files, starts, bytes = tonumber(ARGV[11]), {}, 0
 for i = 1, files do
   starts[i] = at
   bytes = bytes + tonumber(ARGV[at + 1])
-  at = at + 4 + 2 * tonumber(ARGV[at + 3])
+  at = at + 5 + 2 * tonumber(ARGV[at + 4])
 end
 if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
 if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
@@ -90,10 +91,10 @@ end
 if tonumber(redis.call('GET', KEYS[4]) or '0') + bytes > tonumber(ARGV[8]) then
   return {'tenant_blob_budget'}
 end
-if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
+if ARGV[9] ~= '' and tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
   return {'knowledge_base_full'}
 end
-if tonumber(redis.call('GET', KEYS[10]) or '0') >= tonumber(ARGV[10]) then
+if ARGV[10] ~= '' and tonumber(redis.call('GET', KEYS[10]) or '0') >= tonumber(ARGV[10]) then
   return {'kb_total_full'}
 end
 local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
@@ -103,7 +104,11 @@ for i = 1, files do
   local idem, task, blob, document, latest_key, indexed =
     KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
   local s = starts[i]
-  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 3])
+  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 4])
+  local function indexed_task()
+    if ARGV[s + 3] == '?' then return redis.call('HGET', indexed, 'task_id') end
+    return ARGV[s + 3]
+  end
   local current = redis.call('GET', idem)
   local reuse = false
   local status = ''
@@ -115,7 +120,7 @@ for i = 1, files do
       local latest = redis.call('GET', latest_key)
       local newer = latest and latest ~= current and live[status_of(latest)]
       if not newer then
-        reuse = live[status] or redis.call('HGET', indexed, 'task_id') == current
+        reuse = live[status] or indexed_task() == current
       end
     end
   end
@@ -124,7 +129,7 @@ for i = 1, files do
   else
     status = ''
     redis.call('SET', idem, id, 'EX', ttl)
-    redis.call('HSET', task, unpack(ARGV, s + 4, s + 3 + 2 * fields))
+    redis.call('HSET', task, unpack(ARGV, s + 5, s + 4 + 2 * fields))
     redis.call('EXPIRE', task, ttl)
     redis.call('SET', blob, ARGV[s + 2], 'EX', ttl)
     redis.call('ZADD', KEYS[1], ARGV[4], id)
@@ -244,8 +249,12 @@ def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_vers
 def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                      tenant: str, uploads: list[Upload], *, pipeline_version: str,
                      priority: str | None = None, force: bool = False,
-                     trace_id: str | None = None) -> dict[str, Any]:
+                     trace_id: str | None = None, kb: Redis | None = None) -> dict[str, Any]:
     """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
+
+    `kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL): what the
+    claim reads of it (the chunk counts, each document's indexed task) is read there first,
+    in one round trip.
 
     Raises LimitReached when the batch is refused whole, and NotReplicated when the primary
     has a replica attached and none confirmed the upload within INTAKE_REPLICA_WAIT_MS: then
@@ -264,6 +273,8 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
               "queue": queue.name, "pipeline_version": pipeline_version,
               "trace_id": trace_id or batch_id}
+    indexed = _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()]) if (
+        kb is not None and kb is not connection) else None
     keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
@@ -271,18 +282,20 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
-                       settings.tenant_chunk_limit, settings.kb_chunk_limit, len(firsts),
+                       *(("", "") if indexed is not None else (
+                           settings.tenant_chunk_limit, settings.kb_chunk_limit)), len(firsts),
                        batch_id, tenant, created_at,
                        len(states.LIVE), *states.LIVE, states.SUCCEEDED]
     new_ids: dict[str, str] = {}
-    for digest, upload in firsts.items():
+    for number, (digest, upload) in enumerate(firsts.items()):
         task_id = new_ids[digest] = new_id()
         keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
                   keys.document_tasks(tenant, upload.document_id),
                   keys.document_latest(tenant, upload.document_id),
                   keys.kb_document(tenant, upload.document_id)]
         fields = _task_fields(task_id, upload, digest, settings, record)
-        args += [task_id, upload.size, upload.content() if inline else b"", len(fields)]
+        args += [task_id, upload.size, upload.content() if inline else b"",
+                 "?" if indexed is None else indexed[number], len(fields)]
         args += [item for pair in fields.items() for item in pair]
     reply, role = _claim(connection, keys_, args)
     replicas = replicas_.attached(role)
@@ -311,6 +324,23 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     if replicas:
         _confirm(replies[-1], settings, batch_id, tenant, record["trace_id"])
     return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
+
+
+def _kb_state(kb: Redis, settings: Settings, tenant: str, document_ids: list[str]) -> list[str]:
+    """What the claim needs of a knowledge base on its own Redis, read in one round trip:
+    refuses the batch (LimitReached) when the tenant's or all tenants' chunks are at their
+    limit; returns, per document, the task whose version is indexed ('' for none)."""
+    pipe = kb.pipeline(transaction=False)
+    pipe.get(keys.tenant_chunks(tenant))
+    pipe.get(keys.kb_total_chunks())
+    for document_id in document_ids:
+        pipe.hget(keys.kb_document(tenant, document_id), "task_id")
+    held, total, *owners = pipe.execute()
+    if int(held or 0) >= settings.tenant_chunk_limit:
+        raise LimitReached("knowledge_base_full")
+    if int(total or 0) >= settings.kb_chunk_limit:
+        raise LimitReached("kb_total_full")
+    return [owner.decode() if owner else "" for owner in owners]
 
 
 def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,

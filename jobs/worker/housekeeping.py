@@ -5,7 +5,8 @@ to their budgets (jobs.tasks.blobs.recount); lists of batches and dead letters l
 older than the retention (their records have expired by then); knowledge bases written before
 their chunks were counted get counted, those written before chunk ids are migrated
 (jobs.kb.migration), and the garbage of replaced and deleted documents is collected (what a
-worker that died in the middle of it left).
+worker that died in the middle of it left). With the knowledge base on a Redis of its own, the
+flips that workers recorded but did not live to apply are applied (jobs.kb.pending_flips).
 """
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import time
 from redis import Redis
 
 from jobs.core import keys
-from jobs.kb import index
+from jobs.kb import index, pending_flips
 from jobs.kb import migration as kb_migration
 from jobs.tasks import blobs
 
 
 def run(connection: Redis, ttl_seconds: int,
-        vectors: index.VectorWriter | None = None) -> None:
+        vectors: index.VectorWriter | None = None, kb: Redis | None = None) -> None:
+    """`kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL)."""
+    kb = connection if kb is None else kb
     pipe = connection.pipeline(transaction=False)
     for task_id in connection.zrange(keys.active(), 0, -1):
         pipe.expire(keys.blob(task_id.decode()), ttl_seconds)
@@ -31,11 +34,13 @@ def run(connection: Redis, ttl_seconds: int,
             pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
     blobs.recount(connection)
-    index.ensure_chunk_counts(connection)
-    kb_migration.migrate(connection, vectors)
-    kb_migration.to_bm25(connection)
-    for tenant in _tenants_with(connection, keys.kb_garbage, keys.kb_staged):
-        index.collect_garbage(connection, tenant, vectors)
+    if kb is not connection:
+        pending_flips.apply_left(kb, connection)
+    index.ensure_chunk_counts(kb)
+    kb_migration.migrate(kb, vectors)
+    kb_migration.to_bm25(kb)
+    for tenant in _tenants_with(kb, keys.kb_garbage, keys.kb_staged):
+        index.collect_garbage(kb, tenant, vectors)
 
 
 def _tenants_with(connection: Redis, *key_of) -> set[str]:

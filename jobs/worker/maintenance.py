@@ -21,7 +21,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq.registry import StartedJobRegistry
 
 from jobs.core import keys, queues
+from jobs.core.redis_client import WORKER
 from jobs.core.settings import Settings
+from jobs.kb.connection import kb_connection
 from jobs.worker import housekeeping, parts, reconcile
 
 INTERVAL_SECONDS = 4
@@ -39,7 +41,8 @@ def run_if_due(connection: Redis, settings: Settings) -> bool:
     if connection.set(keys.housekeeping_lock(), 1, nx=True, ex=HOUSEKEEPING_SECONDS):
         store = parts.vector_store(settings)
         try:
-            housekeeping.run(connection, settings.retention_seconds, store)
+            housekeeping.run(connection, settings.retention_seconds, store,
+                             kb_connection(settings, connection, WORKER))
         finally:
             if store is not None:
                 store.close()

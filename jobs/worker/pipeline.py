@@ -31,7 +31,9 @@ from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, Perm
 from jobs.core.settings import MIB, Settings
 from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.embedding.embedders import Embedding, HttpEmbedder, SparseRows
-from jobs.kb import index
+from jobs.core.redis_client import WORKER
+from jobs.kb import index, pending_flips
+from jobs.kb.connection import apart, kb_connection
 from jobs.tasks import blobs, states
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
@@ -160,9 +162,11 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter, record, tenant = attempt.reporter, attempt.record, attempt.tenant
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
     result = {**summary, "chunks": len(chunks)}
+    kb = kb_connection(attempt.settings, attempt.connection, WORKER)
+    separate = apart(kb, attempt.connection)
     store = parts.vector_store(attempt.settings)
     try:
-        staged = index.stage(attempt.connection, index.IndexedDocument(
+        staged = index.stage(kb, index.IndexedDocument(
             tenant=tenant, document_id=record["document_id"], filename=record["filename"],
             task_id=attempt.task_id, version=int(record.get("version") or 0),
             texts=[chunk.text for chunk in chunks], vectors=vectors,
@@ -174,13 +178,16 @@ def _run(attempt: Attempt) -> dict[str, Any]:
 
     replaced = [0]  # the chunks of the version the flip replaces, as read under WATCH
 
-    def within_quota(pipe: Pipeline) -> None:
-        replaced[0] = index.check_chunk_limit(pipe, tenant, record["document_id"], len(chunks),
-                                              attempt.settings.tenant_chunk_limit,
+    def within_quota(reader: Redis | Pipeline) -> None:
+        replaced[0] = index.check_chunk_limit(reader, tenant, record["document_id"],
+                                              len(chunks), attempt.settings.tenant_chunk_limit,
                                               attempt.settings.kb_chunk_limit)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
-        index.queue_flip(pipe, staged)
+        if separate:  # applied on the knowledge base's Redis once this lands (below)
+            pending_flips.queue_record(pipe, attempt.task_id, staged)
+        else:
+            index.queue_flip(pipe, staged)
         blobs.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
         states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target,
@@ -192,18 +199,28 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
     try:
+        if separate:  # no WATCH spans two Redis servers: the limit is checked just before
+            within_quota(kb)
         reporter.commit(task_record.succeeded(result, attempt.version, now_iso()),
-                        queue_more=index_and_clean_up, check=within_quota,
-                        watch=index.quota_keys(tenant, record["document_id"]))
+                        queue_more=index_and_clean_up,
+                        check=None if separate else within_quota,
+                        watch=() if separate else index.quota_keys(tenant,
+                                                                   record["document_id"]))
+    except BaseException:
+        index.discard(kb, staged)  # a no-op if the flip did land
+        if store is not None:
+            store.close()
+        raise
+    try:
+        if separate:  # what fails here, housekeeping applies (jobs.kb.pending_flips)
+            with contextlib.suppress(Exception):
+                pending_flips.apply(kb, attempt.connection, attempt.task_id, staged)
         # What the version it replaced leaves (rows, texts, vectors): on no one's path, and
         # housekeeping collects what a failure here leaves (and stagings a lost worker left).
         # A first version replaces nothing: no round trip for it.
         if replaced[0]:
             with contextlib.suppress(Exception):
-                index.collect_garbage(attempt.connection, tenant, store)
-    except BaseException:
-        index.discard(attempt.connection, staged)  # a no-op if the flip did land
-        raise
+                index.collect_garbage(kb, tenant, store)
     finally:
         if store is not None:
             store.close()

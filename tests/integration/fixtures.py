@@ -39,7 +39,8 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Iterator
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pytest
 import redis
@@ -244,6 +245,16 @@ def start_stack(redis_server, tmp_path_factory: pytest.TempPathFactory, name: st
 def stop_stack(stack: Stack) -> None:
     stack.workers.stop_all()
     stack.web.stop()
+
+
+@contextmanager
+def running_stack(*args: Any, **kwargs: Any) -> Iterator[Stack]:
+    """`start_stack`'s stack, stopped at the end of the block."""
+    started = start_stack(*args, **kwargs)
+    try:
+        yield started
+    finally:
+        stop_stack(started)
 
 
 @pytest.fixture(scope="session")

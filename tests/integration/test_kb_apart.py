@@ -1,0 +1,107 @@
+"""The knowledge base on a Redis of its own (INTAKE_KB_URL), on the real system: documents are
+indexed, searched, listed by chunk and deleted there, the queue's Redis holds none of it, and
+the knowledge base's bound is read there (429 `knowledge_base_full` until a delete makes room).
+
+A stack of its own: the Procfile's web and two `rq worker` processes with the local embedder,
+the queue on logical database 12 of the session's redis-server, the knowledge base on a second
+redis-server process started here.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from jobs.core import keys
+from tests.integration.fixtures import Stack, running_stack
+from tests.integration.helpers import ApiClient, poll
+from tests.integration.intake_api import get_json, unique_word
+from tests.integration.processes import ProcessGroup
+from tests.integration.servers import REDIS_SERVER, RedisServer
+from tests.integration.test_budgets import text_of_chunks
+from tests.integration.test_kb_bound import ingest as ingest_one
+from tests.integration.test_kb_bound import send
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")]
+
+DATABASE = 12  # nothing else uses this one
+TENANT, KEY = "apart", "apart-key-123456"
+KB_LIMIT = 4
+
+
+@pytest.fixture(scope="module")
+def kb_server(tmp_path_factory) -> Iterator[RedisServer]:
+    group = ProcessGroup(tmp_path_factory.mktemp("kb-redis-logs"))
+    server = RedisServer(group, tmp_path_factory.mktemp("kb-redis-data"), name="kb-redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server, kb_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
+    with running_stack(redis_server, tmp_path_factory, "kb-apart", DATABASE, {
+        "INTAKE_API_KEYS": f"{TENANT}:{KEY}",
+        "INTAKE_KB_URL": kb_server.url,
+        "INTAKE_KB_CHUNK_LIMIT": str(KB_LIMIT),
+    }, embedding=_embedding_server) as started:
+        yield started
+
+
+def ingest(client: ApiClient, name: str, content: bytes) -> dict[str, Any]:
+    done = ingest_one(client, name, content)
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def found(client: ApiClient, word: str) -> list[dict[str, Any]]:
+    return get_json(client, f"/api/search?q={word}")["results"]
+
+
+def test_a_document_lives_on_the_knowledge_bases_redis_from_upload_to_delete(stack, kb_server):
+    queue, kb = stack.redis(), kb_server.client()
+    with ApiClient(stack.url, api_key=KEY) as client:
+        word = unique_word()
+        done = ingest(client, f"apart-{word}.txt", text_of_chunks(word, 2))
+        assert done["result"]["chunks"] == 2, done
+        # Its flip follows the task's `succeeded` by one round trip (jobs.kb.pending_flips).
+        hits = poll(lambda: found(client, word), timeout=2,
+                    message="the succeeded document found by search")
+        assert {hit["task_id"] for hit in hits} == {done["id"]}, hits
+        page = get_json(client, f"/api/tasks/{done['id']}/chunks")
+        assert page["total"] == 2 and word in page["chunks"][0]["text"], page
+
+        assert list(kb.scan_iter(match="intake:kb:*", count=1000)), "the index is on its Redis"
+        assert not list(queue.scan_iter(match="intake:kb:*", count=1000)), \
+            "the queue's Redis holds nothing of the knowledge base"
+        assert queue.hlen(keys.pending_flips()) == 0, "the flip was applied and forgotten"
+
+        assert client.delete(f"/api/documents/apart-{word}.txt").status_code == 204
+        assert found(client, word) == []
+        assert int(kb.get(keys.tenant_chunks(TENANT)) or 0) == 0
+        assert client.get(f"/api/tasks/{done['id']}").status_code == 404
+
+
+def test_the_bound_of_a_knowledge_base_apart_is_read_on_its_redis(stack, kb_server):
+    kb = kb_server.client()
+    poll(lambda: kb.exists(keys.kb_total_chunks()), timeout=90,
+         message="the knowledge base of all tenants counted (a worker's housekeeping)")
+    with ApiClient(stack.url, api_key=KEY) as client:
+        words = [unique_word() for _ in range(3)]
+        for word in words[:2]:  # 2 + 2 chunks: what the knowledge base may hold
+            ingest(client, f"full-{word}.txt", text_of_chunks(word, 2))
+        assert int(kb.get(keys.kb_total_chunks())) == KB_LIMIT
+
+        refused = send(client, f"late-{words[2]}.txt", text_of_chunks(words[2], 1))
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["error"]["code"] == "knowledge_base_full", refused.text
+        assert found(client, words[0]), "searches go on"
+
+        assert client.delete(f"/api/documents/full-{words[0]}.txt").status_code == 204
+        done = ingest(client, f"late-{words[2]}.txt", text_of_chunks(words[2], 1))
+        hits = poll(lambda: found(client, words[2]), timeout=2,
+                    message="the document indexed once room was made")
+        assert {hit["task_id"] for hit in hits} == {done["id"]}, hits
