@@ -18,7 +18,7 @@ from jobs.core.settings import Settings
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
 from jobs.kb import index
-from jobs.kb.connection import kb_connection
+from jobs.kb.connection import kb_connection, kb_replicas
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, lifecycle, states
@@ -46,7 +46,8 @@ class Intake:
                                                timeout=settings.search_embedding_timeout)
         self.searcher = Searcher(self.kb, embedder,
                                  breaker_seconds=settings.search_breaker_seconds,
-                                 vectors=parts.vector_store(settings), budget=budget)
+                                 vectors=parts.vector_store(settings), budget=budget,
+                                 replicas=kb_replicas(settings, WEB))
 
     def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
                force: bool = False, trace_id: str | None = None) -> dict[str, Any]:

@@ -56,6 +56,9 @@ class Settings:
     # Where the knowledge base lives: another Redis than the queue's, or (empty) the queue's
     # own (jobs.kb.connection; docs/deploying.md, "The knowledge base on a Redis of its own").
     kb_url: str = ""
+    # Read replicas of the knowledge base's Redis (`redis://…,redis://…`): searches take turns
+    # on them, and on the primary when one does not answer (jobs.kb.search).
+    kb_replica_urls: str = ""
     retention_days: int = 30
     upload_retention_hours: int = 24
     chunk_size: int = 1000
@@ -90,6 +93,10 @@ class Settings:
     def upload_retention_seconds(self) -> int:
         """How long the upload of a failed (retryable) or canceled task is kept for a Retry."""
         return self.upload_retention_hours * 3600
+
+    @property
+    def kb_replica_url_list(self) -> tuple[str, ...]:
+        return tuple(url.strip() for url in self.kb_replica_urls.split(",") if url.strip())
 
     @property
     def ocr_language_list(self) -> tuple[str, ...]:
@@ -132,6 +139,10 @@ class Settings:
                 ("redis://", "rediss://", "unix://", SENTINEL_SCHEME + "://")):
             raise ValueError(f"INTAKE_KB_URL must be a redis://, rediss://, unix:// or "
                              f"{SENTINEL_SCHEME}:// URL")
+        if any(not url.startswith(("redis://", "rediss://", "unix://"))
+               for url in self.kb_replica_url_list):
+            raise ValueError("INTAKE_KB_REPLICA_URLS must be redis://, rediss:// or unix:// URLs, "
+                             "separated by commas")
         if self.kb_chunk_limit < 1:
             raise ValueError("INTAKE_KB_CHUNK_LIMIT must be at least 1 (chunks, all tenants)")
         if self.max_attempts < 1:

@@ -6,6 +6,9 @@ on a Redis of its own, a knowledge base that grows cannot fill the queue's memor
 cannot slow the queue. Together is one Redis to run, and a document's flip lands in the very
 MULTI of its task's `succeeded`; apart, that MULTI records the flip instead and the worker
 applies it on the knowledge base's Redis right after (jobs.kb.pending_flips).
+
+Searches only read, so they can also run on read replicas of the knowledge base's Redis
+(INTAKE_KB_REPLICA_URLS, `kb_replicas`): the search rate then grows with the replicas' cores.
 """
 from __future__ import annotations
 
@@ -23,9 +26,18 @@ def kb_connection(settings: Settings, queue: Redis, profile: Profile = COMMAND) 
     """The knowledge base's Redis: `queue` itself unless INTAKE_KB_URL names another."""
     if not settings.kb_url or settings.kb_url == settings.redis_url:
         return queue
-    client = _clients.get((settings.kb_url, profile))
+    return _client(settings.kb_url, profile)
+
+
+def kb_replicas(settings: Settings, profile: Profile = COMMAND) -> list[Redis]:
+    """Clients of the knowledge base's read replicas (INTAKE_KB_REPLICA_URLS); none unset."""
+    return [_client(url, profile) for url in settings.kb_replica_url_list]
+
+
+def _client(url: str, profile: Profile) -> Redis:
+    client = _clients.get((url, profile))
     if client is None:
-        client = _clients[settings.kb_url, profile] = connect(settings.kb_url, profile)
+        client = _clients[url, profile] = connect(url, profile)
     return client
 
 

@@ -270,13 +270,23 @@ def _answers(rows: Sequence[Sequence[bytes]]) -> list[dict[str, Any]]:
     return hits
 
 
-class Retriever:
-    """Searches one Redis; holds nothing of the knowledge base itself (only the scripts)."""
+def read_only(script: str) -> str:
+    """The script as a read replica runs it (INTAKE_KB_REPLICA_URLS): a replica refuses
+    BITFIELD, which may write, even with only GETs; BITFIELD_RO (Redis 6.2+) only reads. The
+    primary's scripts keep BITFIELD, which every Redis runs, fakeredis's included."""
+    return script.replace("{'BITFIELD',", "{'BITFIELD_RO',")
 
-    def __init__(self, connection: Redis, budget: int = DEFAULT_BUDGET) -> None:
+
+class Retriever:
+    """Searches one Redis; holds nothing of the knowledge base itself (only the scripts).
+    `replica`: that Redis is a read replica."""
+
+    def __init__(self, connection: Redis, budget: int = DEFAULT_BUDGET, *,
+                 replica: bool = False) -> None:
         self.budget = budget
-        self._lexical = connection.register_script(_LEXICAL)
-        self._dense = connection.register_script(_DENSE)
+        variant = read_only if replica else str
+        self._lexical = connection.register_script(variant(_LEXICAL))
+        self._dense = connection.register_script(variant(_DENSE))
 
     def lexical(self, tenant: str, query: SparseRows, k: int) -> Found:
         """The k chunks that best match the query row (its terms' counts) by BM25."""

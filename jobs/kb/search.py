@@ -31,6 +31,7 @@ from jobs.embedding.budget import EmbeddingBudget, NowGate
 from jobs.embedding.embedders import (BudgetUnavailable, Embedder, HttpEmbedder, LocalEmbedder,
                                       SparseRows)
 from jobs.kb.index import LEXICAL
+from jobs.kb.read_replicas import ReadReplicas
 from jobs.kb.retrieval import Found, Retriever
 
 MAX_SEARCH_K = 200
@@ -102,13 +103,17 @@ def scored_by(name: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class Searcher:
     def __init__(self, connection: Redis, embedder: Embedder, breaker_seconds: int = 30,
                  vectors: VectorReader | None = None,
-                 budget: EmbeddingBudget | None = None) -> None:
+                 budget: EmbeddingBudget | None = None,
+                 replicas: Sequence[Redis] = ()) -> None:
         self.connection = connection
         self.embedder = embedder
         self.budget = budget
         self.breaker_seconds = breaker_seconds
         self.vectors = vectors
         self.retriever = Retriever(connection)
+        #: Where the search scripts run: the replicas in turn (INTAKE_KB_REPLICA_URLS), else
+        #: the knowledge base's Redis.
+        self.readers = ReadReplicas(self.retriever, [Retriever(r, replica=True) for r in replicas])
         # The local embedder is the lexical index itself: nothing remote to call.
         self.remote = not isinstance(embedder, LocalEmbedder)
 
@@ -171,7 +176,7 @@ class Searcher:
         # As for words, only a positive similarity is a match: the nearest of unrelated
         # vectors is no answer.
         found = [(cid, score) for cid, score in found if score > 0]
-        return self.retriever.hydrate(tenant, found, depth)
+        return self.readers.read(lambda retriever: retriever.hydrate(tenant, found, depth))
 
     def _embed_query(self, query: str) -> Any:
         if self.budget is not None and isinstance(self.embedder, HttpEmbedder):
@@ -186,7 +191,7 @@ class Searcher:
     def _lexical_found(self, tenant: str, query: str, k: int) -> Found:
         """The lexical ranking's top k: the one place a query's words become its query row."""
         row: SparseRows = LEXICAL.embed_query(query)
-        return self.retriever.lexical(tenant, row, k)
+        return self.readers.read(lambda retriever: retriever.lexical(tenant, row, k))
 
 
 def _unavailable_notice(reason: str) -> str:

@@ -4,10 +4,12 @@ the knowledge base's bound is read there (429 `knowledge_base_full` until a dele
 
 A stack of its own: the Procfile's web and two `rq worker` processes with the local embedder,
 the queue on logical database 12 of the session's redis-server, the knowledge base on a second
-redis-server process started here.
+redis-server process started here, with a read replica that searches take turns on
+(INTAKE_KB_REPLICA_URLS).
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator
 
 import pytest
@@ -21,6 +23,7 @@ from tests.integration.servers import REDIS_SERVER, RedisServer
 from tests.integration.test_budgets import text_of_chunks
 from tests.integration.test_kb_bound import ingest as ingest_one
 from tests.integration.test_kb_bound import send
+from tests.integration.test_replica_acks import MARGIN_S, Pair
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")]
@@ -31,21 +34,26 @@ KB_LIMIT = 4
 
 
 @pytest.fixture(scope="module")
-def kb_server(tmp_path_factory) -> Iterator[RedisServer]:
+def kb_pair(tmp_path_factory) -> Iterator[Pair]:
+    """The knowledge base's Redis and its read replica, each a real redis-server."""
     group = ProcessGroup(tmp_path_factory.mktemp("kb-redis-logs"))
-    server = RedisServer(group, tmp_path_factory.mktemp("kb-redis-data"), name="kb-redis")
-    server.start()
     try:
-        yield server
+        yield Pair(group, tmp_path_factory.mktemp("kb-redis-data")).start()
     finally:
-        server.close()
+        group.stop_all(timeout=10)
 
 
 @pytest.fixture(scope="module")
-def stack(redis_server, kb_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
+def kb_server(kb_pair: Pair) -> RedisServer:
+    return kb_pair.primary
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server, kb_pair, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
     with running_stack(redis_server, tmp_path_factory, "kb-apart", DATABASE, {
         "INTAKE_API_KEYS": f"{TENANT}:{KEY}",
-        "INTAKE_KB_URL": kb_server.url,
+        "INTAKE_KB_URL": kb_pair.primary.url,
+        "INTAKE_KB_REPLICA_URLS": kb_pair.replica.url,
         "INTAKE_KB_CHUNK_LIMIT": str(KB_LIMIT),
     }, embedding=_embedding_server) as started:
         yield started
@@ -105,3 +113,36 @@ def test_the_bound_of_a_knowledge_base_apart_is_read_on_its_redis(stack, kb_serv
         hits = poll(lambda: found(client, words[2]), timeout=2,
                     message="the document indexed once room was made")
         assert {hit["task_id"] for hit in hits} == {done["id"]}, hits
+
+
+def searches_served(server: RedisServer) -> int:
+    """How many search scripts `server` ran for clients (writes reach a replica as effects)."""
+    stats = server.client().info("commandstats")
+    return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+
+
+def test_searches_take_turns_on_the_read_replica_and_go_on_without_it(stack, kb_pair):
+    with ApiClient(stack.url, api_key=KEY) as client:
+        word = unique_word()
+        done = ingest(client, f"replica-{word}.txt", text_of_chunks(word, 1))
+        poll(lambda: found(client, word), timeout=5, message="the document found")
+
+        before = searches_served(kb_pair.replica)
+        for _ in range(6):  # one web process (the Procfile's), turns on its one replica
+            assert {hit["task_id"] for hit in found(client, word)} == {done["id"]}
+        assert searches_served(kb_pair.replica) - before >= 6, "the replica answered them"
+
+        kb_pair.pause()  # stalled: the web's read times out after 2 s, then the primary answers
+        try:
+            started = time.monotonic()
+            assert {hit["task_id"] for hit in found(client, word)} == {done["id"]}
+            first = time.monotonic() - started
+            started = time.monotonic()
+            for _ in range(5):
+                assert {hit["task_id"] for hit in found(client, word)} == {done["id"]}
+            rest = (time.monotonic() - started) / 5
+        finally:
+            kb_pair.resume()
+        assert first < 2.0 + MARGIN_S, f"the first search without the replica took {first:.1f} s"
+        assert rest < MARGIN_S, f"searches after it took {rest:.1f} s each: the replica is " \
+            "left alone, not waited for again"

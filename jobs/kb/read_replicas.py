@@ -1,0 +1,44 @@
+"""Searches taking turns on the knowledge base's read replicas (INTAKE_KB_REPLICA_URLS).
+
+Why they can: the search scripts only read (jobs.kb.retrieval), and a replica runs a script
+that only reads. With replicas, the rate of searches grows with their cores instead of being
+bounded by the one core of the knowledge base's Redis (docs/deploying.md, "Where the knowledge
+base lives, and why").
+
+A replica that does not answer (down, still loading its copy, or stalled past the web's 2 s
+read timeout) is left alone for DOWN_SECONDS while its turns go to the primary, so a lost
+replica costs one slow search, not every one after it. A replica may lag its primary by a few
+milliseconds: there a document is found a moment after its task succeeded.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Callable, TypeVar
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from jobs.kb.retrieval import Retriever
+
+T = TypeVar("T")
+DOWN_SECONDS = 10.0
+
+
+class ReadReplicas:
+    def __init__(self, primary: Retriever, replicas: list[Retriever]) -> None:
+        self.primary = primary
+        self.replicas = replicas
+        self.down_until = [0.0] * len(replicas)
+        self.turn = itertools.count()
+
+    def read(self, call: Callable[[Retriever], T]) -> T:
+        """`call` on the next replica in turn unless it is left alone, else on the primary."""
+        if self.replicas:
+            number = next(self.turn) % len(self.replicas)
+            if self.down_until[number] <= time.monotonic():
+                try:
+                    return call(self.replicas[number])
+                except (RedisConnectionError, RedisTimeoutError):  # LOADING is one too
+                    self.down_until[number] = time.monotonic() + DOWN_SECONDS
+        return call(self.primary)

@@ -1,0 +1,62 @@
+"""Searches on read replicas (jobs.kb.read_replicas): turns, and a replica that does not answer
+left alone while the primary answers. (tests/integration/test_kb_apart.py runs them on a real
+replica, stalled by SIGSTOP.)"""
+from __future__ import annotations
+
+import pytest
+from redis.exceptions import BusyLoadingError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from jobs.kb import read_replicas
+from jobs.kb.read_replicas import ReadReplicas
+from jobs.kb.retrieval import read_only
+
+
+class Named:
+    """A stand-in for a Retriever: what a search reads is who answered."""
+
+    def __init__(self, name: str, fails: BaseException | None = None) -> None:
+        self.name, self.fails = name, fails
+
+    def answer(self) -> str:
+        if self.fails is not None:
+            raise self.fails
+        return self.name
+
+
+def test_searches_take_turns_on_the_replicas_and_the_primary_only_without_any():
+    readers = ReadReplicas(Named("primary"), [Named("r1"), Named("r2")])
+    assert [readers.read(Named.answer) for _ in range(4)] == ["r1", "r2", "r1", "r2"]
+    assert ReadReplicas(Named("primary"), []).read(Named.answer) == "primary"
+
+
+@pytest.mark.parametrize("failure", [RedisConnectionError("refused"),
+                                     RedisTimeoutError("stalled"),
+                                     BusyLoadingError("loading its copy")])
+def test_a_replica_that_does_not_answer_is_left_alone_while_the_primary_answers(
+        monkeypatch, failure):
+    now = [100.0]
+    monkeypatch.setattr(read_replicas.time, "monotonic", lambda: now[0])
+    down = Named("r1", fails=failure)
+    readers = ReadReplicas(Named("primary"), [down, Named("r2")])
+    assert readers.read(Named.answer) == "primary"  # r1's turn: it fails, the primary answers
+    assert readers.read(Named.answer) == "r2"
+    down.fails = None
+    assert readers.read(Named.answer) == "primary", "r1 is left alone for a while"
+    now[0] += read_replicas.DOWN_SECONDS
+    readers.read(Named.answer)
+    assert readers.read(Named.answer) == "r1", "then it has its turns again"
+
+
+def test_other_errors_are_not_taken_for_a_lost_replica():
+    readers = ReadReplicas(Named("primary"), [Named("r1", fails=ValueError("a bug"))])
+    with pytest.raises(ValueError):
+        readers.read(Named.answer)
+
+
+def test_a_replicas_scripts_read_the_live_bits_with_the_read_only_bitfield():
+    from jobs.kb.retrieval import _DENSE, _LEXICAL
+    for script in (_LEXICAL, _DENSE):
+        assert "'BITFIELD'" in script and "'BITFIELD'" not in read_only(script)
+        assert "'BITFIELD_RO'" in read_only(script)
