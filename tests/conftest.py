@@ -2,4 +2,5 @@
 plugin here (they start nothing until a test asks) so tests/integration and tests/browser share
 one Redis, one pair of workers and one web process per run."""
 
-pytest_plugins = ["tests.integration.fixtures", "tests.integration.postgres"]
+pytest_plugins = ["tests.integration.fixtures", "tests.integration.postgres",
+                  "tests.integration.seaweedfs"]

@@ -1,0 +1,191 @@
+"""Where originals are kept: a directory (`file:///absolute/path`) or an S3-compatible bucket
+(`s3://bucket/prefix`), as INTAKE_STORAGE_URL names it (docs/deploying.md, "Originals").
+
+Both are written and read as streams, a piece at a time, so that neither a web process taking
+an upload nor a worker reading one holds a file whole in memory.
+
+Why boto3 for S3 (against obstore and fsspec's s3fs): it is the client every S3-compatible store
+is tested with, it reads the standard AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`) as every S3 tool does, and its sockets are plain
+Python ones, which the web's gevent workers make cooperative: a 200 MiB upload on its way to the
+store leaves the other requests of that web process served. obstore's client runs in Rust and
+would hold the event loop for a whole transfer; s3fs runs an asyncio loop in a thread of its
+own beside gevent's.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator, Protocol
+from urllib.parse import unquote, urlparse
+
+#: Bytes per piece of a stream, read or written: what a transfer holds in memory at once.
+PIECE_BYTES = 8 * 1024 * 1024
+
+
+class NotStored(KeyError):
+    """No object has that name (never stored, or deleted)."""
+
+
+class ObjectStore(Protocol):
+    """Objects by name (`/`-separated, no leading `/`)."""
+
+    def put(self, name: str, source: BinaryIO) -> int:
+        """Store what `source` holds from where it stands, replacing any object of that name
+        whole (a reader never sees half of one); returns the bytes stored."""
+        ...
+
+    def open(self, name: str) -> BinaryIO:
+        """A stream of the object's bytes; raises NotStored."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Gone, whether it was there or not."""
+        ...
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """Every stored name that starts with `prefix`, in no particular order."""
+        ...
+
+
+def open_store(url: str) -> ObjectStore:
+    """The store INTAKE_STORAGE_URL names; ValueError for an address it cannot be."""
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+            raise ValueError(f"INTAKE_STORAGE_URL={url!r}: a directory is file:///absolute/path")
+        return FileStore(Path(unquote(parsed.path)))
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise ValueError(f"INTAKE_STORAGE_URL={url!r}: a bucket is s3://bucket/prefix")
+        return S3Store(parsed.netloc, parsed.path.strip("/"))
+    raise ValueError(f"INTAKE_STORAGE_URL={url!r} must be a file:/// or s3:// URL")
+
+
+class FileStore:
+    """A directory; every machine that runs a web or a worker must see the same one (a shared
+    volume), or use S3."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, name: str) -> Path:
+        path = (self.root / name).resolve()
+        if self.root.resolve() not in path.parents:
+            raise ValueError(f"object name {name!r} leaves the store")
+        return path
+
+    def put(self, name: str, source: BinaryIO) -> int:
+        path = self._path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Written beside it under a temporary name, then renamed over it: all or nothing.
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                shutil.copyfileobj(source, out, PIECE_BYTES)
+                size = out.tell()
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return size
+
+    def open(self, name: str) -> BinaryIO:
+        try:
+            return self._path(name).open("rb")
+        except (FileNotFoundError, IsADirectoryError):
+            raise NotStored(name) from None
+
+    def delete(self, name: str) -> None:
+        self._path(name).unlink(missing_ok=True)
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        if not self.root.is_dir():
+            return
+        for directory, _subdirectories, files in os.walk(self.root):
+            for file in files:
+                if file.startswith(".part-"):
+                    continue
+                name = Path(directory, file).relative_to(self.root).as_posix()
+                if name.startswith(prefix):
+                    yield name
+
+
+class S3Store:
+    """A bucket (and a prefix inside it) of any S3-compatible store."""
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+        self.bucket = bucket
+        self.prefix = f"{prefix}/" if prefix else ""
+        self.client = client if client is not None else _s3_client()
+
+    def put(self, name: str, source: BinaryIO) -> int:
+        """One PUT for an object of at most a piece; above, a multipart upload sent one piece
+        at a time (boto3's transfer manager reads a stream that cannot seek whole before its
+        first part), aborted if the stream breaks, so that no part is left behind."""
+        key = self.prefix + name
+        piece = _read_piece(source)
+        if len(piece) < PIECE_BYTES:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=piece)
+            return len(piece)
+        upload = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        parts, size = [], 0
+        try:
+            while piece:
+                reply = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload,
+                                                PartNumber=len(parts) + 1, Body=piece)
+                parts.append({"PartNumber": len(parts) + 1, "ETag": reply["ETag"]})
+                size += len(piece)
+                piece = b""  # let go of this piece before reading the next
+                piece = _read_piece(source)
+            self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload,
+                                                  MultipartUpload={"Parts": parts})
+        except BaseException:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
+            raise
+        return size
+
+    def open(self, name: str) -> BinaryIO:
+        try:
+            reply = self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)
+        except self.client.exceptions.NoSuchKey:
+            raise NotStored(name) from None
+        return reply["Body"]
+
+    def delete(self, name: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self.prefix + name)
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self.prefix + prefix)
+        for page in pages:
+            for item in page.get("Contents", []):
+                yield item["Key"][len(self.prefix):]
+
+
+def _read_piece(source: BinaryIO) -> bytes:
+    """Up to PIECE_BYTES of `source`, fewer only at its end (a stream may answer short reads)."""
+    pieces, held = [], 0
+    while held < PIECE_BYTES:
+        piece = source.read(PIECE_BYTES - held)
+        if not piece:
+            break
+        pieces.append(piece)
+        held += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _s3_client() -> Any:
+    """boto3's client from the standard AWS variables; path-style addresses when an endpoint is
+    given (`AWS_ENDPOINT_URL`: MinIO, SeaweedFS, Ceph and most S3-compatible stores), and
+    checksums only where the API requires them (boto3's default since 1.36 sends CRC trailers
+    that some S3-compatible stores refuse, and copies each part to compute them)."""
+    import boto3
+    from botocore.config import Config
+    style = "path" if os.environ.get("AWS_ENDPOINT_URL") else "auto"
+    return boto3.client("s3", config=Config(
+        s3={"addressing_style": style}, retries={"mode": "standard", "max_attempts": 5},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required"))
