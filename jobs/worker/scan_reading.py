@@ -6,15 +6,17 @@ from its first page to its last keeps a fleet's other workers idle for a quarter
 a PDF with at least SPLIT_AT pages to read by OCR is read in two stages. The task's own job
 reads the text layers and names the pages left (jobs.text.parsers: `ocr_split_at`), cuts them
 into ranges of RANGE_PAGES (jobs.worker.page_ranges) and enqueues range jobs
-(`read_page_range`) on its own queue, one per other worker, so that the ranges go through the
-same priorities and fair share as any job. Then it reads ranges itself, like them, until none
+(`read_page_range`) on its tenant's bulk queue, one per other worker, so that the ranges go
+through the same fair share as any job and after everything of a higher priority: the extra
+readers take only workers nothing else wants. Then it reads ranges itself, like them, until none
 is left to claim, waits for the last ones (the only time it holds a worker without reading),
 puts the pages together as one reading would have and goes on to chunk, embed and index: the
 document is indexed once, by the task's job, under its attempt's fence.
 
-A range job reads one range and ends, enqueuing its successor at the back of the queue while
-ranges are left: a scan never holds more workers than it had range jobs, and what was queued
-after it (small files behind a big scan) gets a worker between two of its ranges.
+A range job reads one range and ends, enqueuing its successor at the back of the bulk queue
+while ranges are left: a scan never holds more workers than it had range jobs, and what was
+queued after it (small files behind a big scan, at any priority) gets a worker between two of
+its ranges. The task's own job reads on at its own priority, so a scan always moves.
 
 Why RANGE_PAGES = 4 and SPLIT_AT = 8: each range is a fork of the reader and a PDF opened
 again, and its first page costs a third of a page more than the next (the OCR engine's first
@@ -38,7 +40,7 @@ from typing import Any, Callable
 from redis import Redis
 from rq import Queue, Worker, get_current_job
 
-from jobs.core import keys
+from jobs.core import keys, queues
 from jobs.core.failures import CancelRequested, PermanentError
 from jobs.core.settings import MIB, Settings
 from jobs.tasks import blobs
@@ -191,13 +193,15 @@ def read_range(ranges: PageRanges, index: int, pages: list[int], data: bytes,
     return ranges.save(index, len(pages), parse_reply.encode(parsed, settings.parse_max_chars))
 
 
-def enqueue_readers(connection: Redis, queue_name: str, task_id: str, run: str,
+def enqueue_readers(connection: Redis, origin: str, task_id: str, run: str,
                     settings: Settings, count: int) -> None:
-    """Enqueue `count` range jobs for the scan of `run` on `queue_name` (the task's queue: its
-    tenant and priority), at its back."""
+    """Enqueue `count` range jobs for the scan of `run` at the back of the bulk queue of the
+    tenant whose queue `origin` is (the task's job's, or a range job's)."""
     if count <= 0:
         return
-    queue = Queue(queue_name, connection=connection)
+    parsed = queues.parse(origin)
+    name = queues.queue_name(parsed[0], "bulk") if parsed is not None else origin
+    queue = Queue(name, connection=connection)
     queue.enqueue_many([Queue.prepare_data(
         READ_FUNCTION, args=(task_id, run), timeout=settings.job_timeout,
         result_ttl=RANGE_JOB_TTL_SECONDS, failure_ttl=RANGE_JOB_TTL_SECONDS,
