@@ -18,12 +18,11 @@ from jobs.core import keys
 from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, unique_word
-from tests.integration.processes import ProcessGroup
 from tests.integration.servers import REDIS_SERVER, RedisServer
 from tests.integration.test_budgets import text_of_chunks
 from tests.integration.test_kb_bound import ingest as ingest_one
 from tests.integration.test_kb_bound import send
-from tests.integration.test_replica_acks import MARGIN_S, Pair
+from tests.integration.test_replica_acks import MARGIN_S, Pair, running_pair
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")]
@@ -36,11 +35,8 @@ KB_LIMIT = 4
 @pytest.fixture(scope="module")
 def kb_pair(tmp_path_factory) -> Iterator[Pair]:
     """The knowledge base's Redis and its read replica, each a real redis-server."""
-    group = ProcessGroup(tmp_path_factory.mktemp("kb-redis-logs"))
-    try:
-        yield Pair(group, tmp_path_factory.mktemp("kb-redis-data")).start()
-    finally:
-        group.stop_all(timeout=10)
+    with running_pair(tmp_path_factory, "kb-redis") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

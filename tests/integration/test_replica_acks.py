@@ -11,6 +11,7 @@ replica (the session's plain redis-server) an upload never waits.
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
@@ -63,15 +64,22 @@ class Pair:
         self.replica.process.send_signal(signal.SIGCONT)
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory) -> Iterator[Pair]:
+@contextmanager
+def running_pair(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Pair]:
+    """A started Pair, its data and logs under `name`, stopped at the end of the block."""
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed: a primary and a replica are needed")
-    group = ProcessGroup(tmp_path_factory.mktemp("logs-replica-acks"))
+    group = ProcessGroup(tmp_path_factory.mktemp(f"logs-{name}"))
     try:
-        yield Pair(group, tmp_path_factory.mktemp("replica-acks")).start()
+        yield Pair(group, tmp_path_factory.mktemp(name)).start()
     finally:
         group.stop_all(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> Iterator[Pair]:
+    with running_pair(tmp_path_factory, "replica-acks") as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
