@@ -57,7 +57,7 @@ class Settings:
     # own (jobs.kb.connection; docs/deploying.md, "The knowledge base on a Redis of its own").
     kb_url: str = ""
     # Read replicas of the knowledge base's Redis (`redis://…,redis://…`): searches take turns
-    # on them, and on the primary when one does not answer (jobs.kb.search).
+    # on them, and on the primary when one does not answer (jobs.kb.read_replicas).
     kb_replica_urls: str = ""
     retention_days: int = 30
     upload_retention_hours: int = 24

@@ -65,11 +65,6 @@ def apply_left(kb: Redis, queue: Redis, older_than: float = APPLY_AFTER_SECONDS)
             continue
         index.flip(kb, record["keys"], record["args"])
         # Only this record: a delete may have removed it (and left a tombstone) meanwhile.
-        _forget_if_unchanged(queue, task_id, raw)
+        queue.eval(_FORGET, 1, keys.pending_flips(), task_id, raw)
         applied += 1
     return applied
-
-
-
-def _forget_if_unchanged(queue: Redis, task_id: bytes, raw: bytes) -> None:
-    queue.eval(_FORGET, 1, keys.pending_flips(), task_id, raw)

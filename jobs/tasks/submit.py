@@ -38,6 +38,7 @@ from jobs.core.failures import backoff_delays
 from jobs.core.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
+from jobs.kb.connection import apart
 from jobs.tasks import blobs, states, webhook_events
 from jobs.tasks import record as task_record
 from jobs.tasks.records import new_id
@@ -54,7 +55,8 @@ INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
 #       task, upload, the document's tasks, the document's latest task, its indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
-#       '' when the knowledge base is on another Redis: checked before, `_kb_state`), 11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
+#       '' when the knowledge base is on another Redis: checked before, `_kb_state`),
+#       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
 #       those statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
 #       size, bytes ('' when they travel later), the task whose version the knowledge base
@@ -274,7 +276,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
               "queue": queue.name, "pipeline_version": pipeline_version,
               "trace_id": trace_id or batch_id}
     indexed = _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()]) if (
-        kb is not None and kb is not connection) else None
+        kb is not None and apart(kb, connection)) else None
     keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),

@@ -16,6 +16,7 @@ from redis import Redis
 
 from jobs.core import keys
 from jobs.kb import index, pending_flips
+from jobs.kb.connection import apart
 from jobs.kb import migration as kb_migration
 from jobs.tasks import blobs
 
@@ -34,7 +35,7 @@ def run(connection: Redis, ttl_seconds: int,
             pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
     blobs.recount(connection)
-    if kb is not connection:
+    if apart(kb, connection):
         pending_flips.apply_left(kb, connection)
     index.ensure_chunk_counts(kb)
     kb_migration.migrate(kb, vectors)

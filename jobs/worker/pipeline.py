@@ -213,8 +213,10 @@ def _run(attempt: Attempt) -> dict[str, Any]:
         raise
     try:
         if separate:  # what fails here, housekeeping applies (jobs.kb.pending_flips)
-            with contextlib.suppress(Exception):
+            try:
                 pending_flips.apply(kb, attempt.connection, attempt.task_id, staged)
+            except Exception as exc:
+                logs.event("flip_left_for_housekeeping", record, error=repr(exc))
         # What the version it replaced leaves (rows, texts, vectors): on no one's path, and
         # housekeeping collects what a failure here leaves (and stagings a lost worker left).
         # A first version replaces nothing: no round trip for it.
