@@ -10,7 +10,7 @@ from typing import Any
 
 from redis import Redis
 
-from jobs.core import health
+from jobs.core import health, keys
 from jobs.core.exceptions import NoChunks, NoSuchTask, NotNow
 from jobs.core.queues import Queues
 from jobs.core.redis_client import WEB
@@ -21,7 +21,7 @@ from jobs.kb import index
 from jobs.kb.connection import kb_connection, kb_replicas
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
-from jobs.tasks import dead_letters, lifecycle, states
+from jobs.tasks import dead_letters, lifecycle, originals, states
 from jobs.tasks import records as tasks
 from jobs.tasks.batches import BatchReader
 from jobs.tasks.submit import Upload, submit_documents
@@ -120,6 +120,15 @@ class Intake:
         NoSuchDocument when there was nothing of it."""
         return lifecycle.delete_document(self.connection, self.settings, tenant, document_id,
                                          version=version, kb=self.kb)
+
+    def original(self, tenant: str, document_id: str) -> originals.Original:
+        """The original of a document's current version (lifecycle.current_version), open for
+        reading. Raises NoSuchDocument, for another tenant's document too."""
+        latest = self.connection.get(keys.document_latest(tenant, document_id))
+        indexed = None if latest is not None else self.kb.hget(
+            keys.kb_document(tenant, document_id), "task_id")
+        return originals.of_task(self.connection, self.settings, tenant,
+                                 lifecycle.current_version(latest, indexed), document_id)
 
     def list_failed(self, tenant: str | None, *, offset: int = 0,
                     limit: int = 50) -> dict[str, Any]:

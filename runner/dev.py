@@ -144,6 +144,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Where originals are kept; unset, the instance directory's `originals/` (jobs.core.object_store).
+STORAGE_ENV = "INTAKE_STORAGE_URL"
 
 
 def _say(text: str) -> None:
@@ -170,6 +172,7 @@ def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
     if isinstance(backend, EmbeddedRedis):
         _say(NOT_DURABLE_NOTICE)
     env = {**os.environ, "REDIS_URL": backend.url, "SECRET_KEY": secret_key}
+    env.setdefault(STORAGE_ENV, (instance_dir / "originals").resolve().as_uri())
     vectors = start_vector_database(instance_dir / "postgres")
     if vectors is not None:
         stack.callback(vectors.stop)  # LIFO: after the workers, before Redis
@@ -210,10 +213,11 @@ def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: i
         vectors = {VECTOR_DATABASE_ENV: supervisor.env[VECTOR_DATABASE_ENV]} \
             if supervisor.env.get(VECTOR_DATABASE_ENV) else {}
         app = app_factory({"REDIS_URL": backend.url, "SECRET_KEY": secret_key, "INTAKE_LOCAL_MODE": True,
-                           **vectors})
+                           STORAGE_ENV: supervisor.env[STORAGE_ENV], **vectors})
         base = f"http://{host}:{port}"
         _say(f"\nIntake dev runner\n  Web:       {base}/\n  Dashboard: {base}/rq\n"
              f"  Redis:     {backend.description}\n"
+             f"  Originals: {supervisor.env[STORAGE_ENV]}\n"
              f"  Workers:   {workers} (pids {supervisor.pids}), restarted if they exit\n"
              f"  Secret:    {key_source}\n"
              "  Stop with Ctrl-C.\n")

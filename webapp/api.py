@@ -7,7 +7,7 @@ import re
 from functools import partial
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, request, send_file
 
 from jobs import MAX_SEARCH_K, SEARCH_MODES, compact_json, held_logs, write_logs
 from webapp import tenancy
@@ -78,6 +78,20 @@ def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dic
 def delete_document(document_id: str) -> Response:
     intake().delete_document(tenancy.current_tenant(), document_id)
     return Response(status=204)
+
+
+@bp.get("/originals/<path:document_id>")
+def download_original(document_id: str) -> Response:
+    """The stored bytes of a document as uploaded, always as an attachment and under a
+    sandboxing policy, so an uploaded HTML page can never run as this site."""
+    original = intake().original(tenancy.current_tenant(), document_id)
+    response = send_file(original.stream, mimetype=original.content_type, as_attachment=True,
+                         download_name=original.filename, conditional=False, etag=False,
+                         max_age=0)
+    if original.size:
+        response.content_length = original.size
+    response.headers["Content-Security-Policy"] = "sandbox"
+    return response
 
 
 @bp.get("/batches")

@@ -16,7 +16,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from jobs import LimitReached, NotFound, NotNow, NotReplicated, is_redis_outage
+from jobs import (LimitReached, NotFound, NotNow, NotReplicated, StorageUnavailable,
+                  is_redis_outage)
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def init_app(app: Flask) -> None:
                               retry_after=exc.retry_after)
 
     @app.errorhandler(NotReplicated)
-    def _not_replicated(exc: NotReplicated) -> Response:
+    @app.errorhandler(StorageUnavailable)
+    def _not_replicated(exc: NotReplicated | StorageUnavailable) -> Response:
         return error_response(503, exc.code, exc.message, retry_after=exc.retry_after)
 
     @app.errorhandler(HTTPException)

@@ -10,7 +10,8 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from jobs import (BATCH_LIVE, MAX_SEARCH_K, SEARCH_MODES, STATUSES, TERMINAL, LimitReached,
-                  NoChunks, NotNow, NotReplicated, held_logs, write_logs)
+                  NoChunks, NotNow, NotReplicated, StorageUnavailable, held_logs,
+                  write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -53,7 +54,7 @@ def upload() -> Response | tuple[str, int]:
             batch = intake().submit(tenancy.current_tenant(), checked.uploads,
                                     priority=request.form.get("priority") or None,
                                     force=request.form.get("force") == "1")
-        except (LimitReached, NotReplicated) as exc:  # stored if not replicated: resend = duplicate
+        except (LimitReached, NotReplicated, StorageUnavailable) as exc:  # see their docstrings
             flash(exc.message, "error")
             return redirect(url_for("pages.index"), 303)
     duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])

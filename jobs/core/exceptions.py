@@ -122,6 +122,19 @@ class LimitReached(IntakeRefusal):
         self.busy, self.retry_after = busy, retry_after
 
 
+class StorageUnavailable(IntakeRefusal):
+    """The object store of originals did not answer while an upload was stored (503): the
+    files the answer did not get to are failed by the reconciler as "job lost"; sending them
+    again once the store answers makes new tasks of them."""
+
+    code = "storage_unavailable"
+    retry_after = 10
+
+    def __init__(self) -> None:
+        super().__init__("The file store did not answer while your upload was stored; try "
+                         "again shortly.")
+
+
 class NotReplicated(IntakeRefusal):
     """An upload stored on the primary that no replica confirmed in time (docs/architecture.md §17,
     `WAIT`): the service answers 503, and the client sends it again.

@@ -18,6 +18,7 @@ def task(task_id: str) -> str:
 
 
 def blob(task_id: str) -> str:
+    """An upload an older release kept in Redis; moved to the store when read."""
     return f"{PREFIX}blob:{task_id}"
 
 
@@ -46,7 +47,12 @@ def document_digest(document_id: str) -> str:
 
 
 def kb_document(tenant: str, document_id: str) -> str:
-    return f"{PREFIX}kb:{tenant}:doc:{document_digest(document_id)}"
+    return kb_document_at(tenant, document_digest(document_id))
+
+
+def kb_document_at(tenant: str, digest: str) -> str:
+    """kb_document by the document's digest, for who knows only that (jobs.tasks.originals)."""
+    return f"{PREFIX}kb:{tenant}:doc:{digest}"
 
 
 def kb_documents(tenant: str) -> str:
@@ -185,6 +191,11 @@ def page_ranges_done(task_id: str) -> str:
     return f"{PREFIX}ranges:{task_id}:done"
 
 
+def originals_sweep() -> str:
+    """Held for an hour by the housekeeping that last swept the originals (jobs.tasks.originals)."""
+    return f"{PREFIX}originals:sweep"
+
+
 def reconcile_lock() -> str:
     return f"{PREFIX}reconcile-lock"
 
@@ -198,7 +209,7 @@ def tenant_active(tenant: str) -> str:
 
 
 def blob_bytes() -> str:
-    """Uploaded bytes held in Redis, all tenants: checked against the shared blob budget."""
+    """Bytes of uploads waiting to be read, all tenants: checked against the shared budget."""
     return f"{PREFIX}blob-bytes"
 
 
@@ -208,13 +219,13 @@ def legacy_blob_sizes() -> str:
 
 
 def tenant_blob_bytes(tenant: str) -> str:
-    """Uploaded bytes one tenant holds in Redis: checked against its own share."""
+    """Bytes of one tenant's uploads waiting to be read: checked against its own share."""
     return f"{PREFIX}tenant:{tenant}:blob-bytes"
 
 
 def tenant_blob_sizes(tenant: str) -> str:
-    """task id → size of each upload a tenant holds, so a release is counted once and a recount
-    finds the uploads that expired."""
+    """task id → size of each upload of a tenant waiting to be read, so a release is counted
+    once and a recount finds the tasks that ended without one."""
     return f"{PREFIX}tenant:{tenant}:blob-sizes"
 
 

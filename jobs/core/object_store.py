@@ -14,6 +14,7 @@ own beside gevent's.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -41,12 +42,19 @@ class ObjectStore(Protocol):
         """A stream of the object's bytes; raises NotStored."""
         ...
 
+    def exists(self, name: str) -> bool:
+        ...
+
     def delete(self, name: str) -> None:
         """Gone, whether it was there or not."""
         ...
 
     def names(self, prefix: str = "") -> Iterator[str]:
         """Every stored name that starts with `prefix`, in no particular order."""
+        ...
+
+    def listing(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """`names`, each with the time it was stored (seconds since the epoch)."""
         ...
 
 
@@ -98,19 +106,27 @@ class FileStore:
         except (FileNotFoundError, IsADirectoryError):
             raise NotStored(name) from None
 
+    def exists(self, name: str) -> bool:
+        return self._path(name).is_file()
+
     def delete(self, name: str) -> None:
         self._path(name).unlink(missing_ok=True)
 
     def names(self, prefix: str = "") -> Iterator[str]:
+        return (name for name, _modified in self.listing(prefix))
+
+    def listing(self, prefix: str = "") -> Iterator[tuple[str, float]]:
         if not self.root.is_dir():
             return
         for directory, _subdirectories, files in os.walk(self.root):
             for file in files:
                 if file.startswith(".part-"):
                     continue
-                name = Path(directory, file).relative_to(self.root).as_posix()
+                path = Path(directory, file)
+                name = path.relative_to(self.root).as_posix()
                 if name.startswith(prefix):
-                    yield name
+                    with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+                        yield name, path.stat().st_mtime
 
 
 class S3Store:
@@ -154,15 +170,28 @@ class S3Store:
             raise NotStored(name) from None
         return reply["Body"]
 
+    def exists(self, name: str) -> bool:
+        from botocore.exceptions import ClientError
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self.prefix + name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
     def delete(self, name: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self.prefix + name)
 
     def names(self, prefix: str = "") -> Iterator[str]:
+        return (name for name, _modified in self.listing(prefix))
+
+    def listing(self, prefix: str = "") -> Iterator[tuple[str, float]]:
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=self.prefix + prefix)
         for page in pages:
             for item in page.get("Contents", []):
-                yield item["Key"][len(self.prefix):]
+                yield item["Key"][len(self.prefix):], item["LastModified"].timestamp()
 
 
 def _read_piece(source: BinaryIO) -> bytes:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Mapping
 
 from jobs.core.addresses import SENTINEL_SCHEME, sentinel_url
 
 MIB = 1024 * 1024
+#: Where originals are kept when INTAKE_STORAGE_URL is unset: one machine's directory.
+DEFAULT_STORAGE_DIR = Path(__file__).resolve().parents[2] / "instance" / "originals"
 #: What the OCR models in the wheel read (jobs.text.ocr); INTAKE_OCR_LANGUAGES picks among them.
 OCR_LANGUAGES: tuple[str, ...] = ("en", "zh")
 
@@ -41,11 +44,17 @@ class Settings:
     max_attempts: int = 4
     retry_base_seconds: int = 1
     job_timeout: int = 600
-    max_file_bytes: int = 20 * MIB
-    max_request_bytes: int = 200 * MIB
+    max_file_bytes: int = 512 * MIB
+    max_request_bytes: int = 1024 * MIB
     max_files_per_request: int = 500
     queue_limit: int = 10000
     tenant_queue_limit: int = 5000
+    # Where originals are kept (jobs.core.object_store): file:///absolute/path or
+    # s3://bucket/prefix; empty, the directory instance/originals beside the code, which only
+    # serves a fleet on one machine (docs/deploying.md, "Originals").
+    storage_url: str = ""
+    # What uploads waiting to be read may take in the store, in all and per tenant (the
+    # backlog's bytes, given back as each task ends: jobs.tasks.upload_budgets).
     blob_budget_bytes: int = 2048 * MIB
     tenant_blob_budget_bytes: int = 512 * MIB
     tenant_chunk_limit: int = 2_000_000
@@ -93,6 +102,11 @@ class Settings:
     def upload_retention_seconds(self) -> int:
         """How long the upload of a failed (retryable) or canceled task is kept for a Retry."""
         return self.upload_retention_hours * 3600
+
+    @property
+    def storage_address(self) -> str:
+        """INTAKE_STORAGE_URL, or the directory instance/originals beside the code."""
+        return self.storage_url or DEFAULT_STORAGE_DIR.as_uri()
 
     @property
     def kb_replica_url_list(self) -> tuple[str, ...]:
@@ -143,6 +157,9 @@ class Settings:
                for url in self.kb_replica_url_list):
             raise ValueError("INTAKE_KB_REPLICA_URLS must be redis://, rediss:// or unix:// URLs, "
                              "separated by commas")
+        if self.storage_url and not self.storage_url.startswith(("file:///", "s3://")):
+            raise ValueError("INTAKE_STORAGE_URL must be file:///absolute/path or "
+                             "s3://bucket/prefix")
         if self.kb_chunk_limit < 1:
             raise ValueError("INTAKE_KB_CHUNK_LIMIT must be at least 1 (chunks, all tenants)")
         if self.max_attempts < 1:

@@ -32,7 +32,7 @@ from jobs.core.queues import Queues, queue_name
 from jobs.core.queues import parse as parse_queue
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
-from jobs.tasks import blobs, states
+from jobs.tasks import originals, states, upload_budgets
 from jobs.tasks import record as task_record
 from jobs.tasks.submit import job_data
 
@@ -53,10 +53,11 @@ redis.call('HSET', KEYS[1], ARGV[8], r[1], unpack(ARGV, 10 + sources))
 return {'ok', r[1], job}
 """
 
-# KEYS: task, upload, checkpoint. ARGV: 1 tenant, 2 ttl, 3 request id, the fields of 4 the
-# tenant and 5 the request, 6 how many fields to compare, then field/value pairs the task
-# must still hold (what the Retry was judged on), then how many pairs to write when the
-# upload is gone, those, then the pairs of the Retry (jobs.tasks.record.retried).
+# KEYS: task, checkpoint. ARGV: 1 tenant, 2 ttl, 3 request id, the fields of 4 the tenant and
+# 5 the request, 6 how many fields to compare, then field/value pairs the task must still
+# hold (what the Retry was judged on), then whether its original is stored ('1' or '0'), how
+# many pairs to write when neither it nor a checkpoint is left, those, then the pairs of the
+# Retry (jobs.tasks.record.retried).
 # Returns the outcome: a re-sent script finds its own request and answers `ok` again.
 _RETRY = """
 if redis.call('HGET', KEYS[1], ARGV[4]) ~= ARGV[1] then return 'missing' end
@@ -66,15 +67,16 @@ for i = 1, tonumber(ARGV[6]) do
   if (redis.call('HGET', KEYS[1], ARGV[at]) or '') ~= ARGV[at + 1] then return 'changed' end
   at = at + 2
 end
-local gone = tonumber(ARGV[at])
-if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('HEXISTS', KEYS[3], 'chunks') == 0 then
+local stored = ARGV[at] == '1'
+local gone = tonumber(ARGV[at + 1])
+at = at + 1
+if not stored and redis.call('HEXISTS', KEYS[2], 'chunks') == 0 then
   if gone > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, at + 1, at + 2 * gone)) end
   return 'upload_expired'
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, at + 1 + 2 * gone))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-redis.call('EXPIRE', KEYS[3], ARGV[2])
 return 'ok'
 """
 # A Retry that finds its task changed since it was judged judges it again, this many times.
@@ -118,7 +120,8 @@ def _stop_canceled(connection: Redis, settings: Settings, tenant: str, task_id: 
     move = states.CANCEL
     pipe = connection.pipeline()
     states.changed(pipe, tenant, task_id, move.target, settings=settings)
-    blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
+    upload_budgets.release(pipe, tenant, task_id)
+    pipe.expire(keys.checkpoint(task_id), settings.upload_retention_seconds)
     if previous == states.RUNNING:
         pipe.sadd(keys.canceling(), job_id)
     pipe.execute()
@@ -158,7 +161,7 @@ def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: st
     move = states.RETRY
     for _ in range(RETRY_TRIES):
         judged = _judge_retry(connection, settings, tenant, task_id)
-        outcome = _decoded([connection.eval(_RETRY, 3, keys.task(task_id), keys.blob(task_id),
+        outcome = _decoded([connection.eval(_RETRY, 2, keys.task(task_id),
                                             keys.checkpoint(task_id), *judged.argv)])[0]
         if outcome != "changed":
             break
@@ -200,7 +203,8 @@ def _judge_retry(connection: Redis, settings: Settings, tenant: str,
                  task_id: str) -> _JudgedRetry:
     """Read the task and judge it by the one retry rule (states.can_retry); raises NoSuchTask,
     NotNow or NotRetryable when the Retry is refused as the task is."""
-    raw = connection.hmget(keys.task(task_id), task_record.TENANT, *_JUDGED_ON)
+    raw = connection.hmget(keys.task(task_id), task_record.TENANT, *_JUDGED_ON,
+                           task_record.DOCUMENT_ID)
     if raw[0] is None or raw[0].decode() != tenant:
         raise NoSuchTask()
     status, error_raw, run_raw, job_raw = (v.decode() if v is not None else "" for v in raw[1:5])
@@ -217,9 +221,11 @@ def _judge_retry(connection: Redis, settings: Settings, tenant: str,
     expected = {task_record.STATUS: status, task_record.ERROR: error_raw,
                 task_record.RUN: run_raw}
     gone = task_record.upload_gone(error if status == states.FAILED else None)
+    stored = originals.stored(connection, settings, tenant, (raw[-1] or b"").decode(), task_id)
     argv = [tenant, settings.retention_seconds, fields[task_record.RETRY_REQUEST],
             task_record.TENANT, task_record.RETRY_REQUEST, len(expected),
-            *task_record.as_argv(expected), len(gone), *task_record.as_argv(gone),
+            *task_record.as_argv(expected), "1" if stored else "0", len(gone),
+            *task_record.as_argv(gone),
             *task_record.as_argv(fields)]
     return _JudgedRetry(status, raw[5], str(fields[task_record.JOB_ID]), job_raw or task_id,
                         argv)
@@ -278,11 +284,12 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
     pipe = connection.pipeline()
     for record in records:
         task_id = record["id"]
-        blobs.release(pipe, tenant, task_id)
+        upload_budgets.release(pipe, tenant, task_id)
         pipe.delete(keys.task(task_id), keys.checkpoint(task_id),
                     keys.idempotency(record.get("idempotency", "")))
         states.forget(pipe, tenant, task_id)
     pipe.execute()
+    originals.delete(settings, tenant, document_id, task_ids)
     if had_chunks:
         store = vector_store(settings)
         try:

@@ -1,13 +1,12 @@
-"""Registering uploaded documents as tasks: idempotency claims, records, bytes and RQ jobs.
+"""Registering uploaded documents as tasks: idempotency claims, records, originals and RQ jobs.
 
 A submit never parses. One script checks every limit, claims every file and registers what is
 new — records, the reservation of its bytes in both upload budgets, the batch — before any
-large byte travels, so a refused batch costs Redis nothing and a huge one is never buffered
-whole. Small batches (INLINE_BYTES in all) carry their bytes in that script; larger ones send
-their bytes afterwards in pieces
-(jobs.tasks.blobs.PieceWriter). Then RQ's own enqueue of each new task's job, on a pipeline sent
-right after (after the task's last piece): if the web dies in between, the reconciler fails
-the task as "job lost" (retryable), and an upload cut short fails readably if retried.
+byte travels, so a refused batch costs nothing. Then each new task's original is streamed to
+the object store (jobs.tasks.originals), and RQ's own enqueue of its job follows it, on a
+pipeline sent every few files: a job never runs before its original is stored. If the web dies
+in between (or the store does not answer: StorageUnavailable), the reconciler fails the task
+as "job lost" (retryable), and an original cut short fails readably if retried.
 
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
 the client (redis-py re-sends after a reset) answers the same and registers
@@ -19,10 +18,11 @@ ends with WAIT, and the upload is accepted only once a replica confirmed it (job
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from redis import Redis
 from redis.client import Pipeline
@@ -33,13 +33,13 @@ from rq.queue import EnqueueData
 from jobs.core import keys, logs, metrics
 from jobs.core import replicas as replicas_
 from jobs.core.clock import now_iso
-from jobs.core.exceptions import LimitReached, NotReplicated
+from jobs.core.exceptions import LimitReached, NotReplicated, StorageUnavailable
 from jobs.core.failures import backoff_delays
 from jobs.core.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
 from jobs.kb.connection import apart
-from jobs.tasks import blobs, states, webhook_events
+from jobs.tasks import originals, states, webhook_events
 from jobs.tasks import record as task_record
 from jobs.tasks.records import new_id
 
@@ -47,21 +47,22 @@ JOB_FUNCTION = "jobs.pipeline.ingest_document"
 SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
 BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
-INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
+ENQUEUE_EVERY = 20        # new tasks whose jobs are sent together, once their originals are stored
+PIECE_BYTES = 1024 * 1024  # what `measure` reads of a stream at once
+INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (Upload.data)
 
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
 #       9 tenant's chunk count, 10 all tenants' chunk count; then per file: idempotency key,
-#       task, upload, the document's tasks, the document's latest task, its indexed entry.
+#       task, the document's tasks, the document's latest task, its indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
 #       '' when the knowledge base is on another Redis: checked before, `_kb_state`),
 #       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
 #       those statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
-#       size, bytes ('' when they travel later), the task whose version the knowledge base
-#       holds ('?': read it here, from the indexed entry; '': none), record (its number of
-#       fields, then fields and values).
+#       size, the task whose version the knowledge base holds ('?': read it here, from the
+#       indexed entry; '': none), record (its number of fields, then fields and values).
 # Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
 _SUBMIT = """
 local remembered = redis.call('HGET', KEYS[7], 'claim')
@@ -83,7 +84,7 @@ local files, starts, bytes = tonumber(ARGV[11]), {}, 0
 for i = 1, files do
   starts[i] = at
   bytes = bytes + tonumber(ARGV[at + 1])
-  at = at + 5 + 2 * tonumber(ARGV[at + 4])
+  at = at + 4 + 2 * tonumber(ARGV[at + 3])
 end
 if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
 if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
@@ -102,14 +103,14 @@ end
 local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
 local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local base = 10 + 6 * (i - 1)
-  local idem, task, blob, document, latest_key, indexed =
-    KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
+  local base = 10 + 5 * (i - 1)
+  local idem, task, document, latest_key, indexed =
+    KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]
   local s = starts[i]
-  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 4])
+  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 3])
   local function indexed_task()
-    if ARGV[s + 3] == '?' then return redis.call('HGET', indexed, 'task_id') end
-    return ARGV[s + 3]
+    if ARGV[s + 2] == '?' then return redis.call('HGET', indexed, 'task_id') end
+    return ARGV[s + 2]
   end
   local current = redis.call('GET', idem)
   local reuse = false
@@ -131,9 +132,8 @@ for i = 1, files do
   else
     status = ''
     redis.call('SET', idem, id, 'EX', ttl)
-    redis.call('HSET', task, unpack(ARGV, s + 5, s + 4 + 2 * fields))
+    redis.call('HSET', task, unpack(ARGV, s + 4, s + 3 + 2 * fields))
     redis.call('EXPIRE', task, ttl)
-    redis.call('SET', blob, ARGV[s + 2], 'EX', ttl)
     redis.call('ZADD', KEYS[1], ARGV[4], id)
     redis.call('ZADD', KEYS[2], ARGV[4], id)
     redis.call('INCRBY', KEYS[3], size)
@@ -164,7 +164,7 @@ class Upload:
     """One accepted file: checked and named by the web layer, not yet parsed.
 
     Its bytes are held (`data`) only when small; a larger file is read again from `source`
-    in pieces when it is stored, so a request never holds its files whole in memory.
+    (a spooled file of the request) as it is stored, so a request never holds it in memory.
     """
 
     filename: str
@@ -180,17 +180,13 @@ class Upload:
         return cls(filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(),
                    data=data)
 
-    def pieces(self) -> Iterator[bytes]:
+    def stream(self) -> BinaryIO:
+        """Its bytes from the first, to be read once."""
         if self.data is not None:
-            yield self.data
-            return
+            return io.BytesIO(self.data)
         assert self.source is not None
         self.source.seek(0)
-        while piece := self.source.read(blobs.PIECE_BYTES):
-            yield piece
-
-    def content(self) -> bytes:
-        return self.data if self.data is not None else b"".join(self.pieces())
+        return self.source
 
 
 @dataclass(frozen=True)
@@ -212,7 +208,7 @@ def measure(stream: BinaryIO, limit: int, head_bytes: int = 4096) -> Measured:
     Stops once more than `limit` bytes were read (the file is refused anyway).
     """
     digest, size, head, held = hashlib.sha256(), 0, b"", []
-    while piece := stream.read(blobs.PIECE_BYTES):
+    while piece := stream.read(PIECE_BYTES):
         if len(head) < head_bytes:
             head += piece[:head_bytes - len(head)]
         size += len(piece)
@@ -270,7 +266,6 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     for upload in uploads:  # the same file twice in one request is one task
         digest = idempotency_digest(tenant, upload.document_id, upload.sha256, pipeline_version)
         firsts.setdefault(digest, upload)
-    inline = sum(upload.size for upload in firsts.values()) <= INLINE_BYTES
     queue = queues.get(choose_queue(len(firsts), priority, tenant))
     record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
               "queue": queue.name, "pipeline_version": pipeline_version,
@@ -291,13 +286,13 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     new_ids: dict[str, str] = {}
     for number, (digest, upload) in enumerate(firsts.items()):
         task_id = new_ids[digest] = new_id()
-        keys_ += [keys.idempotency(digest), keys.task(task_id), keys.blob(task_id),
+        keys_ += [keys.idempotency(digest), keys.task(task_id),
                   keys.document_tasks(tenant, upload.document_id),
                   keys.document_latest(tenant, upload.document_id),
                   keys.kb_document(tenant, upload.document_id)]
         fields = _task_fields(task_id, upload, digest, settings, record)
-        args += [task_id, upload.size, upload.content() if inline else b"",
-                 "?" if indexed is None else indexed[number], len(fields)]
+        args += [task_id, upload.size, "?" if indexed is None else indexed[number],
+                 len(fields)]
         args += [item for pair in fields.items() for item in pair]
     reply, role = _claim(connection, keys_, args)
     replicas = replicas_.attached(role)
@@ -310,9 +305,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
             connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
             live=states.LIVE,
             complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
-    if inline and created:
-        last = _enqueue_pipeline(connection, queue, settings, tenant, [t for _, t in created])
-    elif created:
+    if created:
         last = _store_and_enqueue(connection, queue, settings, tenant, created)
     else:  # all duplicates: the batch is this upload's last write (bumped so WAIT covers it)
         last = connection.pipeline(transaction=False)
@@ -361,31 +354,26 @@ def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
         raise
 
 
-def _enqueue_pipeline(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                      task_ids: list[str]) -> Pipeline:
-    """RQ's own enqueue of these tasks' jobs, queued on a pipeline the caller sends (or not),
-    after the registration of the tenant's queues (so workers listen to them)."""
-    pipe = connection.pipeline(transaction=False)
-    register_queues(pipe, tenant)
-    for _ in task_ids:
-        metrics.count(pipe, "tasks_submitted_total", queue=queue.name)
-    queue.enqueue_many([job_data(task_id, settings) for task_id in task_ids], pipeline=pipe)
-    return pipe
-
-
 def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tenant: str,
                        created: list[tuple[Upload, str]]) -> Pipeline:
-    """The bytes of new tasks in pieces, each task's job (RQ's own enqueue) queued right after
-    its last piece, on one pipeline sent every few MiB: a job never runs before its bytes are
-    there, and nothing waits without its job longer than its own bytes take. Returns that
-    pipeline with its last part still to send (the caller may add WAIT to it)."""
-    writer = blobs.PieceWriter(connection.pipeline(transaction=False))
-    register_queues(writer.pipe, tenant)
-    for upload, task_id in created:
-        metrics.count(writer.pipe, "tasks_submitted_total", queue=queue.name)
-        writer.write(task_id, upload.pieces())
-        queue.enqueue_many([job_data(task_id, settings)], pipeline=writer.pipe)
-    return writer.pipe
+    """Each new task's original into the store, then its job (RQ's own enqueue) queued on a
+    pipeline sent every ENQUEUE_EVERY tasks, after the registration of the tenant's queues (so
+    workers listen to them): a job never runs before its original is stored, and nothing
+    waits long without its job. Returns that pipeline with its last part still to send (the
+    caller may add WAIT to it)."""
+    pipe = connection.pipeline(transaction=False)
+    register_queues(pipe, tenant)
+    for number, (upload, task_id) in enumerate(created, 1):
+        try:
+            originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
+        except Exception as exc:  # any store error: what was enqueued stays, the rest is lost
+            pipe.execute()
+            raise StorageUnavailable() from exc
+        metrics.count(pipe, "tasks_submitted_total", queue=queue.name)
+        queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
+        if number % ENQUEUE_EVERY == 0 and number < len(created):
+            pipe.execute()
+    return pipe
 
 
 def _summary(batch_id: str, created_at: str, uploads: Any, reply: list[bytes], tenant: str,

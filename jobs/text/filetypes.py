@@ -36,6 +36,17 @@ _KIND_NAMES: dict[str, str] = {
     "png": "a PNG image", "jpeg": "a JPEG image", "tiff": "a TIFF image", "webp": "a WebP image",
 }
 
+#: The media type of each kind, as a download of its original names it.
+CONTENT_TYPES: dict[str, str] = {
+    "txt": "text/plain", "md": "text/markdown", "html": "text/html", "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "csv": "text/csv", "tsv": "text/tab-separated-values", "epub": "application/epub+zip",
+    "eml": "message/rfc822", "png": "image/png", "jpeg": "image/jpeg", "tiff": "image/tiff",
+    "webp": "image/webp",
+}
+
 #: A password-protected DOCX, PPTX or XLSX is an OLE compound file, not a zip: it is accepted
 #: here so that the parser can say "password-protected" instead of "not a Word document".
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"

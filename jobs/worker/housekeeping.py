@@ -1,7 +1,7 @@
 """Housekeeping, about once a minute in one worker: what no single event takes care of.
 
-Uploads of waiting tasks are kept alive with them; the bytes of uploads that expired go back
-to their budgets (jobs.tasks.blobs.recount); lists of batches and dead letters lose the entries
+Reservations of tasks that ended without giving their bytes back return to the upload budgets
+(jobs.tasks.upload_budgets.recount); lists of batches and dead letters lose the entries
 older than the retention (their records have expired by then); knowledge bases written before
 their chunks were counted get counted, those written before chunk ids are migrated
 (jobs.kb.migration), and the garbage of replaced and deleted documents is collected (what a
@@ -18,7 +18,7 @@ from jobs.core import keys
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart
 from jobs.kb import migration as kb_migration
-from jobs.tasks import blobs
+from jobs.tasks import upload_budgets
 
 
 def run(connection: Redis, ttl_seconds: int,
@@ -26,15 +26,13 @@ def run(connection: Redis, ttl_seconds: int,
     """`kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL)."""
     kb = connection if kb is None else kb
     pipe = connection.pipeline(transaction=False)
-    for task_id in connection.zrange(keys.active(), 0, -1):
-        pipe.expire(keys.blob(task_id.decode()), ttl_seconds)
     horizon = time.time() - ttl_seconds
     pipe.zremrangebyscore(keys.failed_all(), "-inf", horizon)
     for pattern in (keys.tenant_batches("*"), keys.tenant_failed("*")):
         for key in connection.scan_iter(match=pattern, count=500):
             pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
-    blobs.recount(connection)
+    upload_budgets.recount(connection)
     if apart(kb, connection):
         pending_flips.apply_left(kb, connection)
     index.ensure_chunk_counts(kb)

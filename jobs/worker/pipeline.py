@@ -34,7 +34,7 @@ from jobs.embedding.embedders import Embedding, HttpEmbedder, SparseRows
 from jobs.core.redis_client import WORKER
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart, kb_connection
-from jobs.tasks import blobs, states
+from jobs.tasks import originals, states, upload_budgets
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.text import ocr
@@ -86,8 +86,6 @@ class Attempt:
         self.checkpoints = checkpoints.Checkpoints(
             self.connection, self.task_id, self.version, self.settings.retention_seconds,
             stored=fence.prefetched[0])
-        #: The upload's first bytes, read with the start: all of a small one (blobs.load).
-        self.upload_head: bytes = fence.prefetched[1]
         #: A checkpoint not sent yet (QUICK_STEP_SECONDS): queued on the attempt's next write.
         self.unsent: Callable[[Pipeline], None] | None = None
 
@@ -150,10 +148,8 @@ def _tenant_of(job: Any) -> str | None:
 
 
 def _prefetch(pipe: Pipeline, task_id: str) -> None:
-    """What an attempt reads with its start: its checkpoint (Attempt.checkpoints) and the
-    head of its upload (Attempt.upload_head)."""
+    """What an attempt reads with its start: its checkpoint (Attempt.checkpoints)."""
     pipe.hgetall(keys.checkpoint(task_id))
-    blobs.queue_head(pipe, task_id)
 
 
 def _run(attempt: Attempt) -> dict[str, Any]:
@@ -188,7 +184,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             pending_flips.queue_record(pipe, attempt.task_id, staged)
         else:
             index.queue_flip(pipe, staged)
-        blobs.release(pipe, tenant, attempt.task_id)
+        upload_budgets.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
         states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target,
                        settings=attempt.settings)
@@ -241,8 +237,8 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
     reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
     began = time.monotonic()
     reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
-    data = blobs.load(attempt.connection, attempt.task_id, int(record.get("size") or 0),
-                      head=attempt.upload_head)
+    data = originals.load(attempt.connection, settings, attempt.tenant, record["document_id"],
+                          attempt.task_id, int(record.get("size") or 0))
     split_at = scan_reading.SPLIT_AT if record["kind"] == "pdf" else 0
     parsed = _parse(data, record["kind"], settings, reporter.update, split_at=split_at)
     if parsed.ocr_pending:  # a long scan: read in page ranges by every free worker
@@ -429,10 +425,10 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
         states.changed(pipe, tenant, task_id, states.FAIL.target, settings=attempt.settings)
         if error.retryable:
             attempt.queue_unsent(pipe, keep=True)
-            blobs.keep_for_retry(pipe, task_id, attempt.settings.upload_retention_seconds)
+            pipe.expire(keys.checkpoint(task_id), attempt.settings.upload_retention_seconds)
         else:
-            blobs.release(pipe, tenant, task_id)
             checkpoints.delete(pipe, task_id)
+        upload_budgets.release(pipe, tenant, task_id)
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
     reporter.commit(task_record.failed(as_dict, now_iso()), queue_more=dead_letter)

@@ -35,7 +35,7 @@ from jobs.core import keys, metrics, queues
 from jobs.core.clock import iso_in, now_iso, timestamp
 from jobs.core.failures import IntakeError, job_lost, worker_lost
 from jobs.core.settings import QUEUE_NAMES, Settings
-from jobs.tasks import blobs, states
+from jobs.tasks import states, upload_budgets
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.tasks.states import Transition
@@ -192,7 +192,8 @@ def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, A
                     task_record.lost(error.as_dict(None), now_iso()))
     if outcome:
         pipe = connection.pipeline()
-        blobs.keep_for_retry(pipe, task_id, settings.upload_retention_seconds)
+        upload_budgets.release(pipe, task["tenant"] or "default", task_id)
+        pipe.expire(keys.checkpoint(task_id), settings.upload_retention_seconds)
         metrics.count(pipe, "tasks_lost_total", reason=error.code)
         pipe.execute()
     return outcome

@@ -43,7 +43,7 @@ from rq import Queue, Worker, get_current_job
 from jobs.core import keys, queues
 from jobs.core.failures import CancelRequested, PermanentError
 from jobs.core.settings import MIB, Settings
-from jobs.tasks import blobs
+from jobs.tasks import originals
 from jobs.tasks import record as task_record
 from jobs.text import ocr, parse_reply
 from jobs.text.parsers import ParsedDocument, ParseOptions, with_pages_read
@@ -146,8 +146,10 @@ def read_page_range(task_id: str, run: str) -> dict[str, Any]:
         return {"nothing_to_read": type(outcome).__name__}
     pages = ranges.ranges()[outcome.index]
     try:
-        size = connection.hget(keys.task(task_id), task_record.SIZE)
-        data = blobs.load(connection, task_id, int(size or 0))
+        tenant, document_id, size = (
+            value.decode() if value else "" for value in connection.hmget(
+                keys.task(task_id), task_record.TENANT, task_record.DOCUMENT_ID, task_record.SIZE))
+        data = originals.load(connection, settings, tenant, document_id, task_id, int(size or 0))
         left = read_range(ranges, outcome.index, pages, data, settings, on_page=lambda _: None,
                           budget=(job.timeout or settings.job_timeout) * RANGE_SHARE_OF_JOB)
     except (CancelRequested, Superseded) as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from runner.processes import ManagedProcess, free_port, stop_all
+from tests.storage import ORIGINALS_URL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, where gunicorn lives
@@ -23,11 +24,13 @@ __all__ = ["REPO_ROOT", "ManagedProcess", "ProcessGroup", "base_env", "free_port
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """os.environ without Intake's own settings, with the venv first on PATH, plus `extra`."""
+    """os.environ without Intake's own settings, with the venv first on PATH and the test
+    run's store of originals, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(VENV_BIN.parent)
     env["PYTHONUNBUFFERED"] = "1"
+    env["INTAKE_STORAGE_URL"] = ORIGINALS_URL
     env.update(extra or {})
     return env
 

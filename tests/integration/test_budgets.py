@@ -1,8 +1,8 @@
 """What uploads and knowledge bases may hold, per tenant, on the real system
-(docs/architecture.md §10, §18): permanent failures give their bytes back at once, kept uploads
-count against their tenant's own share and expire far sooner than records, budgets are checked
-before the bytes travel, a request never holds its files whole, and a full knowledge base refuses
-readably.
+(docs/architecture.md §10, §18): permanent failures give their bytes back at once, waiting
+uploads count against their tenant's own share until they end, budgets are checked before the
+bytes travel, Redis receives none of them, a request never holds its files whole, and a full
+knowledge base refuses readably.
 
 A stack of its own (logical database 2, three tenants, small budgets): the Procfile's web and
 two `rq worker` processes with the local embedder. The memory test uses the session's web,
@@ -18,6 +18,8 @@ import pytest
 import redis
 
 from jobs.core import keys
+from jobs.core.settings import Settings
+from jobs.tasks import originals
 from jobs.text.chunking import chunk_text
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
@@ -103,24 +105,18 @@ def test_failures_for_good_free_their_bytes_at_once(stack):
             assert int(held or 0) == 0, f"round {round_}: beta still holds {held} bytes"
 
 
-def test_kept_uploads_count_against_their_own_tenant_and_expire_sooner(stack):
+def test_waiting_uploads_count_against_their_own_tenant_until_they_end(stack):
     store = stack.redis()
-    stack.workers.stop_all()  # nothing runs: the uploads wait, then are canceled
+    stack.workers.stop_all()  # nothing runs: the uploads wait
     try:
         with client_of(stack, "alpha") as alpha, client_of(stack, "beta") as beta:
             word = unique_word()
-            response = send(alpha, [(f"kept-{word}-{n}.pdf", ledger(MIB, word, f"k{n}"))
-                                    for n in range(2)])
+            files = [(f"kept-{word}-{n}.pdf", ledger(MIB, word, f"k{n}")) for n in range(2)]
+            response = send(alpha, files)
             assert response.status_code == 202, response.text
             ids = [t["id"] for t in response.json()["tasks"]]
-            for task_id in ids:
-                assert alpha.post(f"/api/tasks/{task_id}/cancel").status_code == 202
-            # Kept for a Retry, for INTAKE_UPLOAD_RETENTION_HOURS; the record for 30 days.
-            for task_id in ids:
-                assert 0 < store.ttl(keys.blob(task_id)) <= KEPT_HOURS * 3600
-                assert store.ttl(keys.task(task_id)) > 29 * 86400
 
-            # Alpha's share is full of its kept uploads: alpha is refused, 429 …
+            # Alpha's share is full of its waiting uploads: alpha is refused, 429 …
             refused = send(alpha, [(f"more-{word}.pdf", ledger(MIB // 2, word, "more"))])
             assert refused.status_code == 429, refused.text
             assert refused.json()["error"]["code"] == "tenant_storage_full", refused.json()
@@ -130,21 +126,26 @@ def test_kept_uploads_count_against_their_own_tenant_and_expire_sooner(stack):
             assert other.status_code == 202, other.text
             other_id = other.json()["tasks"][0]["id"]
 
+            # A canceled upload waits no more: its bytes are given back, its original kept.
+            assert alpha.post(f"/api/tasks/{ids[0]}/cancel").status_code == 202
+            assert int(store.get(keys.tenant_blob_bytes("alpha")) or 0) == len(files[1][1])
+            assert originals.stored(store, Settings(), "alpha", files[0][0], ids[0]), "kept for a Retry"
+            again = send(alpha, [(f"more-{word}.pdf", ledger(MIB // 2, word, "more"))])
+            assert again.status_code == 202, again.text
             retried = alpha.post(f"/api/tasks/{ids[0]}/retry")
             assert retried.status_code == 202, retried.text
-            assert store.ttl(keys.blob(ids[0])) > 29 * 86400  # waiting again: kept with it
         stack.workers.ensure(2)
         with client_of(stack, "alpha") as alpha, client_of(stack, "beta") as beta:
             done = wait_terminal(alpha, [ids[0]], timeout=TASK_TIMEOUT)[0][ids[0]]
             assert done["status"] == "succeeded", done
             assert wait_terminal(beta, [other_id])[0][other_id]["status"] == "succeeded"
         poll(lambda: int(store.get(keys.tenant_blob_bytes("alpha")) or 0),
-             lambda held: held < 1.5 * MIB, timeout=10, message="the succeeded upload released")
+             lambda held: held == 0, timeout=TASK_TIMEOUT, message="every upload ended")
     finally:
         stack.workers.ensure(2)
 
 
-def test_a_retry_whose_upload_expired_says_so(stack):
+def test_a_retry_whose_original_is_gone_says_so(stack):
     stack.workers.stop_all()
     try:
         with client_of(stack, "alpha") as alpha:
@@ -152,7 +153,8 @@ def test_a_retry_whose_upload_expired_says_so(stack):
             task_id = send(alpha, [(f"gone-{word}.txt", text_of_chunks(word, 1))]).json()[
                 "tasks"][0]["id"]
             assert alpha.post(f"/api/tasks/{task_id}/cancel").status_code == 202
-            stack.redis().delete(keys.blob(task_id))  # what its TTL does after an hour
+            lost = originals.name("alpha", f"gone-{word}.txt", task_id)
+            originals.store(Settings()).delete(lost)  # what a store that lost it answers
             response = alpha.post(f"/api/tasks/{task_id}/retry")
             assert response.status_code == 409, response.text
             assert response.json()["error"]["code"] == "upload_expired", response.json()
@@ -161,8 +163,9 @@ def test_a_retry_whose_upload_expired_says_so(stack):
         stack.workers.ensure(2)
 
 
-def test_budgets_are_checked_before_the_bytes_reach_redis(stack):
-    """A 3 MiB file over gamma's 2.5 MiB share is refused without its bytes reaching Redis."""
+def test_budgets_are_checked_before_the_bytes_travel(stack):
+    """A 3 MiB file over gamma's 2.5 MiB share is refused without its bytes reaching Redis or
+    the store."""
     server = redis.Redis.from_url(stack.redis_url)
     with client_of(stack, "gamma") as gamma:
         word = unique_word()
@@ -172,6 +175,37 @@ def test_budgets_are_checked_before_the_bytes_reach_redis(stack):
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"]["code"] == "tenant_storage_full"
     assert received < MIB // 2, f"Redis received {received} bytes for a refused 3 MiB upload"
+    assert not any(f"huge-{word}" in name for name in originals.store(Settings()).names())
+
+
+def test_an_accepted_upload_sends_redis_none_of_its_bytes(stack):
+    """Redis holds no file bytes: a 2 MiB upload costs Redis its records and its job only,
+    and its original, stored whole, is what the worker reads."""
+    server = redis.Redis.from_url(stack.redis_url)
+    stack.workers.stop_all()
+    try:
+        with client_of(stack, "gamma") as gamma:
+            word = unique_word()
+            content = ledger(2 * MIB, word, "whole")
+            before = server.info("stats")["total_net_input_bytes"]
+            response = send(gamma, [(f"whole-{word}.pdf", content)])
+            received = server.info("stats")["total_net_input_bytes"] - before
+            assert response.status_code == 202, response.text
+            task_id = response.json()["tasks"][0]["id"]
+            assert received < 64 * 1024, f"Redis received {received} bytes for a 2 MiB upload"
+            with originals.open_original(Settings(), "gamma", f"whole-{word}.pdf", task_id) as stream:
+                assert stream.read() == content
+        stack.workers.ensure(2)
+        with client_of(stack, "gamma") as gamma:
+            done = wait_terminal(gamma, [task_id], timeout=TASK_TIMEOUT)[0][task_id]
+            assert done["status"] == "succeeded", done
+            assert originals.stored(server, Settings(), "gamma", f"whole-{word}.pdf", task_id), \
+                "kept after its success"
+            assert gamma.delete(f"/api/documents/whole-{word}.pdf").status_code == 204
+            assert not originals.stored(server, Settings(), "gamma", f"whole-{word}.pdf", task_id), \
+                "deleted with it"
+    finally:
+        stack.workers.ensure(2)
 
 
 def test_a_full_knowledge_base_refuses_readably_and_a_retry_after_a_delete_indexes(stack):

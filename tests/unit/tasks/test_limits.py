@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobs.core import keys
 from jobs.kb import index
-from jobs.tasks import blobs
+from jobs.tasks import upload_budgets
 from jobs.text.chunking import chunk_text
 from tests.unit.conftest import upload
 
@@ -43,14 +43,14 @@ def test_blob_budget_counts_waiting_bytes_and_gives_them_back(make_app, redis, r
     refused = upload(client, *_files(1, size=50))
     assert refused.status_code == 503 and refused.get_json()["error"]["code"] == "storage_full"
     run_jobs()
-    assert int(redis.get(keys.blob_bytes())) == 0, "a succeeded task's upload is deleted"
+    assert int(redis.get(keys.blob_bytes())) == 0, "a succeeded task gives its bytes back"
     assert upload(client, *_files(1, size=50)).status_code == 202
 
 
-def test_recount_forgets_expired_uploads(client, redis):
+def test_recount_forgets_tasks_that_ended_without_giving_bytes_back(client, redis):
     body = upload(client, *_files(2, size=40)).get_json()
-    redis.delete(keys.blob(body["tasks"][0]["id"]))
-    assert blobs.recount(redis) == 40
+    redis.hset(keys.task(body["tasks"][0]["id"]), "status", "failed")  # a lost process's end
+    assert upload_budgets.recount(redis) == 40
     assert int(redis.get(keys.blob_bytes())) == 40
 
 
@@ -82,7 +82,7 @@ def test_each_tenant_has_its_own_share_of_the_upload_storage(make_app, redis):
 def test_a_release_gives_bytes_back_once_however_often_it_runs(client, redis):
     task_id = upload(client, *_files(1, size=50)).get_json()["tasks"][0]["id"]
     for _ in range(3):  # a success, then a delete, then a re-sent command
-        blobs.release(redis, "default", task_id)
+        upload_budgets.release(redis, "default", task_id)
     assert int(redis.get(keys.blob_bytes())) == 0
     assert int(redis.get(keys.tenant_blob_bytes("default"))) == 0
 
@@ -92,7 +92,7 @@ def test_recount_moves_sizes_of_earlier_releases_to_their_tenant(client, redis):
     redis.hdel(keys.tenant_blob_sizes("default"), task_id)   # as an earlier release wrote it:
     redis.set(keys.tenant_blob_bytes("default"), 0)          # one all-tenant table
     redis.hset(keys.legacy_blob_sizes(), task_id, 30)
-    assert blobs.recount(redis) == 30
+    assert upload_budgets.recount(redis) == 30
     assert int(redis.get(keys.tenant_blob_bytes("default"))) == 30
     assert not redis.exists(keys.legacy_blob_sizes())
 

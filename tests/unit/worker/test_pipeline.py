@@ -12,8 +12,10 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
 from jobs.core import keys
 from jobs.core.failures import TransientError
+from jobs.core.settings import Settings
 from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb import postings
+from jobs.tasks import originals
 from jobs.worker import parts
 from jobs.worker.attempts import AttemptFence, Superseded
 from jobs.worker.progress import ProgressReporter
@@ -38,7 +40,8 @@ def test_a_document_goes_through_every_step(client, run_jobs, redis):
     assert task["started_at"] and task["ended_at"] and task["error"] is None
     meta = Job.fetch(task_id, connection=redis).get_meta()
     assert meta["progress"] == 100 and meta["current_step"] == "done"
-    assert redis.get(keys.blob(task_id)) is None, "uploaded bytes are deleted on success"
+    assert originals.stored(redis, Settings(), "default", "a.txt", task_id), "the original is kept"
+    assert int(redis.get(keys.blob_bytes())) == 0, "its bytes wait no more"
     assert redis.hget(keys.task(task_id), "attempt_id") == b"", "the attempt let go of it"
     assert all(s["ended_at"] and s["ended_at"] <= task["ended_at"] for s in task["steps"])
 

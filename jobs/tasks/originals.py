@@ -1,0 +1,187 @@
+"""The originals: every accepted file, stored once as uploaded, in the object store that
+INTAKE_STORAGE_URL names (jobs.core.object_store), until its document is deleted.
+
+An original is named by its tenant, its document (a digest of the id) and the task that
+brought it: `tasks/<tenant>/<document digest>/<task id>`. A task id is unguessable and never
+reused, so two uploads never share a name; the tenant and the document in the name let the
+sweep tell a kept original from an orphan without any index of its own. The web stores it
+right after the claim registered the task and before the task's job is enqueued, so a job
+never runs before its original is there.
+
+What becomes of them: a document's delete deletes the originals of all its tasks (`delete`).
+An original is kept while its task record lives (INTAKE_RETENTION_DAYS) or while its version
+is the one the knowledge base holds, however old; `sweep`, run by the housekeeping at most once
+an hour, removes the others once they are an hour old (a document deleted while the store did
+not answer, versions replaced long ago). Uploads an older release kept in Redis are moved to
+the store by the first worker that reads them (`load`).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import BinaryIO, Iterable
+
+from redis import Redis
+
+from jobs.core import keys
+from jobs.core.exceptions import NoSuchDocument
+from jobs.core.failures import PermanentError
+from jobs.core.object_store import NotStored, ObjectStore, open_store
+from jobs.core.settings import Settings
+from jobs.tasks import record as task_record
+from jobs.text.filetypes import CONTENT_TYPES
+
+log = logging.getLogger(__name__)
+PREFIX = "tasks/"
+SWEEP_EVERY_SECONDS = 3600
+#: An orphan younger than this is left alone: a sweep never races an upload on its way.
+SWEEP_MIN_AGE_SECONDS = 3600
+_SWEEP_PAGE = 500
+
+
+def name(tenant: str, document_id: str, task_id: str) -> str:
+    """The object name of a task's original."""
+    return f"{PREFIX}{tenant}/{keys.document_digest(document_id)}/{task_id}"
+
+
+@lru_cache(maxsize=8)
+def _store_at(address: str) -> ObjectStore:
+    return open_store(address)
+
+
+def store(settings: Settings) -> ObjectStore:
+    """The store of originals, one client per process and address."""
+    return _store_at(settings.storage_address)
+
+
+def put(settings: Settings, tenant: str, document_id: str, task_id: str,
+        source: BinaryIO) -> int:
+    """Store a task's original from `source` (read from where it stands); the bytes stored."""
+    return store(settings).put(name(tenant, document_id, task_id), source)
+
+
+def open_original(settings: Settings, tenant: str, document_id: str, task_id: str) -> BinaryIO:
+    """A stream of a task's original; raises NotStored."""
+    return store(settings).open(name(tenant, document_id, task_id))
+
+
+def stored(connection: Redis, settings: Settings, tenant: str, document_id: str,
+           task_id: str) -> bool:
+    """Whether a task's original is there to be read again (a Retry needs it)."""
+    return (store(settings).exists(name(tenant, document_id, task_id))
+            or bool(connection.exists(keys.blob(task_id))))
+
+
+@dataclass(frozen=True)
+class Original:
+    """A document's original, ready to be sent: its name, media type, size and bytes."""
+
+    task_id: str
+    filename: str
+    content_type: str
+    size: int
+    stream: BinaryIO
+
+
+def of_task(connection: Redis, settings: Settings, tenant: str, task_id: str | None,
+            document_id: str) -> Original:
+    """The original a task of `tenant` brought. Raises NoSuchDocument for another tenant's
+    task as for an unknown one, or when its original is not stored."""
+    record = connection.hgetall(keys.task(task_id)) if task_id else {}
+    fields = {k.decode(): v.decode() for k, v in record.items()}
+    if not task_id or fields.get(task_record.TENANT) != tenant:
+        raise NoSuchDocument()
+    document_id = fields.get(task_record.DOCUMENT_ID) or document_id
+    try:
+        stream = open_original(settings, tenant, document_id, task_id)
+    except NotStored:
+        moved = _moved_from_redis(connection, settings, tenant, document_id, task_id)
+        if moved is None:
+            raise NoSuchDocument() from None
+        stream = io.BytesIO(moved)
+    kind = fields.get(task_record.KIND, "")
+    return Original(task_id, fields.get(task_record.FILENAME) or document_id,
+                    CONTENT_TYPES.get(kind, "application/octet-stream"),
+                    int(fields.get(task_record.SIZE) or 0), stream)
+
+
+def load(connection: Redis, settings: Settings, tenant: str, document_id: str, task_id: str,
+         size: int) -> bytes:
+    """A task's original, whole (the parse reads it whole, in its sandbox). Its loss is
+    permanent: the file must be uploaded again."""
+    try:
+        with contextlib.closing(open_original(settings, tenant, document_id, task_id)) as stream:
+            data = stream.read()
+    except NotStored:
+        data = _moved_from_redis(connection, settings, tenant, document_id, task_id)
+        if data is None:
+            raise PermanentError("The uploaded file is no longer stored (it was removed with "
+                                 "its document, or never arrived); upload it again.",
+                                 code="upload_expired") from None
+    if size and len(data) != size:
+        raise PermanentError("The upload of this file did not finish (the connection or the "
+                             "server was interrupted); upload it again.", code="upload_incomplete")
+    return data
+
+
+def _moved_from_redis(connection: Redis, settings: Settings, tenant: str, document_id: str,
+                      task_id: str) -> bytes | None:
+    """An upload an older release kept in Redis: stored as an original, then let go there."""
+    data = connection.get(keys.blob(task_id))
+    if data is not None:
+        put(settings, tenant, document_id, task_id, io.BytesIO(data))
+        connection.delete(keys.blob(task_id))
+    return data
+
+
+def delete(settings: Settings, tenant: str, document_id: str, task_ids: Iterable[str]) -> None:
+    """Delete these tasks' originals. A store that does not answer leaves them to `sweep`
+    (logged, never failing the delete that asked)."""
+    target = store(settings)
+    for task_id in task_ids:
+        try:
+            target.delete(name(tenant, document_id, task_id))
+        except Exception:  # noqa: BLE001 - any store error: the sweep removes it later
+            log.warning("original of task %s not deleted now; the sweep will", task_id,
+                        exc_info=True)
+
+
+def sweep(connection: Redis, settings: Settings, kb: Redis | None = None) -> int:
+    """Remove the originals that are neither their task's (a record that lives) nor their
+    document's indexed version, once an hour old; returns how many. At most once per
+    SWEEP_EVERY_SECONDS over the whole fleet (a lock key), since it lists the whole store.
+    `kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL)."""
+    if not connection.set(keys.originals_sweep(), 1, nx=True, ex=SWEEP_EVERY_SECONDS):
+        return 0
+    target, removed, page = store(settings), 0, []
+    old_enough = time.time() - SWEEP_MIN_AGE_SECONDS
+    for stored_name, modified in target.listing(PREFIX):
+        parts = stored_name[len(PREFIX):].split("/")
+        if modified > old_enough or len(parts) != 3:
+            continue
+        page.append((stored_name, *parts))
+        if len(page) >= _SWEEP_PAGE:
+            removed += _sweep_page(connection, kb or connection, target, page)
+            page = []
+    if page:
+        removed += _sweep_page(connection, kb or connection, target, page)
+    return removed
+
+
+def _sweep_page(connection: Redis, kb: Redis, target: ObjectStore,
+                page: list[tuple[str, str, str, str]]) -> int:
+    alive = connection.pipeline(transaction=False)
+    indexed = kb.pipeline(transaction=False)
+    for _name, tenant, digest, task_id in page:
+        alive.exists(keys.task(task_id))
+        indexed.hget(keys.kb_document_at(tenant, digest), "task_id")
+    orphans = [stored_name for (stored_name, *_rest, task_id), lives, holder
+               in zip(page, alive.execute(), indexed.execute())
+               if not lives and (holder or b"").decode() != task_id]
+    for stored_name in orphans:
+        target.delete(stored_name)
+    return len(orphans)

@@ -1,0 +1,105 @@
+"""Re-index: documents run again from their stored originals under today's pipeline version,
+after a deploy that changed the pipeline (chunk size, embedder, OCR setting).
+
+A re-index is an upload whose files are already stored: one task per document, registered by
+the same claim as any upload (jobs.tasks.submit), so it has a batch with progress, counts
+against the same limits, waits on the tenant's `bulk` queue unless told otherwise (fresh
+uploads go first; fair share between tenants as for any job), and is a duplicate when the
+document's content is already indexed under this pipeline version, unless forced. No byte
+travels in the request: each new task names the task whose original it reads
+(record.ORIGINAL_OF), and its worker copies that original under its own name in the store
+before reading it (a hard link, or S3's copy inside the store: jobs.tasks.originals.load).
+
+While it runs, every document stays findable from its previous version: the new version
+replaces it in one flip (jobs.kb.index), never before it is indexed, so none is missing and
+none is found twice at any moment.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from redis import Redis
+
+from jobs.core import keys
+from jobs.core.settings import Settings
+from jobs.tasks import lifecycle, originals
+from jobs.tasks import record as task_record
+from jobs.tasks import records as tasks
+from jobs.tasks.submit import Upload, measure
+
+#: The most documents one `all` re-index reads the ids of at once.
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What a re-index request comes to: one Upload per document found, and the ids refused
+    (`{"document_id", "code", "message"}`, like an upload's `rejected`)."""
+
+    uploads: list[Upload]
+    rejected: list[dict[str, str]]
+
+
+def all_document_ids(connection: Redis, tenant: str) -> list[str]:
+    """Every document of the tenant (keys.tenant_documents), oldest first, so that a re-index
+    of all goes through the library in the order it was built."""
+    found: list[str] = []
+    start = 0
+    while True:
+        page = connection.zrange(keys.tenant_documents(tenant), start, start + PAGE - 1)
+        found += [member.decode() for member in page]
+        if len(page) < PAGE:
+            return found
+        start += PAGE
+
+
+def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
+           document_ids: Iterable[str]) -> Chosen:
+    """The current version of each document (lifecycle.current_version) as an Upload that
+    reads that version's original; an id with no document of this tenant, or whose original
+    is gone, is refused. Two round trips for the records, none for any byte, except for a
+    version stored by a release that did not record its digest (its original is read once)."""
+    ids = list(dict.fromkeys(document_ids))
+    pipe = connection.pipeline(transaction=False)
+    for document_id in ids:
+        pipe.get(keys.document_latest(tenant, document_id))
+    latest = pipe.execute()
+    pipe = kb.pipeline(transaction=False)
+    for document_id in ids:
+        pipe.hget(keys.kb_document(tenant, document_id), "task_id")
+    indexed = pipe.execute()
+    versions = [lifecycle.current_version(a, b) for a, b in zip(latest, indexed)]
+    records = tasks.load_many(connection, [v or "" for v in versions])
+    uploads, rejected = [], []
+    for document_id, task_id, record in zip(ids, versions, records):
+        if task_id is None or record is None or record.get(task_record.TENANT) != tenant:
+            rejected.append(_refused(document_id, "not_found", "No such document."))
+            continue
+        sha256 = record.get(task_record.SHA256) or _digest(connection, settings, tenant,
+                                                           document_id, task_id)
+        if sha256 is None:
+            rejected.append(_refused(document_id, "upload_expired", "The original of this "
+                                     "document is no longer stored; upload it again."))
+            continue
+        uploads.append(Upload(filename=record.get(task_record.FILENAME) or document_id,
+                              document_id=document_id, kind=record.get(task_record.KIND, ""),
+                              size=int(record.get(task_record.SIZE) or 0), sha256=sha256,
+                              original_of=task_id))
+    return Chosen(uploads, rejected)
+
+
+def _digest(connection: Redis, settings: Settings, tenant: str, document_id: str,
+            task_id: str) -> str | None:
+    """The sha256 of an original whose record does not carry it; None when it is gone."""
+    try:
+        stream = originals.open_original(settings, tenant, document_id, task_id)
+    except originals.NotStored:
+        return None
+    with contextlib.closing(stream):
+        return measure(stream, settings.max_file_bytes).sha256
+
+
+def _refused(document_id: str, code: str, message: str) -> dict[str, Any]:
+    return {"document_id": document_id, "code": code, "message": message}

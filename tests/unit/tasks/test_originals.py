@@ -1,0 +1,105 @@
+"""Originals on fakeredis and a real directory: stored once as uploaded, read by the worker,
+downloaded as an attachment by their tenant only, deleted with their document, swept when
+their task is gone (jobs.tasks.originals)."""
+from __future__ import annotations
+
+import io
+import os
+import time
+
+from jobs.core import keys
+from jobs.core.settings import Settings
+from jobs.tasks import originals
+from tests.unit.conftest import upload
+
+KEYS = "acme:acme-key-123,globex:globex-key-456"
+
+
+def _as(client, key):
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    return client
+
+
+def test_an_upload_is_stored_as_sent_and_downloaded_as_an_attachment(client, run_jobs):
+    content = "Zürich minutes: the valve was replaced.\n".encode() * 50
+    task_id = upload(client, ("Protokoll Zürich.txt", content)).get_json()["tasks"][0]["id"]
+    with originals.open_original(Settings(), "default", "Protokoll Zürich.txt",
+                                 task_id) as stream:
+        assert stream.read() == content, "stored before the answer, byte for byte"
+    run_jobs()
+    response = client.get("/api/originals/Protokoll Zürich.txt")
+    assert response.status_code == 200 and response.data == content
+    assert response.headers["Content-Type"].startswith("text/plain")
+    disposition = response.headers["Content-Disposition"]
+    assert disposition.startswith("attachment") and "Protokoll%20Z%C3%BCrich.txt" in disposition
+    assert response.headers["Content-Length"] == str(len(content))
+    assert "sandbox" in response.headers["Content-Security-Policy"]
+    assert "no-store" in response.headers["Cache-Control"]
+
+
+def test_an_id_with_slashes_downloads_its_own_original(client):
+    first = upload(client, ("a.md", b"# one\n"), document_id="folder/a.md")
+    upload(client, ("a.md", b"# two\n"), document_id="other/a.md")
+    assert first.status_code == 202
+    assert client.get("/api/originals/folder/a.md").data == b"# one\n"
+    assert client.get("/api/originals/other/a.md").data == b"# two\n"
+    assert client.get("/api/originals/folder/b.md").status_code == 404
+
+
+def test_another_tenants_original_is_not_found(make_app):
+    client = make_app(INTAKE_API_KEYS=KEYS).test_client()
+    assert upload(_as(client, "acme-key-123"), ("plan.txt", b"acme's plan")).status_code == 202
+    response = _as(client, "globex-key-456").get("/api/originals/plan.txt")
+    assert response.status_code == 404 and response.get_json()["error"]["code"] == "not_found"
+    assert _as(client, "acme-key-123").get("/api/originals/plan.txt").data == b"acme's plan"
+
+
+def test_a_new_version_is_what_downloads_and_a_delete_deletes_every_original(client, run_jobs,
+                                                                              redis):
+    old = upload(client, ("notes.txt", b"first version")).get_json()["tasks"][0]["id"]
+    run_jobs()
+    new = upload(client, ("notes.txt", b"second version")).get_json()["tasks"][0]["id"]
+    assert client.get("/api/originals/notes.txt").data == b"second version"
+    assert client.delete("/api/documents/notes.txt").status_code == 204
+    assert client.get("/api/originals/notes.txt").status_code == 404
+    for task_id in (old, new):
+        assert not originals.stored(redis, Settings(), "default", "notes.txt", task_id)
+
+
+def test_the_sweep_removes_old_originals_neither_a_task_nor_the_index_holds(client, redis,
+                                                                             run_jobs):
+    def stored(task_id, document_id="indexed.txt"):
+        return originals.stored(redis, Settings(), "default", document_id, task_id)
+
+    def age(task_id, document_id="indexed.txt"):
+        path = originals.store(Settings())._path(originals.name("default", document_id, task_id))
+        os.utime(path, (time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS,) * 2)
+
+    indexed = upload(client, ("indexed.txt", b"kept while indexed")).get_json()["tasks"][0]["id"]
+    run_jobs()
+    replaced = indexed
+    indexed = upload(client, ("indexed.txt", b"a newer version")).get_json()["tasks"][0]["id"]
+    run_jobs()
+    orphan, young = "f" * 32, "d" * 32
+    for task_id in (orphan, young):
+        originals.put(Settings(), "default", "gone.txt", task_id, io.BytesIO(b"left behind"))
+    for task_id, document_id in ((indexed, "indexed.txt"), (replaced, "indexed.txt"),
+                                 (orphan, "gone.txt")):
+        age(task_id, document_id)
+    redis.delete(keys.task(indexed), keys.task(replaced))  # records expired, after 30 days
+    redis.delete(keys.originals_sweep())
+    assert originals.sweep(redis, Settings()) == 2
+    assert stored(indexed), "the indexed version stays, however old its task"
+    assert not stored(replaced) and not stored(orphan, "gone.txt")
+    assert stored(young, "gone.txt"), "an hour's grace: never races an upload"
+    assert originals.sweep(redis, Settings()) == 0, "at most once an hour"
+
+
+def test_an_upload_an_older_release_kept_in_redis_is_moved_to_the_store(redis):
+    task_id = "e" * 32
+    redis.set(keys.blob(task_id), b"bytes from before originals were kept")
+    data = originals.load(redis, Settings(), "default", "old.txt", task_id, 37)
+    assert data == b"bytes from before originals were kept"
+    assert not redis.exists(keys.blob(task_id))
+    with originals.open_original(Settings(), "default", "old.txt", task_id) as stream:
+        assert stream.read() == data
