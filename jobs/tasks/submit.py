@@ -51,8 +51,9 @@ INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
 
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
-#       9 tenant's chunk count, 10 all tenants' chunk count; then per file: idempotency key,
-#       task, upload, the document's tasks, the document's latest task, its indexed entry.
+#       9 tenant's chunk count, 10 all tenants' chunk count, 11 tenant's documents; then per
+#       file: idempotency key, task, upload, the document's tasks, the document's latest task,
+#       its indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
 #       '' when the knowledge base is on another Redis: checked before, `_kb_state`),
@@ -60,8 +61,8 @@ INLINE_BYTES = 256 * 1024  # a batch this small travels inside the claim script
 #       those statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
 #       size, bytes ('' when they travel later), the task whose version the knowledge base
-#       holds ('?': read it here, from the indexed entry; '': none), record (its number of
-#       fields, then fields and values).
+#       holds ('?': read it here, from the indexed entry; '': none), the document's id,
+#       record (its number of fields, then fields and values).
 # Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
 _SUBMIT = """
 local remembered = redis.call('HGET', KEYS[7], 'claim')
@@ -83,7 +84,7 @@ local files, starts, bytes = tonumber(ARGV[11]), {}, 0
 for i = 1, files do
   starts[i] = at
   bytes = bytes + tonumber(ARGV[at + 1])
-  at = at + 5 + 2 * tonumber(ARGV[at + 4])
+  at = at + 6 + 2 * tonumber(ARGV[at + 5])
 end
 if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
 if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
@@ -102,11 +103,11 @@ end
 local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
 local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local base = 10 + 6 * (i - 1)
+  local base = 11 + 6 * (i - 1)
   local idem, task, blob, document, latest_key, indexed =
     KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
   local s = starts[i]
-  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 4])
+  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 5])
   local function indexed_task()
     if ARGV[s + 3] == '?' then return redis.call('HGET', indexed, 'task_id') end
     return ARGV[s + 3]
@@ -131,7 +132,7 @@ for i = 1, files do
   else
     status = ''
     redis.call('SET', idem, id, 'EX', ttl)
-    redis.call('HSET', task, unpack(ARGV, s + 5, s + 4 + 2 * fields))
+    redis.call('HSET', task, unpack(ARGV, s + 6, s + 5 + 2 * fields))
     redis.call('EXPIRE', task, ttl)
     redis.call('SET', blob, ARGV[s + 2], 'EX', ttl)
     redis.call('ZADD', KEYS[1], ARGV[4], id)
@@ -142,6 +143,7 @@ for i = 1, files do
     redis.call('SADD', document, id)
     redis.call('EXPIRE', document, ttl)
     redis.call('SET', latest_key, id, 'EX', ttl)
+    redis.call('ZADD', KEYS[11], ARGV[4], ARGV[s + 4])
   end
   ids[i] = id
   claimed[i] = status == '' and '-' or status
@@ -280,7 +282,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
-             keys.tenant_chunks(tenant), keys.kb_total_chunks()]
+             keys.tenant_chunks(tenant), keys.kb_total_chunks(), keys.tenant_documents(tenant)]
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
@@ -297,7 +299,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                   keys.kb_document(tenant, upload.document_id)]
         fields = _task_fields(task_id, upload, digest, settings, record)
         args += [task_id, upload.size, upload.content() if inline else b"",
-                 "?" if indexed is None else indexed[number], len(fields)]
+                 "?" if indexed is None else indexed[number], upload.document_id, len(fields)]
         args += [item for pair in fields.items() for item in pair]
     reply, role = _claim(connection, keys_, args)
     replicas = replicas_.attached(role)
