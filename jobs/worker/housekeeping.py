@@ -5,8 +5,10 @@ to their budgets (jobs.tasks.blobs.recount); lists of batches and dead letters l
 older than the retention (their records have expired by then); knowledge bases written before
 their chunks were counted get counted, those written before chunk ids are migrated
 (jobs.kb.migration), and the garbage of replaced and deleted documents is collected (what a
-worker that died in the middle of it left). With the knowledge base on a Redis of its own, the
-flips that workers recorded but did not live to apply are applied (jobs.kb.pending_flips).
+worker that died in the middle of it left). Documents uploaded before each tenant's list of
+documents existed are put into it (jobs.tasks.library.backfill, once). With the knowledge base
+on a Redis of its own, the flips that workers recorded but did not live to apply are applied
+(jobs.kb.pending_flips).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from jobs.core import keys
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart
 from jobs.kb import migration as kb_migration
-from jobs.tasks import blobs
+from jobs.tasks import blobs, library
 
 
 def run(connection: Redis, ttl_seconds: int,
@@ -35,6 +37,7 @@ def run(connection: Redis, ttl_seconds: int,
             pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
     blobs.recount(connection)
+    library.backfill(connection, kb)
     if apart(kb, connection):
         pending_flips.apply_left(kb, connection)
     index.ensure_chunk_counts(kb)
