@@ -143,7 +143,8 @@ for i = 1, files do
     redis.call('SADD', document, id)
     redis.call('EXPIRE', document, ttl)
     redis.call('SET', latest_key, id, 'EX', ttl)
-    redis.call('ZADD', KEYS[11], ARGV[4], ARGV[s + 4])
+    -- A later file of the upload is the newer document, by a microsecond.
+    redis.call('ZADD', KEYS[11], tonumber(ARGV[4]) + (i - 1) / 1e6, ARGV[s + 4])
   end
   ids[i] = id
   claimed[i] = status == '' and '-' or status

@@ -69,6 +69,11 @@ def test_new_content_moves_a_document_to_the_top_and_the_same_content_does_not(c
     assert ids(page) == ["a.txt", "b.txt"] and page["total"] == 2
 
 
+def test_files_of_one_upload_are_listed_last_file_first(client):
+    upload(client, ("b.txt", b"one"), ("c.txt", b"two"), ("a.txt", b"three"))
+    assert ids(listed(client)) == ["a.txt", "c.txt", "b.txt"]
+
+
 def test_q_filters_by_id_or_file_name_in_any_case(client):
     one_by_one(client, ("Quarterly-Report.txt", b"one"), ("notes.txt", b"two"))
     one_by_one(client, ("scan.txt", b"three"), document_id="archive/2024/REPORT-scan")
