@@ -6,6 +6,7 @@ success are the named exceptions of jobs.core.exceptions.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from redis import Redis
@@ -21,7 +22,7 @@ from jobs.kb import index
 from jobs.kb.connection import kb_connection, kb_replicas
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
-from jobs.tasks import dead_letters, lifecycle, originals, states
+from jobs.tasks import dead_letters, library, lifecycle, originals, states
 from jobs.tasks import records as tasks
 from jobs.tasks.batches import BatchReader
 from jobs.tasks.submit import Upload, submit_documents
@@ -130,6 +131,19 @@ class Intake:
         return originals.of_task(self.connection, self.settings, tenant,
                                  lifecycle.current_version(latest, indexed), document_id)
 
+    def documents(self, tenant: str, *, offset: int = 0, limit: int = 50,
+                  query: str | None = None, status: str | None = None) -> dict[str, Any]:
+        """The tenant's documents, newest first, each as its latest task left it; `query`
+        filters by id or file name, `status` by the latest task's (ValueError for one not in
+        STATUSES)."""
+        return library.page(self.connection, self.kb, tenant, offset=offset, limit=limit,
+                            query=query, status=status)
+
+    def document(self, tenant: str, document_id: str) -> dict[str, Any]:
+        """One document and its tasks, newest first. Another tenant's, like an unknown one,
+        raises NoSuchDocument."""
+        return library.document(self.connection, self.kb, tenant, document_id)
+
     def list_failed(self, tenant: str | None, *, offset: int = 0,
                     limit: int = 50) -> dict[str, Any]:
         return dead_letters.page(self.connection, tenant, offset=offset, limit=limit)
@@ -142,8 +156,10 @@ class Intake:
 
     def search(self, tenant: str, query: str, k: int = 10,
                mode: str | None = None) -> SearchAnswer:
-        """`mode`: one of SEARCH_MODES, or None for the service's default (jobs.kb.search)."""
-        return self.searcher.search(tenant, query, k, mode)
+        """`mode`: one of SEARCH_MODES, or None for the service's default (jobs.kb.search).
+        Each hit carries its document's `original_url`."""
+        answer = self.searcher.search(tenant, query, k, mode)
+        return replace(answer, results=library.with_original_urls(answer.results))
 
     def worker_count(self) -> int:
         """How many ingestion workers are registered on this Redis (alive within their TTL);

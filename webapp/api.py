@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request, send_file
 
-from jobs import MAX_SEARCH_K, SEARCH_MODES, compact_json, held_logs, write_logs
+from jobs import MAX_SEARCH_K, SEARCH_MODES, STATUSES, compact_json, held_logs, write_logs
 from webapp import tenancy
 from webapp.dashboard import is_operator, operator_denial
 from webapp.errors import ApiError
@@ -72,6 +72,32 @@ def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dic
              for t in batch["tasks"]]
     return {"batch_id": batch_id, "url": f"/api/batches/{batch_id}",
             "page_url": f"/batches/{batch_id}", "tasks": tasks, "rejected": rejected}
+
+
+@bp.get("/documents")
+def list_documents() -> Response:
+    """The tenant's documents, newest first; `q` filters by name, `status` by the latest
+    task's status."""
+    page = intake().documents(tenancy.current_tenant(),
+                              offset=_int_arg("offset", 0, 0, 10**6),
+                              limit=_int_arg("limit", 50, 1, 100),
+                              query=(request.args.get("q") or "").strip() or None,
+                              status=_status_arg())
+    return json_response(page)
+
+
+def _status_arg() -> str | None:
+    """The task status asked for; none (absent or empty) keeps every status."""
+    status = request.args.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise ApiError(400, "bad_parameter",
+                       f"`status` must be one of {', '.join(STATUSES)}.")
+    return status
+
+
+@bp.get("/documents/<path:document_id>")
+def get_document(document_id: str) -> Response:
+    return json_response(intake().document(tenancy.current_tenant(), document_id))
 
 
 @bp.delete("/documents/<path:document_id>")

@@ -76,6 +76,45 @@ SCHEMAS: dict[str, Any] = {
                 "last_error": _NULLABLE_TEXT, "delivered_at": _NULLABLE_TEXT,
                 "next_attempt_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
                 "subject_url": {"type": "string"}, "subject_page_url": {"type": "string"}}}}}},
+    "Document": {"type": "object", "required": [
+        "document_id", "filename", "status", "version", "pipeline_version", "chunks", "bytes",
+        "content_type", "created_at", "updated_at", "task_id", "url", "original_url"],
+        "description": "A document as its latest submitted content (its latest task) left it",
+        "properties": {
+            "document_id": {"type": "string"}, "filename": {"type": "string"},
+            "status": {**_STATUS, "description": "the status of the document's latest task"},
+            "version": {"type": ["integer", "null"],
+                        "description": "the latest task's version: its submission time, µs"},
+            "pipeline_version": _NULLABLE_TEXT,
+            "chunks": {"type": ["integer", "null"],
+                       "description": "chunks indexed, once the latest task succeeded"},
+            "bytes": {"type": ["integer", "null"]}, "content_type": {"type": "string"},
+            "created_at": {**_NULLABLE_TEXT,
+                           "description": "when its latest content was submitted"},
+            "updated_at": {**_NULLABLE_TEXT,
+                           "description": "the latest task's last change"},
+            "task_id": _ID,
+            "url": {"type": "string", "description": "/api/documents/<document_id>"},
+            "original_url": {"type": "string",
+                             "description": "/api/originals/<document_id>"}}},
+    "Documents": {"type": "object", "required": ["total", "documents"], "properties": {
+        "total": {"type": "integer", "description": "documents matching the filters"},
+        "offset": {"type": "integer"}, "limit": {"type": "integer"},
+        "documents": {"type": "array", "items": {"$ref": "#/components/schemas/Document"}}}},
+    "DocumentWithTasks": {"allOf": [{"$ref": "#/components/schemas/Document"}, {
+        "type": "object", "required": ["tasks"], "properties": {"tasks": {
+            "type": "array", "description": "every task of the document, newest first",
+            "items": {"type": "object", "required": [
+                "id", "status", "created_at", "updated_at", "version", "url"], "properties": {
+                "id": _ID, "batch_id": _ID, "status": _STATUS,
+                "status_text": {"type": "string"}, "filename": {"type": "string"},
+                "bytes": {"type": ["integer", "null"]},
+                "version": {"type": ["integer", "null"]},
+                "pipeline_version": _NULLABLE_TEXT, "chunks": {"type": ["integer", "null"]},
+                "error": {"$ref": "#/components/schemas/TaskError"},
+                "created_at": {"type": "string"}, "started_at": _NULLABLE_TEXT,
+                "ended_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
+                "url": {"type": "string"}, "page_url": {"type": "string"}}}}}}]},
     "Location": {"type": "object",
                  "description": "Where a chunk starts, and with page_end the page it ends on "
                                 "when that is a later one; {} if unknown",
@@ -105,7 +144,7 @@ SCHEMAS: dict[str, Any] = {
                                   "configured, or the embedding service is failing"},
         "results": {"type": "array", "items": {"type": "object", "required": [
             "text", "score", "scores", "task_id", "document_id", "filename", "chunk",
-            "location"],
+            "location", "original_url"],
             "properties": {
                 "text": {"type": "string"}, "task_id": _ID,
                 "score": {"type": "number", "description": "the fused RRF score in hybrid "
@@ -117,7 +156,9 @@ SCHEMAS: dict[str, Any] = {
                                           "dense": {"type": "number"}}},
                 "document_id": {"type": "string"}, "filename": {"type": "string"},
                 "chunk": {"type": "integer"},
-                "location": {"$ref": "#/components/schemas/Location"}}}}}},
+                "location": {"$ref": "#/components/schemas/Location"},
+                "original_url": {"type": "string",
+                                 "description": "/api/originals/<document_id>"}}}}}},
 }
 
 
@@ -143,7 +184,19 @@ _CHANGE = {"202": _json("Task", "Accepted: the task's new state"), **_errors(404
 _LIST = {"type": "object"}
 
 PATHS: dict[str, Any] = {
-    "/api/documents": {"post": {
+    "/api/documents": {"get": {
+        "summary": "The tenant's documents, newest first (by when new content was last "
+                   "submitted)",
+        "parameters": [
+            _query("offset"),
+            {**_query("limit"), "schema": {"type": "integer", "minimum": 1, "maximum": 100,
+                                           "default": 50}},
+            {**_query("q", "string"),
+             "description": "keeps documents whose id or file name holds it (any case)"},
+            {**_query("status", "string"), "schema": _STATUS,
+             "description": "keeps documents whose latest task has this status"}],
+        "responses": {"200": _json("Documents"), **_errors(400, 401)}},
+        "post": {
         "summary": "Upload documents (multipart field `files`, repeatable)",
         "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object",
             "properties": {"files": {"type": "array", "items": {"type": "string",
@@ -153,9 +206,21 @@ PATHS: dict[str, Any] = {
                            "force": {"type": "string"}}}}}},
         "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
                       **_errors(400, 401, 403, 413, 415, 429, 503)}}},
-    "/api/documents/{document_id}": {"delete": {
+    "/api/documents/{document_id}": {"get": {
+        "summary": "One document and its tasks, newest first (the id may contain `/`)",
+        "parameters": [_id("document_id")],
+        "responses": {"200": _json("DocumentWithTasks"), **_errors(401, 404)}},
+        "delete": {
         "summary": "Remove a document's chunks and records", "parameters": [_id("document_id")],
         "responses": {"204": {"description": "Removed"}, **_errors(401, 404)}}},
+    "/api/originals/{document_id}": {"get": {
+        "summary": "The document's current version as uploaded: an attachment with its file "
+                   "name and detected media type (the id may contain `/`)",
+        "parameters": [_id("document_id")],
+        "responses": {"200": {"description": "The stored bytes",
+                              "content": {"application/octet-stream": {
+                                  "schema": {"type": "string", "format": "binary"}}}},
+                      **_errors(401, 404)}}},
     "/api/batches": {"get": {
         "summary": "Recent batches, newest first", "parameters": [_query("offset"),
                                                                   _query("limit")],

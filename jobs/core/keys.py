@@ -259,6 +259,24 @@ def document_tasks(tenant: str, document_id: str) -> str:
     return f"{PREFIX}tenant:{tenant}:document:{document_digest(document_id)}:tasks"
 
 
+def all_document_latest() -> str:
+    """The pattern of every tenant's `document_latest` keys: what the one-shot backfill of
+    `tenant_documents` scans (jobs.tasks.library)."""
+    return f"{PREFIX}tenant:*:document:*:latest"
+
+
+def tenant_documents(tenant: str) -> str:
+    """A tenant's documents (a sorted set: document id → when new content of it was last
+    submitted, seconds): the document library's order and count (jobs.tasks.library)."""
+    return f"{PREFIX}tenant:{tenant}:documents"
+
+
+def tenant_documents_filled() -> str:
+    """Set once the one-shot backfill has put every document that existed before
+    `tenant_documents` into it (jobs.tasks.library.backfill)."""
+    return f"{PREFIX}documents-backfilled"
+
+
 def web_session(session_id: str) -> str:
     """A signed-in page session: it lives while this key does, and signing out deletes it."""
     return f"{PREFIX}session:{session_id}"

@@ -316,8 +316,9 @@ def current_version(latest: bytes | None, indexed: bytes | None) -> str | None:
 def _detach(connection: Redis, tenant: str, document_id: str, version: str | None,
             kb: Redis) -> tuple[list[str], list[list[str]], bool] | None:
     """In one MULTI: cancel the document's live tasks, take it out of the index and forget
-    its task list and latest task. Returns the tasks, their cancels' replies and whether it had
-    chunks; None when `version` is given and is not the current one.
+    its task list, its latest task and its place in the tenant's documents. Returns the tasks,
+    their cancels' replies and whether it had chunks; None when `version` is given and is not
+    the current one.
 
     What the check reads is WATCHed: an upload (a new latest task) or a flip landing between
     the check and the EXEC makes it run again, so it is never removed unseen. Canceling in the
@@ -354,6 +355,7 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
                 else:
                     index.queue_removal(pipe, tenant, document_id)
                 pipe.delete(latest_key, tasks_key)
+                pipe.zrem(keys.tenant_documents(tenant), document_id)
                 replies = pipe.execute()
             except WatchError:
                 continue

@@ -33,7 +33,7 @@ from jobs.core.failures import PermanentError
 from jobs.core.object_store import NotStored, ObjectStore, open_store
 from jobs.core.settings import Settings
 from jobs.tasks import record as task_record
-from jobs.text.filetypes import CONTENT_TYPES
+from jobs.text.filetypes import media_type
 
 log = logging.getLogger(__name__)
 PREFIX = "tasks/"
@@ -103,9 +103,8 @@ def of_task(connection: Redis, settings: Settings, tenant: str, task_id: str | N
         if moved is None:
             raise NoSuchDocument() from None
         stream = io.BytesIO(moved)
-    kind = fields.get(task_record.KIND, "")
     return Original(task_id, fields.get(task_record.FILENAME) or document_id,
-                    CONTENT_TYPES.get(kind, "application/octet-stream"),
+                    media_type(fields.get(task_record.KIND)),
                     int(fields.get(task_record.SIZE) or 0), stream)
 
 

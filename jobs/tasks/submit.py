@@ -53,8 +53,9 @@ INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (U
 
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
-#       9 tenant's chunk count, 10 all tenants' chunk count; then per file: idempotency key,
-#       task, the document's tasks, the document's latest task, its indexed entry.
+#       9 tenant's chunk count, 10 all tenants' chunk count, 11 tenant's documents; then per
+#       file: idempotency key, task, the document's tasks, the document's latest task, its
+#       indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
 #       '' when the knowledge base is on another Redis: checked before, `_kb_state`),
@@ -62,7 +63,8 @@ INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (U
 #       those statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
 #       size, the task whose version the knowledge base holds ('?': read it here, from the
-#       indexed entry; '': none), record (its number of fields, then fields and values).
+#       indexed entry; '': none), the document's id, record (its number of fields, then fields
+#       and values).
 # Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
 _SUBMIT = """
 local remembered = redis.call('HGET', KEYS[7], 'claim')
@@ -84,7 +86,7 @@ local files, starts, bytes = tonumber(ARGV[11]), {}, 0
 for i = 1, files do
   starts[i] = at
   bytes = bytes + tonumber(ARGV[at + 1])
-  at = at + 4 + 2 * tonumber(ARGV[at + 3])
+  at = at + 5 + 2 * tonumber(ARGV[at + 4])
 end
 if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
 if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
@@ -103,11 +105,11 @@ end
 local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
 local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local base = 10 + 5 * (i - 1)
+  local base = 11 + 5 * (i - 1)
   local idem, task, document, latest_key, indexed =
     KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]
   local s = starts[i]
-  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 3])
+  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 4])
   local function indexed_task()
     if ARGV[s + 2] == '?' then return redis.call('HGET', indexed, 'task_id') end
     return ARGV[s + 2]
@@ -132,7 +134,7 @@ for i = 1, files do
   else
     status = ''
     redis.call('SET', idem, id, 'EX', ttl)
-    redis.call('HSET', task, unpack(ARGV, s + 4, s + 3 + 2 * fields))
+    redis.call('HSET', task, unpack(ARGV, s + 5, s + 4 + 2 * fields))
     redis.call('EXPIRE', task, ttl)
     redis.call('ZADD', KEYS[1], ARGV[4], id)
     redis.call('ZADD', KEYS[2], ARGV[4], id)
@@ -142,6 +144,8 @@ for i = 1, files do
     redis.call('SADD', document, id)
     redis.call('EXPIRE', document, ttl)
     redis.call('SET', latest_key, id, 'EX', ttl)
+    -- A later file of the upload is the newer document, by a microsecond.
+    redis.call('ZADD', KEYS[11], tonumber(ARGV[4]) + (i - 1) / 1e6, ARGV[s + 3])
   end
   ids[i] = id
   claimed[i] = status == '' and '-' or status
@@ -275,7 +279,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
-             keys.tenant_chunks(tenant), keys.kb_total_chunks()]
+             keys.tenant_chunks(tenant), keys.kb_total_chunks(), keys.tenant_documents(tenant)]
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
@@ -292,7 +296,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                   keys.kb_document(tenant, upload.document_id)]
         fields = _task_fields(task_id, upload, digest, settings, record)
         args += [task_id, upload.size, "?" if indexed is None else indexed[number],
-                 len(fields)]
+                 upload.document_id, len(fields)]
         args += [item for pair in fields.items() for item in pair]
     reply, role = _claim(connection, keys_, args)
     replicas = replicas_.attached(role)

@@ -36,8 +36,8 @@ _KIND_NAMES: dict[str, str] = {
     "png": "a PNG image", "jpeg": "a JPEG image", "tiff": "a TIFF image", "webp": "a WebP image",
 }
 
-#: The media type of each kind, as a download of its original names it.
-CONTENT_TYPES: dict[str, str] = {
+#: The media type of each kind, as a download or a listing states it.
+_MEDIA_TYPES: dict[str, str] = {
     "txt": "text/plain", "md": "text/markdown", "html": "text/html", "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -46,6 +46,7 @@ CONTENT_TYPES: dict[str, str] = {
     "eml": "message/rfc822", "png": "image/png", "jpeg": "image/jpeg", "tiff": "image/tiff",
     "webp": "image/webp",
 }
+UNKNOWN_MEDIA_TYPE = "application/octet-stream"
 
 #: A password-protected DOCX, PPTX or XLSX is an OLE compound file, not a zip: it is accepted
 #: here so that the parser can say "password-protected" instead of "not a Word document".
@@ -149,6 +150,12 @@ def detect_kind(filename: str, head: bytes) -> str | None:
     if kind is None or not _content_matches(kind, head):
         return None
     return kind
+
+
+def media_type(kind: str | None) -> str:
+    """The media type of a kind `detect_kind` gave; application/octet-stream for anything else
+    (a record of a release that did not keep the kind)."""
+    return _MEDIA_TYPES.get(kind or "", UNKNOWN_MEDIA_TYPE)
 
 
 def rejection_reason(filename: str, head: bytes) -> tuple[str, str]:

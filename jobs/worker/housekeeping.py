@@ -5,8 +5,10 @@ Reservations of tasks that ended without giving their bytes back return to the u
 older than the retention (their records have expired by then); knowledge bases written before
 their chunks were counted get counted, those written before chunk ids are migrated
 (jobs.kb.migration), and the garbage of replaced and deleted documents is collected (what a
-worker that died in the middle of it left). With the knowledge base on a Redis of its own, the
-flips that workers recorded but did not live to apply are applied (jobs.kb.pending_flips).
+worker that died in the middle of it left). Documents uploaded before each tenant's list of
+documents existed are put into it (jobs.tasks.library.backfill, once). With the knowledge base
+on a Redis of its own, the flips that workers recorded but did not live to apply are applied
+(jobs.kb.pending_flips).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from jobs.core import keys
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart
 from jobs.kb import migration as kb_migration
-from jobs.tasks import upload_budgets
+from jobs.tasks import library, upload_budgets
 
 
 def run(connection: Redis, ttl_seconds: int,
@@ -33,6 +35,7 @@ def run(connection: Redis, ttl_seconds: int,
             pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
     upload_budgets.recount(connection)
+    library.backfill(connection, kb)
     if apart(kb, connection):
         pending_flips.apply_left(kb, connection)
     index.ensure_chunk_counts(kb)

@@ -10,7 +10,8 @@ from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
 KEPT_FOR_GOOD = ("intake:kb:", "intake:metrics", "intake:blob-bytes",
-                 "intake:tenant:default:blob-bytes", "intake:tenant:default:blob-sizes")
+                 "intake:tenant:default:blob-bytes", "intake:tenant:default:blob-sizes",
+                 "intake:tenant:default:documents")  # a document stays until deleted
 LISTS = ("intake:active", "intake:failed", "intake:tenant:default:batches",
          "intake:tenant:default:failed", "intake:tenant:default:active", "intake:canceling")
 

@@ -39,7 +39,8 @@ def sign_in(client) -> None:
                        ).status_code == 303
 
 
-@pytest.mark.parametrize("path", ["/api/batches", "/api/search?q=words"])
+@pytest.mark.parametrize("path", ["/api/batches", "/api/search?q=words", "/api/documents",
+                                  "/api/documents?q=a&status=pending", "/api/documents/a.txt"])
 def test_api_answers_are_never_stored(keyed, batch, path):
     answer = keyed.get(path, headers=ACME)
     assert answer.status_code == 200 and answer.headers["Cache-Control"] == NO_STORE

@@ -38,3 +38,19 @@ def test_search_documents_its_mode_its_bound_on_k_and_each_hit_s_scores(client):
     assert results["mode"]["enum"] == ["lexical", "dense", "hybrid"]
     assert set(results["results"]["items"]["properties"]["scores"]["properties"]) == {
         "lexical", "dense"}
+
+
+def test_the_document_library_documents_its_filters_and_shapes(client):
+    document = client.get("/api/openapi.json").get_json()
+    listing = document["paths"]["/api/documents"]["get"]
+    parameters = {p["name"]: p for p in listing["parameters"]}
+    assert set(parameters) == {"offset", "limit", "q", "status"}
+    assert parameters["limit"]["schema"]["maximum"] == 100
+    assert parameters["status"]["schema"]["enum"] == [
+        "pending", "running", "retrying", "succeeded", "failed", "canceled"]
+    one = document["paths"]["/api/documents/{document_id}"]
+    assert set(one) == {"get", "delete"} and "404" in one["get"]["responses"]
+    schemas = document["components"]["schemas"]
+    assert {"url", "original_url", "status", "task_id"} <= set(schemas["Document"]["required"])
+    hit = schemas["SearchResults"]["properties"]["results"]["items"]
+    assert "original_url" in hit["required"]

@@ -1,0 +1,388 @@
+"""The document library: a tenant's documents, newest first, each as its latest submitted
+content left it, and one document with every task of it.
+
+Why a sorted set of its own (keys.tenant_documents: document id → when new content of it was
+last submitted): nothing else names a tenant's documents. The upload's claim adds a document
+whenever it creates a task for it (jobs.tasks.submit), the document's delete takes it out in
+the same MULTI as its other records (jobs.tasks.lifecycle), and `backfill` puts in, once, the
+documents that existed before the set did.
+
+A document reads as its latest task (keys.document_latest) says: that task's status, name,
+size and version, whatever an older version indexed. Its latest task's record expires with the
+retention (INTAKE_RETENTION_DAYS) while the knowledge base keeps the document: the indexed entry
+then stands in (`succeeded`, with what the entry keeps). A member that names neither is left
+out, and taken out of the set by the read that finds it so (checked again in one script, so a
+document uploaded meanwhile stays).
+
+A page without filters is one ZREVRANGE and one script call per VIEW_GROUP documents, all in
+one round trip. A filter by name (`query`) or status reads every document of the tenant, in
+pieces of SCAN_PIECE: fine up to about 100,000 documents per tenant (a second or so of Redis
+work, in short script calls other clients run between), not beyond: a tenant with more would
+want an index of names, which this module does not keep.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from redis import Redis
+from redis.exceptions import NoScriptError
+
+from jobs.core import keys
+from jobs.core.clock import iso, timestamp
+from jobs.core.exceptions import NoSuchDocument
+from jobs.kb.connection import apart
+from jobs.tasks import records as tasks
+from jobs.tasks import states
+from jobs.tasks.record import (CREATED_AT, DOCUMENT_ID, FILENAME, KIND, PIPELINE_VERSION, RESULT,
+                               SIZE, STATUS, TENANT, UPDATED_AT, VERSION)
+from jobs.text.filetypes import extension_kind, media_type
+
+#: Documents read per script call: each holds Redis about a millisecond at most.
+VIEW_GROUP = 200
+#: Documents read per round trip while a filter reads them all.
+SCAN_PIECE = 1000
+#: How long after its first pass `backfill` goes on adding what web processes of the release
+#: before the set (still serving during a rolling deploy) uploaded without adding it.
+BACKFILL_GRACE_SECONDS = 3600
+
+#: What a listing reads of each document's latest task.
+LIST_FIELDS: tuple[str, ...] = (TENANT, DOCUMENT_ID, FILENAME, STATUS, KIND, SIZE, CREATED_AT,
+                                UPDATED_AT, VERSION, PIPELINE_VERSION, RESULT)
+
+# KEYS: each document's latest-task key. ARGV: 1 the task key prefix, then the fields to read.
+# Returns per document {its latest task's id, then the fields' values}, or {} without one.
+_LATEST = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local id = redis.call('GET', key)
+  if id then
+    local row = redis.call('HMGET', ARGV[1] .. id, unpack(ARGV, 2))
+    table.insert(row, 1, id)
+    out[i] = row
+  else
+    out[i] = {}
+  end
+end
+return out
+"""
+_LATEST_SHA = hashlib.sha1(_LATEST.encode()).hexdigest()
+
+# KEYS: 1 a tenant's documents, then the document's keys that must all be gone (its latest
+# task; its indexed entry, when the knowledge base is on this Redis). ARGV: 1 the document's
+# id. Takes it out of the set only while nothing names it; returns 1 when it did.
+_FORGET = """
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+"""
+
+# KEYS: 1 a tenant's documents, then keys of the document one of which must exist (none
+# given: nothing to check). ARGV: 1 the score, 2 the document's id. Adds a document not in the
+# set yet (one in it was placed by an upload, which knows better); returns 1 when it did.
+_ADD = """
+local known = #KEYS == 1
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then known = true end
+end
+if not known then return 0 end
+return redis.call('ZADD', KEYS[1], 'NX', ARGV[1], ARGV[2])
+"""
+
+
+def document_url(document_id: str) -> str:
+    """Where the API answers one document: its id as it is (it may hold `/`)."""
+    return f"/api/documents/{document_id}"
+
+
+def original_url(document_id: str) -> str:
+    """Where the API sends a document's original file back."""
+    return f"/api/originals/{document_id}"
+
+
+def with_original_urls(hits: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Search hits, each with its document's `original_url`."""
+    return [{**hit, "original_url": original_url(hit["document_id"])} for hit in hits]
+
+
+def page(connection: Redis, kb: Redis, tenant: str, *, offset: int = 0, limit: int = 50,
+         query: str | None = None, status: str | None = None) -> dict[str, Any]:
+    """`{"total", "documents", "offset", "limit"}`: the tenant's documents newest first (by when
+    new content was last submitted), from `offset`. `query` keeps those whose id or file name
+    holds it (case-insensitive); `status` those whose latest task has it (states.STATUSES,
+    else ValueError). `kb`: the knowledge base's Redis (`connection` itself unless apart)."""
+    if status is not None and status not in states.STATUSES:
+        raise ValueError(f"unknown status {status!r}")
+    if query or status:
+        return _filtered(connection, kb, tenant, offset, limit, query or "", status)
+    key = keys.tenant_documents(tenant)
+    pipe = connection.pipeline(transaction=False)
+    pipe.zcard(key)
+    pipe.zrevrange(key, offset, offset + limit - 1)
+    total, members = pipe.execute()
+    ids = [member.decode() for member in members]
+    found = _read(connection, kb, tenant, ids)
+    gone = _forget(connection, kb, tenant, [i for i, entry in zip(ids, found) if entry is None])
+    return {"total": max(total - gone, 0), "documents": [e for e in found if e is not None],
+            "offset": offset, "limit": limit}
+
+
+def _filtered(connection: Redis, kb: Redis, tenant: str, offset: int, limit: int, query: str,
+              status: str | None) -> dict[str, Any]:
+    """`page` with a filter: every document read, in pieces, newest first. A document that an
+    upload moves to the top meanwhile may be missed by this read; none is counted twice."""
+    key, needle = keys.tenant_documents(tenant), query.casefold()
+    total, kept, stale, seen, start = 0, [], [], set(), 0
+    while True:
+        ids = [m.decode() for m in connection.zrevrange(key, start, start + SCAN_PIECE - 1)]
+        if not ids:
+            break
+        start += len(ids)
+        for document_id, entry in zip(ids, _read(connection, kb, tenant, ids)):
+            if document_id in seen:
+                continue
+            seen.add(document_id)
+            if entry is None:
+                stale.append(document_id)
+            elif (status is None or entry["status"] == status) and (
+                    needle in document_id.casefold()
+                    or needle in (entry["filename"] or "").casefold()):
+                if offset <= total < offset + limit:
+                    kept.append(entry)
+                total += 1
+    _forget(connection, kb, tenant, stale)
+    return {"total": total, "documents": kept, "offset": offset, "limit": limit}
+
+
+def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dict[str, Any]:
+    """One document as a page of `page` shows it, with `tasks`: every task of it the records
+    still hold, newest first. Raises NoSuchDocument (another tenant's is one)."""
+    pipe = connection.pipeline(transaction=False)
+    pipe.get(keys.document_latest(tenant, document_id))
+    pipe.smembers(keys.document_tasks(tenant, document_id))
+    latest, members = pipe.execute()
+    latest_id = latest.decode() if latest else None
+    task_ids = sorted({m.decode() for m in members} | ({latest_id} if latest_id else set()))
+    found = [r for r in tasks.load_many(connection, task_ids) if r is not None
+             and r.get(TENANT) == tenant and r.get(DOCUMENT_ID) == document_id]
+    found.sort(key=_newest_first)
+    by_id = {record["id"]: record for record in found}
+    if latest_id in by_id:
+        entry = _from_task(document_id, latest_id, by_id[latest_id])
+    else:
+        entry = _from_index(document_id, _indexed(kb, tenant, [document_id])[0])
+        if entry is None and found:  # the latest-task key expired before its records
+            entry = _from_task(document_id, found[0]["id"], found[0])
+    if entry is None:
+        raise NoSuchDocument()
+    return {**entry, "tasks": [_task_entry(record) for record in found]}
+
+
+def _newest_first(record: Mapping[str, str]) -> tuple[int, float]:
+    """Latest submitted first: by version (the submission's time, µs), then by created_at."""
+    return (-int(record.get(VERSION) or 0), -timestamp(record.get(CREATED_AT)))
+
+
+def _read(connection: Redis, kb: Redis, tenant: str,
+          document_ids: list[str]) -> list[dict[str, Any] | None]:
+    """Each document's entry (None when nothing names it any more), in order: from its latest
+    task's record, else from the knowledge base's entry."""
+    if not document_ids:
+        return []
+    rows = _latest_rows(connection, [keys.document_latest(tenant, d) for d in document_ids])
+    found: list[dict[str, Any] | None] = []
+    for document_id, row in zip(document_ids, rows):
+        record = dict(zip(LIST_FIELDS, (v.decode() if v is not None else None
+                                        for v in row[1:]))) if row else {}
+        fine = record.get(TENANT) == tenant and record.get(DOCUMENT_ID) == document_id
+        found.append(_from_task(document_id, row[0].decode(), record) if fine else None)
+    missing = [n for n, entry in enumerate(found) if entry is None]
+    if missing:
+        indexed = _indexed(kb, tenant, [document_ids[n] for n in missing])
+        for n, fields in zip(missing, indexed):
+            found[n] = _from_index(document_ids[n], fields)
+    return found
+
+
+def _latest_rows(connection: Redis, latest_keys: list[str]) -> list[list[Any]]:
+    """_LATEST over `latest_keys`, VIEW_GROUP per call, in one round trip."""
+    groups = [latest_keys[i:i + VIEW_GROUP] for i in range(0, len(latest_keys), VIEW_GROUP)]
+
+    def send() -> list[Any]:
+        pipe = connection.pipeline(transaction=False)
+        for group in groups:
+            pipe.evalsha(_LATEST_SHA, len(group), *group, keys.TASK_PREFIX, *LIST_FIELDS)
+        return pipe.execute()
+
+    try:
+        replies = send()
+    except NoScriptError:
+        connection.script_load(_LATEST)
+        replies = send()
+    return [row for reply in replies for row in reply]
+
+
+def _indexed(kb: Redis, tenant: str, document_ids: list[str]) -> list[list[bytes | None]]:
+    """What the knowledge base's entry of each document keeps, in order (all None: none)."""
+    pipe = kb.pipeline(transaction=False)
+    for document_id in document_ids:
+        pipe.hmget(keys.kb_document(tenant, document_id), "task_id", "filename", "chunks",
+                   "version")
+    return pipe.execute()
+
+
+def _from_task(document_id: str, task_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """A document's entry from its latest task's record."""
+    result = json.loads(record[RESULT]) if record.get(RESULT) else {}
+    return _entry(
+        document_id, task_id=task_id, filename=record.get(FILENAME) or "",
+        status=record.get(STATUS) or states.PENDING, version=_int(record.get(VERSION)),
+        pipeline_version=record.get(PIPELINE_VERSION) or None,
+        chunks=_int(result.get("chunks")), size=_int(record.get(SIZE)),
+        content_type=media_type(record.get(KIND)), created_at=record.get(CREATED_AT) or None,
+        updated_at=record.get(UPDATED_AT) or record.get(CREATED_AT) or None)
+
+
+def _from_index(document_id: str, fields: list[bytes | None]) -> dict[str, Any] | None:
+    """A document's entry from the knowledge base's, once its task records have expired: it is
+    indexed, so its task succeeded; its size and pipeline version were not kept."""
+    task_id, filename, chunks, version = (v.decode() if v is not None else None
+                                          for v in fields)
+    if task_id is None:
+        return None
+    when = _time_of_version(_int(version))
+    return _entry(document_id, task_id=task_id, filename=filename or "",
+                  status=states.SUCCEEDED, version=_int(version), pipeline_version=None,
+                  chunks=_int(chunks), size=None,
+                  content_type=media_type(extension_kind(filename or "")), created_at=when,
+                  updated_at=when)
+
+
+def _entry(document_id: str, *, task_id: str, filename: str, status: str, version: int | None,
+           pipeline_version: str | None, chunks: int | None, size: int | None,
+           content_type: str, created_at: str | None, updated_at: str | None) -> dict[str, Any]:
+    """The one builder of a document's JSON (docs/architecture.md §5, "Document")."""
+    return {"document_id": document_id, "filename": filename, "status": status,
+            "version": version, "pipeline_version": pipeline_version, "chunks": chunks,
+            "bytes": size, "content_type": content_type, "created_at": created_at,
+            "updated_at": updated_at, "task_id": task_id, "url": document_url(document_id),
+            "original_url": original_url(document_id)}
+
+
+def _task_entry(record: Mapping[str, str]) -> dict[str, Any]:
+    """One task of a document's history: what tells its versions and runs apart."""
+    view = tasks.view(record)
+    result = view["result"] or {}
+    return {"id": view["id"], "batch_id": view["batch_id"], "status": view["status"],
+            "status_text": view["status_text"], "filename": view["filename"],
+            "bytes": _int(record.get(SIZE)), "version": _int(record.get(VERSION)),
+            "pipeline_version": view["pipeline_version"] or None,
+            "chunks": _int(result.get("chunks")), "error": view["error"],
+            "created_at": view["created_at"], "started_at": view["started_at"],
+            "ended_at": view["ended_at"], "updated_at": view["updated_at"],
+            "url": view["url"], "page_url": view["page_url"]}
+
+
+def _int(raw: Any) -> int | None:
+    try:
+        return int(raw) if raw not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _time_of_version(version: int | None) -> str | None:
+    """A version is its run's submission time in µs (jobs.tasks.record.created)."""
+    if not version:
+        return None
+    try:
+        return iso(datetime.fromtimestamp(version / 1e6, timezone.utc))
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _forget(connection: Redis, kb: Redis, tenant: str, document_ids: list[str]) -> int:
+    """Take out of the tenant's set the documents a read found nothing of, each only while
+    that still holds (_FORGET); returns how many went."""
+    if not document_ids:
+        return 0
+    together = not apart(kb, connection)
+    pipe = connection.pipeline(transaction=False)
+    for document_id in document_ids:
+        named = [keys.document_latest(tenant, document_id)]
+        if together:
+            named.append(keys.kb_document(tenant, document_id))
+        pipe.eval(_FORGET, 1 + len(named), keys.tenant_documents(tenant), *named, document_id)
+    return sum(int(gone) for gone in pipe.execute())
+
+
+def backfill(connection: Redis, kb: Redis | None = None) -> int:
+    """Put into each tenant's set the documents it lacks: those with a latest task (scored by
+    that task's last change) and, the first time, those only the knowledge base still holds
+    (scored by their version's time); returns how many were added.
+
+    Once, where other upgrades run (housekeeping): for BACKFILL_GRACE_SECONDS after the first
+    pass, later passes look at the latest tasks again, for uploads through web processes of
+    the previous release; then each call is one GET."""
+    kb = connection if kb is None else kb
+    marked = connection.get(keys.tenant_documents_filled())
+    if marked is not None and float(marked) < time.time() - BACKFILL_GRACE_SECONDS:
+        return 0
+    added = _add_latest(connection)
+    if marked is None:
+        added += _add_indexed(connection, kb)
+        connection.set(keys.tenant_documents_filled(), time.time(), nx=True)
+    return added
+
+
+def _add_latest(connection: Redis) -> int:
+    added, batch = 0, []
+    for key in connection.scan_iter(match=keys.all_document_latest(), count=500):
+        batch.append(key.decode())
+        if len(batch) == 500:
+            added += _add_latest_batch(connection, batch)
+            batch = []
+    return added + (_add_latest_batch(connection, batch) if batch else 0)
+
+
+def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
+    pipe = connection.pipeline(transaction=False)
+    for key, row in zip(latest_keys, _latest_rows(connection, latest_keys)):
+        record = {name: v.decode() for name, v in zip(LIST_FIELDS, row[1:]) if v is not None}
+        tenant, document_id = record.get(TENANT), record.get(DOCUMENT_ID)
+        if tenant is None or document_id is None:
+            continue  # its task's record expired
+        if keys.document_latest(tenant, document_id) != key:
+            continue  # a record that does not belong to this key: leave it alone
+        score = timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (
+            time.time())
+        pipe.eval(_ADD, 2, keys.tenant_documents(tenant), key, score, document_id)
+    return sum(int(done) for done in pipe.execute())
+
+
+def _add_indexed(connection: Redis, kb: Redis) -> int:
+    """Documents only the knowledge base holds (their task records expired): checked on the
+    same Redis when it is the queue's, else left for a read to forget if deleted meanwhile."""
+    together = not apart(kb, connection)
+    head, tail = keys.kb_documents("\0").split("\0")
+    added = 0
+    for set_key in kb.scan_iter(match=keys.kb_documents("*"), count=500):
+        name = set_key.decode()
+        tenant = name[len(head):len(name) - len(tail)]
+        doc_keys = [k.decode() for k in kb.smembers(set_key)]
+        read = kb.pipeline(transaction=False)
+        for doc_key in doc_keys:
+            read.hmget(doc_key, "document_id", "version")
+        pipe = connection.pipeline(transaction=False)
+        for doc_key, (document_id, version) in zip(doc_keys, read.execute()):
+            if document_id is None:
+                continue
+            score = (_int(version) or 0) / 1e6 or time.time()
+            named = [doc_key] if together else []
+            pipe.eval(_ADD, 1 + len(named), keys.tenant_documents(tenant), *named, score,
+                      document_id.decode())
+        added += sum(int(done) for done in pipe.execute())
+    return added
