@@ -23,6 +23,7 @@ from jobs.kb.connection import kb_connection, kb_replicas
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, library, lifecycle, originals, states
+from jobs.tasks import reindex as reindexing
 from jobs.tasks import records as tasks
 from jobs.tasks.batches import BatchReader
 from jobs.tasks.submit import Upload, submit_documents
@@ -56,6 +57,20 @@ class Intake:
         return submit_documents(self.connection, self.queues, self.settings, tenant, uploads,
                                 pipeline_version=self.pipeline_version, priority=priority,
                                 force=force, trace_id=trace_id, kb=self.kb)
+
+    def reindex(self, tenant: str, document_ids: list[str] | None, *, force: bool = False,
+                priority: str | None = None,
+                trace_id: str | None = None) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
+        """Run documents again from their stored originals (all of the tenant's when
+        `document_ids` is None) on the `bulk` queue unless told otherwise: (the batch, or None
+        when no document was found; the ids refused). Raises LimitReached like an upload."""
+        ids = (reindexing.all_document_ids(self.connection, tenant) if document_ids is None
+               else document_ids)
+        chosen = reindexing.choose(self.connection, self.kb, self.settings, tenant, ids)
+        if not chosen.uploads:
+            return None, chosen.rejected
+        return self.submit(tenant, chosen.uploads, priority=priority or "bulk", force=force,
+                           trace_id=trace_id), chosen.rejected
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:
         """One HGETALL. Another tenant's task, like an unknown one, raises NoSuchTask."""

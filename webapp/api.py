@@ -19,6 +19,7 @@ from webapp.uploads import accept
 bp = Blueprint("api", __name__, url_prefix="/api")
 PRIORITIES = ("high", "normal", "bulk")
 TRACE_ID = re.compile(r"[A-Za-z0-9._-]{8,64}")
+REINDEX_IDS = 10_000  # document ids one re-index request may name
 
 
 def json_response(payload: Any, status: int = 200, *, etag: bool = False,
@@ -57,6 +58,35 @@ def upload_documents() -> Response:
     response = json_response(upload_payload(batch, checked.rejected), 202,
                              headers={"Location": f"/api/batches/{batch['batch_id']}"})
     response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
+    return response
+
+
+@bp.post("/documents/reindex")
+def reindex_documents() -> Response:
+    """`{"document_ids": [...]}` or `{"all": true}`, `force`, `priority` (bulk by default): a
+    batch like an upload's, each document run again from its stored original."""
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_request", 'Send JSON: {"document_ids": [...]} or {"all": true}.')
+    ids, everything = body.get("document_ids"), body.get("all") is True
+    if everything == (ids is not None):
+        raise ApiError(400, "bad_request", 'Send either "document_ids" or "all": true.')
+    if ids is not None and (not isinstance(ids, list) or not ids or len(ids) > REINDEX_IDS
+                            or not all(isinstance(i, str) and 0 < len(i) <= 1024 for i in ids)):
+        raise ApiError(400, "bad_request", f"document_ids must be a list of 1 to {REINDEX_IDS} "
+                                           "document ids.")
+    priority = body.get("priority")
+    if priority is not None and priority not in PRIORITIES:
+        raise ApiError(400, "bad_priority", "priority must be one of high, normal, bulk.")
+    with held_logs() as lines:  # LimitReached: webapp.errors answers 429 or 503
+        batch, rejected = intake().reindex(tenancy.current_tenant(), ids, priority=priority,
+                                           force=body.get("force") is True, trace_id=_trace_id())
+    if batch is None:
+        message = rejected[0]["message"] if rejected else "There are no documents to re-index."
+        raise ApiError(404, "not_found", message, extra={"rejected": rejected})
+    response = json_response(upload_payload(batch, rejected), 202,
+                             headers={"Location": f"/api/batches/{batch['batch_id']}"})
+    response.call_on_close(partial(write_logs, lines))
     return response
 
 

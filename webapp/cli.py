@@ -34,7 +34,8 @@ def dev_command(host: str, port: int, workers: int, instance_dir: Path | None) -
 
 def register_cli(app: Flask) -> None:
     """Add Intake's commands to `flask --app webapp …`."""
-    from webapp.ingest import failed_command, ingest_command, retry_command
+    from webapp.ingest import failed_command, ingest_command, reindex_command, retry_command
 
-    for command in (dev_command, ingest_command, failed_command, retry_command):
+    for command in (dev_command, ingest_command, reindex_command, failed_command,
+                    retry_command):
         app.cli.add_command(command)

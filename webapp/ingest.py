@@ -1,4 +1,4 @@
-"""`flask --app webapp ingest PATH…` and friends: Intake from a terminal, through the same code
+"""`flask --app webapp ingest PATH…`, `reindex` and friends: Intake from a terminal, through the same code
 as the API (the same file checks, the same submit, the same task JSON)."""
 from __future__ import annotations
 
@@ -209,6 +209,49 @@ def _summary(batch: dict) -> int:
         if task["status"] == "failed" and task["error"]:
             click.echo(f"  failed {task['document_id']}: {task['error']['message']}")
     return 1 if counts["failed"] or counts["canceled"] else 0
+
+
+@click.command("reindex")
+@with_appcontext
+@click.argument("document_ids", nargs=-1)
+@click.option("--all", "reindex_all", is_flag=True, help="Every document of the tenant.")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--force", is_flag=True,
+              help="Also the documents already indexed under the current pipeline version.")
+@click.option("--priority", type=click.Choice(["high", "normal", "bulk"]), default="bulk",
+              show_default=True)
+@click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
+def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: str, force: bool,
+                    priority: str, no_wait: bool) -> None:
+    """Run documents again from their stored originals under the current pipeline (after a
+    change of chunk size, embedder or OCR setting), then show a progress bar until every one
+    is done; each stays findable from its previous version meanwhile. Exit code 1 if any
+    failed, 3 if no worker listens on the Redis it uses."""
+    if reindex_all == bool(document_ids):
+        raise click.UsageError("name document ids, or --all")
+    _log_to_file(Path(current_app.instance_path) / "ingest.log")
+    service = current_app.extensions["intake"]
+    try:
+        batch, rejected = service.reindex(tenant, None if reindex_all else list(document_ids),
+                                          force=force, priority=priority)
+    except LimitReached as exc:
+        raise click.ClickException(f"refused, try again later ({exc.limit})") from None
+    for rejection in rejected:
+        click.echo(f"not re-indexed {rejection['document_id']}: {rejection['message']}", err=True)
+    if batch is None:
+        raise click.ClickException("no documents to re-index")
+    duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])
+    if duplicates:
+        click.echo(f"{duplicates} already indexed under the current pipeline (--force to run "
+                   "them again)", err=True)
+    if no_wait:
+        for task in batch["tasks"]:
+            click.echo(f"{task['id']}  {task['status']:<9}  {task['document_id']}")
+        return
+    final = _follow(service, tenant, batch["batch_id"])
+    if final is None:
+        sys.exit(NO_WORKER_EXIT)
+    sys.exit(_summary(final) or (1 if rejected else 0))
 
 
 @click.command("failed")

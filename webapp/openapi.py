@@ -213,6 +213,19 @@ PATHS: dict[str, Any] = {
         "delete": {
         "summary": "Remove a document's chunks and records", "parameters": [_id("document_id")],
         "responses": {"204": {"description": "Removed"}, **_errors(401, 404)}}},
+    "/api/documents/reindex": {"post": {
+        "summary": "Run documents again from their stored originals under the current "
+                   "pipeline version: `{\"document_ids\": [...]}` or `{\"all\": true}`, "
+                   "`force` (also those already indexed under it), `priority` (bulk by "
+                   "default). A batch like an upload's; each document stays findable from its "
+                   "previous version until its new one is indexed",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "properties": {
+                "document_ids": {"type": "array", "items": {"type": "string"}},
+                "all": {"type": "boolean"}, "force": {"type": "boolean"},
+                "priority": {"type": "string", "enum": ["high", "normal", "bulk"]}}}}}},
+        "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
+                      **_errors(400, 401, 404, 429, 503)}}},
     "/api/originals/{document_id}": {"get": {
         "summary": "The document's current version as uploaded: an attachment with its file "
                    "name and detected media type (the id may contain `/`)",

@@ -45,6 +45,11 @@ class ObjectStore(Protocol):
     def exists(self, name: str) -> bool:
         ...
 
+    def copy(self, source: str, target: str) -> None:
+        """`target` becomes a copy of `source`, made inside the store (no byte through this
+        process where the store can); raises NotStored."""
+        ...
+
     def delete(self, name: str) -> None:
         """Gone, whether it was there or not."""
         ...
@@ -108,6 +113,23 @@ class FileStore:
 
     def exists(self, name: str) -> bool:
         return self._path(name).is_file()
+
+    def copy(self, source: str, target: str) -> None:
+        origin, path = self._path(source), self._path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.parent / f".part-{os.getpid()}-{path.name}"
+        temporary.unlink(missing_ok=True)
+        try:
+            try:  # a hard link: the same bytes under a second name, none copied
+                os.link(origin, temporary)
+            except FileNotFoundError:
+                raise NotStored(source) from None
+            except OSError:  # a file system without hard links
+                shutil.copyfile(origin, temporary)
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
     def delete(self, name: str) -> None:
         self._path(name).unlink(missing_ok=True)
@@ -179,6 +201,17 @@ class S3Store:
                 return False
             raise
         return True
+
+    def copy(self, source: str, target: str) -> None:
+        """S3's CopyObject: the store copies (one call up to 5 GiB, past INTAKE_MAX_FILE_BYTES)."""
+        from botocore.exceptions import ClientError
+        try:
+            self.client.copy_object(Bucket=self.bucket, Key=self.prefix + target,
+                                    CopySource={"Bucket": self.bucket, "Key": self.prefix + source})
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise NotStored(source) from None
+            raise
 
     def delete(self, name: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self.prefix + name)

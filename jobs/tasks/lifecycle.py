@@ -204,7 +204,7 @@ def _judge_retry(connection: Redis, settings: Settings, tenant: str,
     """Read the task and judge it by the one retry rule (states.can_retry); raises NoSuchTask,
     NotNow or NotRetryable when the Retry is refused as the task is."""
     raw = connection.hmget(keys.task(task_id), task_record.TENANT, *_JUDGED_ON,
-                           task_record.DOCUMENT_ID)
+                           task_record.DOCUMENT_ID, task_record.ORIGINAL_OF)
     if raw[0] is None or raw[0].decode() != tenant:
         raise NoSuchTask()
     status, error_raw, run_raw, job_raw = (v.decode() if v is not None else "" for v in raw[1:5])
@@ -221,7 +221,8 @@ def _judge_retry(connection: Redis, settings: Settings, tenant: str,
     expected = {task_record.STATUS: status, task_record.ERROR: error_raw,
                 task_record.RUN: run_raw}
     gone = task_record.upload_gone(error if status == states.FAILED else None)
-    stored = originals.stored(connection, settings, tenant, (raw[-1] or b"").decode(), task_id)
+    document_id, original_of = ((value or b"").decode() for value in raw[-2:])
+    stored = originals.stored(connection, settings, tenant, document_id, task_id, original_of)
     argv = [tenant, settings.retention_seconds, fields[task_record.RETRY_REQUEST],
             task_record.TENANT, task_record.RETRY_REQUEST, len(expected),
             *task_record.as_argv(expected), "1" if stored else "0", len(gone),

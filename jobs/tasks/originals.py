@@ -70,9 +70,12 @@ def open_original(settings: Settings, tenant: str, document_id: str, task_id: st
 
 
 def stored(connection: Redis, settings: Settings, tenant: str, document_id: str,
-           task_id: str) -> bool:
-    """Whether a task's original is there to be read again (a Retry needs it)."""
-    return (store(settings).exists(name(tenant, document_id, task_id))
+           task_id: str, original_of: str = "") -> bool:
+    """Whether a task's original is there to be read again (a Retry needs it): its own, the
+    one a re-index reads (`original_of`), or one an older release kept in Redis."""
+    target = store(settings)
+    return (target.exists(name(tenant, document_id, task_id))
+            or bool(original_of and target.exists(name(tenant, document_id, original_of)))
             or bool(connection.exists(keys.blob(task_id))))
 
 
@@ -109,10 +112,15 @@ def of_task(connection: Redis, settings: Settings, tenant: str, task_id: str | N
 
 
 def load(connection: Redis, settings: Settings, tenant: str, document_id: str, task_id: str,
-         size: int) -> bytes:
-    """A task's original, whole (the parse reads it whole, in its sandbox). Its loss is
+         size: int, original_of: str = "") -> bytes:
+    """A task's original, whole (the parse reads it whole, in its sandbox); a re-index's
+    (`original_of`: the task whose original it reads) is first copied under its own name
+    inside the store, so that it belongs to the new version like any upload's. Its loss is
     permanent: the file must be uploaded again."""
     try:
+        if original_of and not store(settings).exists(name(tenant, document_id, task_id)):
+            store(settings).copy(name(tenant, document_id, original_of),
+                                 name(tenant, document_id, task_id))
         with contextlib.closing(open_original(settings, tenant, document_id, task_id)) as stream:
             data = stream.read()
     except NotStored:

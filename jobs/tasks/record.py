@@ -19,6 +19,8 @@ ID, TENANT, BATCH_ID, DOCUMENT_ID = "id", "tenant", "batch_id", "document_id"
 FILENAME, KIND, SIZE, QUEUE = "filename", "kind", "size", "queue"
 CREATED_AT, PIPELINE_VERSION, TRACE_ID = "created_at", "pipeline_version", "trace_id"
 IDEMPOTENCY, VERSION = "idempotency", "version"
+# The content's sha256, and (a re-index) the task whose stored original this one reads.
+SHA256, ORIGINAL_OF = "sha256", "original_of"
 # The state: what the task JSON shows of where the task is.
 STATUS, CURRENT_STEP, STEP_DETAIL, PROGRESS, STEPS = (
     "status", "current_step", "step_detail", "progress", "steps")
@@ -32,7 +34,7 @@ RETRY_REQUEST, RETRIED_FROM = "retry_request", "retried_from"
 
 FIELDS: tuple[str, ...] = (
     ID, TENANT, BATCH_ID, DOCUMENT_ID, FILENAME, KIND, SIZE, QUEUE, CREATED_AT, PIPELINE_VERSION,
-    TRACE_ID, IDEMPOTENCY, VERSION, STATUS, CURRENT_STEP, STEP_DETAIL, PROGRESS, STEPS, ATTEMPTS,
+    TRACE_ID, IDEMPOTENCY, VERSION, SHA256, ORIGINAL_OF, STATUS, CURRENT_STEP, STEP_DETAIL, PROGRESS, STEPS, ATTEMPTS,
     MAX_ATTEMPTS, NEXT_ATTEMPT_AT, STARTED_AT, ENDED_AT, UPDATED_AT, ERROR, RESULT, ATTEMPT_ID,
     RUN, JOB_ID, REPLACED_JOB, CANCEL_REQUEST, CANCELED_FROM, RETRY_REQUEST, RETRIED_FROM)
 
@@ -58,13 +60,15 @@ def as_argv(fields: Mapping[str, Any]) -> list[str | int]:
 
 
 def created(task_id: str, common: Mapping[str, Any], *, document_id: str, filename: str,
-            kind: str, size: int, max_attempts: int, idempotency: str, version: int) -> Fields:
+            kind: str, size: int, max_attempts: int, idempotency: str, version: int,
+            sha256: str, original_of: str | None = None) -> Fields:
     """A new task, `pending`; `common` holds what every task of its batch shares (TENANT,
     BATCH_ID, CREATED_AT, QUEUE, PIPELINE_VERSION, TRACE_ID). What the task JSON defaults is
     left out."""
     return {ID: task_id, **common, DOCUMENT_ID: document_id, FILENAME: filename, KIND: kind,
             SIZE: size, STATUS: states.PENDING, MAX_ATTEMPTS: max_attempts,
-            IDEMPOTENCY: idempotency, VERSION: version}
+            IDEMPOTENCY: idempotency, VERSION: version, SHA256: sha256,
+            **({ORIGINAL_OF: original_of} if original_of else {})}
 
 
 def started(attempt_id: str, now: str) -> Fields:

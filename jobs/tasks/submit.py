@@ -178,6 +178,9 @@ class Upload:
     sha256: str
     data: bytes | None = None
     source: BinaryIO | None = None
+    #: A re-index: the task whose stored original this one reads (jobs.tasks.reindex); no
+    #: byte travels with it.
+    original_of: str | None = None
 
     @classmethod
     def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> "Upload":
@@ -369,7 +372,8 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
     register_queues(pipe, tenant)
     for number, (upload, task_id) in enumerate(created, 1):
         try:
-            originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
+            if upload.original_of is None:  # a re-index's worker copies its original itself
+                originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
         except Exception as exc:  # any store error: what was enqueued stays, the rest is lost
             pipe.execute()
             raise StorageUnavailable() from exc
@@ -439,4 +443,5 @@ def _task_fields(task_id: str, upload: Upload, digest: str, settings: Settings,
     return task_record.created(
         task_id, record, document_id=upload.document_id, filename=upload.filename,
         kind=upload.kind, size=upload.size, max_attempts=settings.max_attempts,
-        idempotency=digest, version=time.time_ns() // 1000)
+        idempotency=digest, version=time.time_ns() // 1000, sha256=upload.sha256,
+        original_of=upload.original_of)

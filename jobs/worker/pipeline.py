@@ -238,7 +238,8 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
     began = time.monotonic()
     reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
     data = originals.load(attempt.connection, settings, attempt.tenant, record["document_id"],
-                          attempt.task_id, int(record.get("size") or 0))
+                          attempt.task_id, int(record.get("size") or 0),
+                          record.get(task_record.ORIGINAL_OF, ""))
     split_at = scan_reading.SPLIT_AT if record["kind"] == "pdf" else 0
     parsed = _parse(data, record["kind"], settings, reporter.update, split_at=split_at)
     if parsed.ocr_pending:  # a long scan: read in page ranges by every free worker

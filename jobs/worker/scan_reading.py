@@ -146,10 +146,12 @@ def read_page_range(task_id: str, run: str) -> dict[str, Any]:
         return {"nothing_to_read": type(outcome).__name__}
     pages = ranges.ranges()[outcome.index]
     try:
-        tenant, document_id, size = (
+        tenant, document_id, size, original_of = (
             value.decode() if value else "" for value in connection.hmget(
-                keys.task(task_id), task_record.TENANT, task_record.DOCUMENT_ID, task_record.SIZE))
-        data = originals.load(connection, settings, tenant, document_id, task_id, int(size or 0))
+                keys.task(task_id), task_record.TENANT, task_record.DOCUMENT_ID, task_record.SIZE,
+                task_record.ORIGINAL_OF))
+        data = originals.load(connection, settings, tenant, document_id, task_id, int(size or 0),
+                              original_of)
         left = read_range(ranges, outcome.index, pages, data, settings, on_page=lambda _: None,
                           budget=(job.timeout or settings.job_timeout) * RANGE_SHARE_OF_JOB)
     except (CancelRequested, Superseded) as exc:
