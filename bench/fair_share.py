@@ -19,7 +19,7 @@ from typing import Any, Callable
 import redis
 
 from bench import measure
-from bench.servers import Services, workers
+from bench.servers import ORIGINALS, Services, workers
 from jobs import Intake, Settings, Upload
 from jobs.core import keys
 
@@ -55,7 +55,8 @@ def _wait_idle(connection: redis.Redis, tenants: list[str], timeout: float) -> N
 
 def run(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[str, Any]:
     connection = redis.Redis.from_url(svc.redis_url)
-    service = Intake(connection, Settings.from_mapping({"REDIS_URL": svc.redis_url}))
+    service = Intake(connection, Settings.from_mapping({
+        "REDIS_URL": svc.redis_url, "INTAKE_STORAGE_URL": ORIGINALS.as_uri()}))
     a, b = f"bench-a-{nonce}", f"bench-b-{nonce}"
     with workers(svc.redis_url, WORKERS, svc.workdir, prefix="fair"):
         for tenant in (a, b):  # each tenant's queues learned, each worker warm

@@ -6,6 +6,7 @@ when the `with` block ends, whatever happened inside it.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -28,6 +29,10 @@ from runner.processes import free_port
 from runner.redis_service import server_argv
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Where every benchmark process keeps originals (INTAKE_STORAGE_URL): one temporary directory
+#: per run, removed at its end, never the repository's instance/.
+ORIGINALS = Path(tempfile.mkdtemp(prefix="intake-bench-originals-"))
+atexit.register(shutil.rmtree, ORIGINALS, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def web_env(redis_url: str, **extra: str) -> dict[str, str]:
     a SECRET_KEY of its own, the repository importable; plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
     env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
-               PYTHONPATH=str(REPO_ROOT), **extra)
+               PYTHONPATH=str(REPO_ROOT), INTAKE_STORAGE_URL=ORIGINALS.as_uri(), **extra)
     return env
 
 
@@ -155,7 +160,8 @@ def worker_env(redis_url: str, extra: dict[str, str] | None = None) -> dict[str,
     """The environment of a benchmark's worker: none of the caller's INTAKE_* settings, the
     repository importable (bench.noop for the baseline jobs), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
-    env.update(REDIS_URL=redis_url, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
+    env.update(REDIS_URL=redis_url, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1",
+               INTAKE_STORAGE_URL=ORIGINALS.as_uri())
     env.update(extra or {})
     return env
 
