@@ -34,8 +34,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Tests may pass a ready client as REDIS_CONNECTION (a fakeredis instance, say).
     """
-    from webapp import (api, auth, dashboard, errors, events, ids, metrics, openapi, pages,
-                        security, tenancy)
+    from webapp import (api, auth, dashboard, documents_pages, errors, events, ids, metrics,
+                        openapi, pages, security, tenancy)
     from webapp.cli import register_cli
     from webapp.config import load_config
     from webapp.sessions import IntakeSessionInterface
@@ -60,6 +60,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(api.bp)
     app.register_blueprint(events.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(documents_pages.bp)
     app.register_blueprint(auth.bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(openapi.bp)

@@ -145,6 +145,20 @@ def eta_text(seconds: int | None) -> str:
     return f"about {seconds / 3600:.1f} h left"
 
 
+def size_text(size: int | None) -> str:
+    """A file's size as a person reads it: "812 B", "14.2 KiB", "3.1 MiB", "1.2 GiB" (binary
+    units, as the upload page's script words a chosen file's); "" when unknown."""
+    if size is None:
+        return ""
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 ** 2:
+        return f"{size / 1024:.1f} KiB"
+    if size < 1024 ** 3:
+        return f"{size / 1024 ** 2:.1f} MiB"
+    return f"{size / 1024 ** 3:.1f} GiB"
+
+
 def now_ms() -> int:
     """The server's clock, so the script can correct for a client clock that is off."""
     return int(datetime.now(timezone.utc).timestamp() * 1000)
@@ -159,6 +173,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(result_text)
     app.add_template_filter(location_text)
     app.add_template_filter(eta_text)
+    app.add_template_filter(size_text)
     app.add_template_global(highlight)
     app.add_template_global(now_ms)
     app.add_template_global(STATUS_LABELS, "STATUS_LABELS")
