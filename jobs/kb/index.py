@@ -39,6 +39,8 @@ GROUPS_PER_CALL = 1000
 ROWS_PER_PIECE = 1000
 #: A run of chunk ids written but never flipped (its worker died) is garbage after this long.
 STAGED_TTL_SECONDS = 3600
+#: Dead runs a collection takes from the head of the list at once.
+RUNS_PER_COLLECTION = 64
 #: How long a garbage collector's lock outlives its last step (a collector that died frees it).
 COLLECTOR_LOCK_MS = 30_000
 LEXICAL = LocalEmbedder()
@@ -308,7 +310,7 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
 
     Rows go in pieces of ROWS_PER_PIECE chunks, each in one MULTI with the tenant's statistics
     (chunks, length, document frequencies) they add to, so that collecting the rows later
-    (`_delete_run`) takes away exactly what was added, whatever crashed in between. `guard`, a
+    (`_delete_runs`) takes away exactly what was added, whatever crashed in between. `guard`, a
     callable given the pipeline, may queue a check that makes the piece's statistics and rows
     land only while it holds (jobs.kb.migration: the chunks are still the document's). Postings
     follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends more than
@@ -514,36 +516,42 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
             connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), old)
         done = 0
         while done < runs:
-            if stale or done:
-                run = connection.lindex(keys.kb_garbage(tenant), 0)
-            if run is None:
+            # The runs at the head, together: a re-index replaces documents faster than one
+            # collection per run keeps up with, and their rows go in shared steps.
+            batch = connection.lrange(keys.kb_garbage(tenant), 0,
+                                      min(RUNS_PER_COLLECTION, runs - done) - 1)
+            if not batch:
                 break
-            first, stop = (int(n) for n in run.split(b":"))
-            if not _delete_run(connection, tenant, first, stop, (lock, token)):
+            spans = [tuple(int(n) for n in run.split(b":")) for run in batch]
+            if not _delete_runs(connection, tenant, spans, (lock, token)):
                 break
             if vectors is not None:
-                vectors.delete(tenant, first, stop)
-            connection.lrem(keys.kb_garbage(tenant), 1, run)
-            done += 1
+                for first, stop in spans:
+                    vectors.delete(tenant, first, stop)
+            # Only the lock's holder takes runs off the head; others only push at the tail.
+            connection.ltrim(keys.kb_garbage(tenant), len(batch), -1)
+            done += len(batch)
         return done
     finally:
         connection.eval(_RELEASE, 1, lock, token)
 
 
-def _delete_run(connection: Redis, tenant: str, first: int, stop: int, lock: tuple[str, str],
-                step: int = 1000) -> bool:
-    """Delete the rows and texts of [first, stop) and take what their rows added out of the
-    tenant's statistics, in one MULTI per step that lands only while this collector holds the
-    lock (a crash midway: the next collection finds only the rows left); count the dead ids of
-    each posting key and compact the keys where they reach a quarter. False: the lock was lost.
+def _delete_runs(connection: Redis, tenant: str, spans: list[tuple[int, int]],
+                 lock: tuple[str, str], step: int = 1000) -> bool:
+    """Delete the rows and texts of every run [first, stop) of `spans` and take what their rows
+    added out of the tenant's statistics, in one MULTI per `step` ids that lands only while this
+    collector holds the lock (a crash midway: the next collection finds only the rows left);
+    count the dead ids of each posting key and compact the keys where they reach a quarter.
+    False: the lock was lost.
     """
+    every = [chunk_id for first, stop in spans for chunk_id in range(first, stop)]
     rows_key, texts_key, dead_key = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_dead(
         tenant)
     stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
     lock_key, token = lock
     touched: set[str] = set()
-    for start in range(first, stop, step):
-        ids = list(range(start, min(start + step, stop)))
+    for start in range(0, len(every), step):
+        ids = every[start:start + step]
         with connection.pipeline(transaction=True) as pipe:
             pipe.watch(lock_key)
             if pipe.get(lock_key) != token.encode():
@@ -568,9 +576,24 @@ def _delete_run(connection: Redis, tenant: str, first: int, stop: int, lock: tup
             except WatchError:
                 return False
         touched.update(posting_counts)
-    for key in sorted(touched):
+    for key in _worth_compacting(connection, tenant, sorted(touched)):
         compact_if_worth_it(connection, tenant, key)
     return True
+
+
+def _worth_compacting(connection: Redis, tenant: str, posting_keys: list[str]) -> list[str]:
+    """The keys whose dead ids reached a quarter, judged for all of them in one round trip: a
+    run touches a key per term of its chunks, and most are far from it (each is judged again
+    under WATCH by `compact_if_worth_it`)."""
+    if not posting_keys:
+        return []
+    pipe = connection.pipeline(transaction=False)
+    pipe.hmget(keys.kb_dead(tenant), posting_keys)
+    for key in posting_keys:
+        pipe.strlen(key)
+    dead, *sizes = pipe.execute()
+    return [key for key, count, size in zip(posting_keys, dead, sizes)
+            if count and int(count) * 4 >= size // postings.CHUNK_ID.itemsize]
 
 
 def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
