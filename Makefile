@@ -17,8 +17,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 run: venv
 	$(VENV)/bin/flask --app webapp dev
 
+# Two processes: the tests that mostly wait on timers beside the rest (tests/conftest.py).
 test: venv
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
 
 bench: venv
 	$(VENV)/bin/python -m bench
