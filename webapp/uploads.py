@@ -5,10 +5,10 @@ its extension. A document id defaults to the name as uploaded, with the relative
 folder upload or the CLI sends, NFC-normalised; it is cleaned only of what cannot be shown or
 stored safely (control characters, `..`, leading slashes).
 
-Why files are read in pieces: a request may carry 200 MiB. Werkzeug spools each file part to a
+Why files are read in pieces: a request may carry 1 GiB. Werkzeug spools each file part to a
 temporary file once it passes a small size (`UploadRequest`, at most SPOOL_BUDGET_BYTES of a
 request in memory), and each file is then read through once for its size, digest and first
-bytes; only small files are held, larger ones are read again in pieces when they are stored.
+bytes; only small files are held, larger ones are streamed to the store of originals after.
 """
 from __future__ import annotations
 

@@ -492,6 +492,11 @@ def flip(connection: Redis, flip_keys: list[str], flip_args: list[Any]) -> bool:
     return bool(connection.eval(_FLIP, len(flip_keys), *flip_keys, *flip_args, "0"))
 
 
+def garbage_waiting(connection: Redis, tenant: str) -> int:
+    """How many dead runs of chunk ids wait for the collector."""
+    return int(connection.llen(keys.kb_garbage(tenant)))
+
+
 def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None = None,
                     runs: int = 1000) -> int:
     """Delete the entries of up to `runs` dead runs of chunk ids; returns how many runs.

@@ -213,10 +213,11 @@ def _run(attempt: Attempt) -> dict[str, Any]:
                 pending_flips.apply(kb, attempt.connection, attempt.task_id, staged)
             except Exception as exc:
                 logs.event("flip_left_for_housekeeping", record, error=repr(exc))
-        # What the version it replaced leaves (rows, texts, vectors): on no one's path, and
-        # housekeeping collects what a failure here leaves (and stagings a lost worker left).
-        # A first version replaces nothing: no round trip for it.
-        if replaced[0]:
+        # What the versions it and others replaced leave (rows, texts, vectors) is collected
+        # in batches, by the job that finds a batch of it waiting: on no one's path, and
+        # housekeeping collects the rest within its minute (and what a failure here leaves,
+        # and stagings a lost worker left). A first version replaces nothing: no round trip.
+        if replaced[0] and index.garbage_waiting(kb, tenant) >= index.RUNS_PER_COLLECTION:
             with contextlib.suppress(Exception):
                 index.collect_garbage(kb, tenant, store)
     finally:
