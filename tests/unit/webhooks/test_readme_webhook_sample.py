@@ -48,7 +48,7 @@ def test_a_fresh_signature_of_the_body_is_accepted(verified):
     sign(int(time.time()) - 3600),                       # replayed an hour later
     sign(int(time.time())).replace("v1=", "v1=0"),
     sign(int(time.time())).upper(),
-])
+], ids=["another secret", "another body", "an hour old", "a longer digest", "upper case"])
 def test_a_wrong_or_stale_signature_is_refused(verified, header):
     assert verified(SECRET, header, BODY) is False
 
@@ -66,7 +66,9 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("header", HOSTILE)
+# Ids by position: the headers hold the time, and every pytest-xdist worker must collect the
+# same names.
+@pytest.mark.parametrize("header", HOSTILE, ids=[f"hostile-{n}" for n in range(len(HOSTILE))])
 def test_a_hostile_header_is_refused_without_raising(verified, header):
     assert verified(SECRET, header, BODY) is False
 
