@@ -27,6 +27,7 @@ import json
 import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
+from urllib.parse import quote
 
 from redis import Redis
 from redis.exceptions import NoScriptError
@@ -95,13 +96,14 @@ return redis.call('ZADD', KEYS[1], 'NX', ARGV[1], ARGV[2])
 
 
 def document_url(document_id: str) -> str:
-    """Where the API answers one document: its id as it is (it may hold `/`)."""
-    return f"/api/documents/{document_id}"
+    """Where the API answers one document: its id, `/` kept and the rest percent-encoded, so
+    that an id holding `?`, `#`, `%` or a space still names it when a client follows it."""
+    return f"/api/documents/{quote(document_id, safe='/')}"
 
 
 def original_url(document_id: str) -> str:
-    """Where the API sends a document's original file back."""
-    return f"/api/originals/{document_id}"
+    """Where the API sends a document's original file back (encoded as `document_url`)."""
+    return f"/api/originals/{quote(document_id, safe='/')}"
 
 
 def with_original_urls(hits: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -145,6 +145,14 @@ def test_a_document_has_its_tasks_newest_first(client, run_jobs):
     assert [t["status"] for t in document["tasks"]] == ["succeeded", "succeeded"]
 
 
+def test_urls_of_an_id_with_a_question_mark_a_hash_and_a_space_lead_to_it(client):
+    one_by_one(client, ("q.txt", b"Is it #1?"), document_id="notes/why? #1 100%.txt")
+    document = listed(client)["documents"][0]
+    assert document["url"] == "/api/documents/notes/why%3F%20%231%20100%25.txt"
+    assert client.get(document["url"]).get_json()["document_id"] == "notes/why? #1 100%.txt"
+    assert client.get(document["original_url"]).data == b"Is it #1?"
+
+
 def test_an_unknown_document_is_404_json(client):
     for path in ("/api/documents/nope.txt", "/api/documents/a/b/c"):
         answer = client.get(path)
