@@ -118,11 +118,15 @@ def list_documents() -> Response:
 
 def _status_arg() -> str | None:
     """The task status asked for; none (absent or empty) keeps every status."""
-    status = request.args.get("status") or None
-    if status is not None and status not in STATUSES:
-        raise ApiError(400, "bad_parameter",
-                       f"`status` must be one of {', '.join(STATUSES)}.")
-    return status
+    return _choice_arg("status", STATUSES)
+
+
+def _choice_arg(name: str, choices: tuple[str, ...]) -> str | None:
+    """A query argument that must be one of `choices`; None when absent or empty."""
+    value = request.args.get(name) or None
+    if value is not None and value not in choices:
+        raise ApiError(400, "bad_parameter", f"`{name}` must be one of {', '.join(choices)}.")
+    return value
 
 
 @bp.get("/documents/<path:document_id>")
@@ -246,11 +250,7 @@ def search() -> Response:
 def _search_mode() -> str | None:
     """The ranking asked for; none (absent or empty) leaves it to the service
     (docs/architecture.md §12)."""
-    mode = request.args.get("mode") or None
-    if mode is not None and mode not in SEARCH_MODES:
-        raise ApiError(400, "bad_parameter",
-                       f"`mode` must be one of {', '.join(SEARCH_MODES)}.")
-    return mode
+    return _choice_arg("mode", SEARCH_MODES)
 
 
 @bp.get("/health")

@@ -99,6 +99,13 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
         _sync_removals(service, record, [doc_id for _, doc_id in found], batch)
     if batch is None:
         sys.exit(1 if checked.rejected else 0)
+    _finish(service, tenant, batch, no_wait, refused=bool(checked.rejected))
+
+
+def _finish(service, tenant: str, batch: dict, no_wait: bool,  # type: ignore[no-untyped-def]
+            refused: bool) -> None:
+    """Print the tasks and return (`no_wait`), or follow the batch with the bar and exit: 1
+    when anything failed, was canceled or `refused`, NO_WORKER_EXIT when no worker listens."""
     if no_wait:
         for task in batch["tasks"]:
             click.echo(f"{task['id']}  {task['status']:<9}  {task['document_id']}")
@@ -106,7 +113,7 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
     final = _follow(service, tenant, batch["batch_id"])
     if final is None:
         sys.exit(NO_WORKER_EXIT)
-    sys.exit(_summary(final) or (1 if checked.rejected else 0))
+    sys.exit(_summary(final) or (1 if refused else 0))
 
 
 def _sync_removals(service, record: FolderRecord,  # type: ignore[no-untyped-def]
@@ -244,14 +251,7 @@ def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: st
     if duplicates:
         click.echo(f"{duplicates} already indexed under the current pipeline (--force to run "
                    "them again)", err=True)
-    if no_wait:
-        for task in batch["tasks"]:
-            click.echo(f"{task['id']}  {task['status']:<9}  {task['document_id']}")
-        return
-    final = _follow(service, tenant, batch["batch_id"])
-    if final is None:
-        sys.exit(NO_WORKER_EXIT)
-    sys.exit(_summary(final) or (1 if rejected else 0))
+    _finish(service, tenant, batch, no_wait, refused=bool(rejected))
 
 
 @click.command("failed")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -49,13 +50,14 @@ def name(tenant: str, document_id: str, task_id: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def _store_at(address: str) -> ObjectStore:
+def _store_at(address: str, pid: int) -> ObjectStore:
     return open_store(address)
 
 
 def store(settings: Settings) -> ObjectStore:
-    """The store of originals, one client per process and address."""
-    return _store_at(settings.storage_address)
+    """The store of originals, one client per process and address: a work-horse forked from a
+    worker whose maintenance thread swept the store must not share that client's sockets."""
+    return _store_at(settings.storage_address, os.getpid())
 
 
 def put(settings: Settings, tenant: str, document_id: str, task_id: str,
@@ -99,13 +101,18 @@ def of_task(connection: Redis, settings: Settings, tenant: str, task_id: str | N
     if not task_id or fields.get(task_record.TENANT) != tenant:
         raise NoSuchDocument()
     document_id = fields.get(task_record.DOCUMENT_ID) or document_id
+    # A re-index not run yet has no copy of its own: the one it will copy is the same bytes.
+    source = fields.get(task_record.ORIGINAL_OF) or task_id
     try:
         stream = open_original(settings, tenant, document_id, task_id)
     except NotStored:
-        moved = _moved_from_redis(connection, settings, tenant, document_id, task_id)
-        if moved is None:
-            raise NoSuchDocument() from None
-        stream = io.BytesIO(moved)
+        try:
+            stream = open_original(settings, tenant, document_id, source)
+        except NotStored:
+            moved = _moved_from_redis(connection, settings, tenant, document_id, task_id)
+            if moved is None:
+                raise NoSuchDocument() from None
+            stream = io.BytesIO(moved)
     return Original(task_id, fields.get(task_record.FILENAME) or document_id,
                     media_type(fields.get(task_record.KIND)),
                     int(fields.get(task_record.SIZE) or 0), stream)

@@ -42,6 +42,8 @@ def test_after_a_pipeline_change_every_document_runs_again_from_its_original(
     assert sorted(t["document_id"] for t in body["tasks"]) == ["alpha.txt", "beta.txt"]
     assert not any(t["duplicate"] for t in body["tasks"]) and body["rejected"] == []
     assert len(Queue("intake-bulk", connection=redis)) == 2, "bulk: fresh uploads go first"
+    assert client.get("/api/originals/alpha.txt").data == TEXT + b"alpha", \
+        "downloadable while its re-index waits"
     hits = _hits(client, "turbine")
     assert {h["task_id"] for h in hits} == {t["id"] for t in first}, \
         "findable from the previous version while the new one waits"
