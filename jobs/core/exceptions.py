@@ -61,13 +61,13 @@ class NotRetryable(NotNow):
 
 
 class UploadExpired(NotNow):
-    """The upload a Retry needs is no longer kept (INTAKE_UPLOAD_RETENTION_HOURS)."""
+    """The original a Retry needs is no longer stored (jobs.tasks.originals)."""
 
     code = "upload_expired"
 
     def __init__(self, status: str) -> None:
-        IntakeRefusal.__init__(self, "The upload of this task is no longer kept (failed and "
-                                     "canceled uploads are kept for a limited time); upload "
+        IntakeRefusal.__init__(self, "The uploaded file of this task is no longer stored "
+                                     "(its document was deleted, or the store lost it); upload "
                                      "the file again.")
         self.status, self.action = status, "retry"
 

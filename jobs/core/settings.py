@@ -100,7 +100,8 @@ class Settings:
 
     @property
     def upload_retention_seconds(self) -> int:
-        """How long the upload of a failed (retryable) or canceled task is kept for a Retry."""
+        """How long the checkpoints of a failed (retryable) or canceled task are kept, so that
+        a Retry resumes where it stopped (its original stays until its document is deleted)."""
         return self.upload_retention_hours * 3600
 
     @property

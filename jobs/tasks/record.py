@@ -157,9 +157,9 @@ def retried(*, previous: str, run: int, job_id: str, replaced_job: str, max_atte
 
 
 def upload_gone(error: Mapping[str, Any] | None) -> Fields:
-    """A Retry found the upload expired: a failed task's error then says to upload it again
+    """A Retry found the original gone: a failed task's error then says to upload it again
     (and that a Retry cannot help); a canceled one keeps its record as it is."""
     if error is None:
         return {}
-    message = f"{error.get('message', '')} Its upload is no longer kept: upload the file again."
+    message = f"{error.get('message', '')} Its upload is no longer stored: upload the file again."
     return {ERROR: json.dumps({**error, "retryable": False, "message": message})}

@@ -395,8 +395,9 @@ def _superseded(attempt: Attempt, reason: Superseded) -> dict[str, Any]:
 def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     """Write `retrying` with the next attempt's time, or `failed` (a dead letter).
 
-    A failure for good frees the upload at once when no Retry can use it (a bad file); a
-    retryable one keeps the upload and checkpoints for INTAKE_UPLOAD_RETENTION_HOURS.
+    Either way the task gives its upload's bytes back to the budgets (its original stays in the
+    store); a failure for good drops its checkpoints at once (a bad file: no Retry can use
+    them), a retryable one keeps them for INTAKE_UPLOAD_RETENTION_HOURS.
     """
     job, reporter = attempt.job, attempt.reporter
     reporter.close()
