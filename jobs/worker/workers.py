@@ -62,6 +62,7 @@ class IntakeWorker(Worker):
         from jobs.core.logs import configure
         from jobs.core.settings import Settings
         from jobs.text.parsers import import_parsers
+        from jobs.tasks import originals
         from jobs.worker import parts
         from jobs.worker.fairshare import TenantQueues
         import_parsers()
@@ -70,6 +71,10 @@ class IntakeWorker(Worker):
         super().__init__(*args, **kwargs)
         self.parts = parts.Parts.from_settings(Settings.from_env())
         parts.install(self.parts)
+        # The originals' store client, built in this thread before the maintenance thread
+        # sweeps with it: a fork taken while that thread imported boto3 or built the client
+        # would leave the horse waiting forever on the import's lock (test_worker_imports).
+        originals.store(self.parts.settings)
         self.tenant_queues = TenantQueues(self)
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
