@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Protocol
 from urllib.parse import unquote, urlparse
@@ -83,25 +82,40 @@ class FileStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root = os.fspath(root)
 
     def _path(self, name: str) -> Path:
-        path = (self.root / name).resolve()
-        if self.root.resolve() not in path.parents:
+        return Path(self._join(name))
+
+    def _join(self, name: str) -> str:
+        """The file of `name`, judged by its parts rather than by resolving it on the disk
+        (six lstat calls an upload does not need): no empty, `.` or `..` part, so it stays in
+        the store."""
+        parts = name.split("/")
+        if not name or "\0" in name or any(part in ("", ".", "..") for part in parts):
             raise ValueError(f"object name {name!r} leaves the store")
-        return path
+        return os.path.join(self._root, *parts)
 
     def put(self, name: str, source: BinaryIO) -> int:
-        path = self._path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Written beside it under a temporary name, then renamed over it: all or nothing.
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+        path = self._join(name)
+        # Written beside it under a temporary name (one per process: two never write into the
+        # same), then renamed over it: all or nothing. The folder is made only when missing.
+        folder, base = os.path.split(path)
+        temporary = os.path.join(folder, f".part-{os.getpid()}-{base}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         try:
-            with os.fdopen(handle, "wb") as out:
+            handle = os.open(temporary, flags, 0o644)
+        except FileNotFoundError:
+            _make_folder(folder)
+            handle = os.open(temporary, flags, 0o644)
+        try:
+            with open(handle, "wb") as out:
                 shutil.copyfileobj(source, out, PIECE_BYTES)
                 size = out.tell()
             os.replace(temporary, path)
         except BaseException:
-            Path(temporary).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
             raise
         return size
 
@@ -225,6 +239,17 @@ class S3Store:
         for page in pages:
             for item in page.get("Contents", []):
                 yield item["Key"][len(self.prefix):], item["LastModified"].timestamp()
+
+
+def _make_folder(folder: str) -> None:
+    """One mkdir when only the folder is missing (a document's first original), the whole path
+    otherwise; made meanwhile by another process is as good."""
+    try:
+        os.mkdir(folder)
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+    except FileExistsError:
+        pass
 
 
 def _read_piece(source: BinaryIO) -> bytes:

@@ -2,9 +2,11 @@
 INTAKE_STORAGE_URL names (jobs.core.object_store), until its document is deleted.
 
 An original is named by its tenant, its document (a digest of the id) and the task that
-brought it: `tasks/<tenant>/<document digest>/<task id>`. A task id is unguessable and never
-reused, so two uploads never share a name; the tenant and the document in the name let the
-sweep tell a kept original from an orphan without any index of its own. The web stores it
+brought it: `tasks/<tenant>/<first two digits of the digest>/<document digest>-<task id>`. A
+task id is unguessable and never reused, so two uploads never share a name; the tenant and the
+document in the name let the sweep tell a kept original from an orphan without any index of
+its own. The two digits spread a tenant's originals over 256 folders made once, so that on a
+directory store no upload waits for a folder of its own (a mkdir costs as much as the file). The web stores it
 right after the claim registered the task and before the task's job is enqueued, so a job
 never runs before its original is there.
 
@@ -46,7 +48,17 @@ _SWEEP_PAGE = 500
 
 def name(tenant: str, document_id: str, task_id: str) -> str:
     """The object name of a task's original."""
-    return f"{PREFIX}{tenant}/{keys.document_digest(document_id)}/{task_id}"
+    digest = keys.document_digest(document_id)
+    return f"{PREFIX}{tenant}/{digest[:2]}/{digest}-{task_id}"
+
+
+def _parsed(stored_name: str) -> tuple[str, str, str] | None:
+    """(tenant, document digest, task id) of an original's name; None for any other name."""
+    parts = stored_name[len(PREFIX):].split("/")
+    if len(parts) != 3 or parts[2].count("-") != 1:
+        return None
+    digest, task_id = parts[2].split("-")
+    return (parts[0], digest, task_id) if digest[:2] == parts[1] else None
 
 
 @lru_cache(maxsize=8)
@@ -174,8 +186,8 @@ def sweep(connection: Redis, settings: Settings, kb: Redis | None = None) -> int
     target, removed, page = store(settings), 0, []
     old_enough = time.time() - SWEEP_MIN_AGE_SECONDS
     for stored_name, modified in target.listing(PREFIX):
-        parts = stored_name[len(PREFIX):].split("/")
-        if modified > old_enough or len(parts) != 3:
+        parts = _parsed(stored_name)
+        if modified > old_enough or parts is None:
             continue
         page.append((stored_name, *parts))
         if len(page) >= _SWEEP_PAGE:

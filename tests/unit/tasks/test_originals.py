@@ -86,9 +86,14 @@ def test_the_sweep_removes_old_originals_neither_a_task_nor_the_index_holds(clie
     for task_id, document_id in ((indexed, "indexed.txt"), (replaced, "indexed.txt"),
                                  (orphan, "gone.txt")):
         age(task_id, document_id)
+    foreign = "tasks/default/ab/not-an-original-name"  # put there by hand: never ours to sweep
+    originals.store(Settings()).put(foreign, io.BytesIO(b"an operator's file"))
+    os.utime(originals.store(Settings())._path(foreign),
+             (time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS,) * 2)
     redis.delete(keys.task(indexed), keys.task(replaced))  # records expired, after 30 days
     redis.delete(keys.originals_sweep())
     assert originals.sweep(redis, Settings()) == 2
+    assert originals.store(Settings()).exists(foreign)
     assert stored(indexed), "the indexed version stays, however old its task"
     assert not stored(replaced) and not stored(orphan, "gone.txt")
     assert stored(young, "gone.txt"), "an hour's grace: never races an upload"
