@@ -6,9 +6,9 @@ brought it: `tasks/<tenant>/<first two digits of the digest>/<document digest>-<
 task id is unguessable and never reused, so two uploads never share a name; the tenant and the
 document in the name let the sweep tell a kept original from an orphan without any index of
 its own. The two digits spread a tenant's originals over 256 folders made once, so that on a
-directory store no upload waits for a folder of its own (a mkdir costs as much as the file). The web stores it
-right after the claim registered the task and before the task's job is enqueued, so a job
-never runs before its original is there.
+directory store no upload waits for a folder of its own (a mkdir costs as much as the file).
+The web stores it right after the claim registered the task and before the task's job is
+enqueued, so a job never runs before its original is there.
 
 What becomes of them: a document's delete deletes the originals of all its tasks (`delete`).
 An original is kept while its task record lives (INTAKE_RETENTION_DAYS) or while its version

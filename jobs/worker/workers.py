@@ -61,8 +61,8 @@ class IntakeWorker(Worker):
         import jobs.worker.pipeline  # noqa: F401  (warm the parent; forks inherit it)
         from jobs.core.logs import configure
         from jobs.core.settings import Settings
-        from jobs.text.parsers import import_parsers
         from jobs.tasks import originals
+        from jobs.text.parsers import import_parsers
         from jobs.worker import parts
         from jobs.worker.fairshare import TenantQueues
         import_parsers()
