@@ -2,7 +2,7 @@
 tenant's backlog never starves another's few documents, priorities hold within a tenant, RQ's
 own tools show every tenant's queues, and the retries of a tenant's queue come back.
 
-A stack of its own (logical database 7, six tenants from INTAKE_API_KEYS): the Procfile's web
+A stack of its own (logical database 11, eight tenants from INTAKE_API_KEYS): the Procfile's web
 and two `rq worker` processes with the HTTP embedder (the test's embedding server, so a fault can
 be injected). Each test uses tenants no other test uses, so a tenant's queues are new to the
 running workers when its first upload arrives: they learn them from Redis, never from the keys.
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 
 DATABASE = 11  # nothing else uses this one (the webhooks stack has 7)
 TENANTS = {name: f"{name}-key-{n}2345678" for n, name in enumerate(
-    ("alpha", "beta", "gamma", "delta", "epsilon", "zeta"))}
+    ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"))}
 ADMIN_PASSWORD = "fair-share-operator"
 OPERATOR = {"Authorization": "Basic " + base64.b64encode(
     f"admin:{ADMIN_PASSWORD}".encode()).decode()}  # per-tenant health is for operators
@@ -46,6 +46,7 @@ NEW_TENANT_BOUND = 3.0
 # meanwhile, plus one in flight per worker when B arrived and a few while B's last ones run.
 MARGIN = 6
 BACKLOG_TIMEOUT = 240.0
+LIBRARY = 60       # tenant eta's documents, re-indexed while a few fresh uploads arrive
 
 
 @pytest.fixture(scope="module")
@@ -245,3 +246,38 @@ def test_idle_workers_take_a_new_tenants_first_document_at_once(stack):
     waited = iso(done["started_at"], "started_at").timestamp() - submitted
     print(f"a new tenant's first document started {waited:.2f} s after its upload")
     assert done["status"] == "succeeded" and waited <= NEW_TENANT_BOUND, (waited, done)
+
+
+def test_a_reindex_lets_fresh_uploads_and_other_tenants_go_first(stack):
+    """A re-index runs on the bulk queue: while eta's library is re-indexed, theta's upload and
+    eta's own fresh document are done after a few of its documents, not after all of them; the
+    re-index then ends with every document run again."""
+    word = unique_word()
+    with client_of(stack, "eta") as eta, client_of(stack, "theta") as theta:
+        known = submit(theta, tiny(1, word, "known"))  # theta's queues known to the workers
+        library = submit(eta, tiny(LIBRARY, word, "lib"))
+        wait_batch_done(theta, known, timeout=60)
+        wait_batch_done(eta, library, timeout=BACKLOG_TIMEOUT)
+        response = eta.post("/api/documents/reindex", json={"all": True, "force": True})
+        assert response.status_code == 202, response.text[:300]
+        reindex = response.json()
+        assert len(reindex["tasks"]) == LIBRARY
+
+        def reindexed() -> int:
+            return get_json(eta, f"/api/batches/{reindex['batch_id']}")["counts"]["succeeded"]
+
+        poll(reindexed, lambda done: done >= 4, timeout=60, interval=0.1,
+             message="the re-index under way")
+        fresh = [(theta, submit(theta, tiny(3, word, "t"))),
+                 (eta, submit(eta, tiny(1, word, "fresh")))]
+        before = reindexed()
+        for client, batch in fresh:
+            done = wait_batch_done(client, batch, timeout=60)
+            assert {t["status"] for t in done} == {"succeeded"}, done
+        meanwhile = reindexed() - before
+        print(f"re-index: {before} of {LIBRARY} done when 4 fresh documents arrived, "
+              f"{meanwhile} more while they ran")
+        assert meanwhile <= 4 + MARGIN, \
+            f"the fresh documents waited for {meanwhile} documents of the re-index"
+        final = wait_batch_done(eta, reindex, timeout=BACKLOG_TIMEOUT)
+    assert len(final) == LIBRARY and {t["status"] for t in final} == {"succeeded"}
