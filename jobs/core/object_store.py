@@ -23,6 +23,13 @@ from urllib.parse import unquote, urlparse
 
 #: Bytes per piece of a stream, read or written: what a transfer holds in memory at once.
 PIECE_BYTES = 8 * 1024 * 1024
+#: An S3 store that does not answer: a connection refused or silent for CONNECT seconds, or a
+#: request unanswered for READ seconds, is tried ATTEMPTS times in all, then fails (an upload
+#: answers 503 storage_unavailable within about half a minute instead of botocore's default of
+#: five attempts of 60 s; a worker's read fails as transient and is retried).
+S3_CONNECT_TIMEOUT_SECONDS = 5.0
+S3_READ_TIMEOUT_SECONDS = 30.0
+S3_ATTEMPTS = 3
 
 
 class NotStored(KeyError):
@@ -273,6 +280,8 @@ def _s3_client() -> Any:
     from botocore.config import Config
     style = "path" if os.environ.get("AWS_ENDPOINT_URL") else "auto"
     return boto3.client("s3", config=Config(
-        s3={"addressing_style": style}, retries={"mode": "standard", "max_attempts": 5},
+        s3={"addressing_style": style},
+        retries={"mode": "standard", "max_attempts": S3_ATTEMPTS},
+        connect_timeout=S3_CONNECT_TIMEOUT_SECONDS, read_timeout=S3_READ_TIMEOUT_SECONDS,
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required"))
