@@ -23,10 +23,10 @@ from urllib.parse import unquote, urlparse
 
 #: Bytes per piece of a stream, read or written: what a transfer holds in memory at once.
 PIECE_BYTES = 8 * 1024 * 1024
-#: An S3 store that does not answer: a connection refused or silent for CONNECT seconds, or a
-#: request unanswered for READ seconds, is tried ATTEMPTS times in all, then fails (an upload
-#: answers 503 storage_unavailable within about half a minute instead of botocore's default of
-#: five attempts of 60 s; a worker's read fails as transient and is retried).
+#: An S3 store that does not answer: a connection not made in CONNECT seconds, or a request
+#: unanswered for READ seconds, is tried ATTEMPTS times in all, then fails (an upload answers
+#: 503 storage_unavailable, instead of waiting out botocore's default of five tries of 60 s;
+#: a worker's read fails as transient and is retried).
 S3_CONNECT_TIMEOUT_SECONDS = 5.0
 S3_READ_TIMEOUT_SECONDS = 30.0
 S3_ATTEMPTS = 3
