@@ -32,7 +32,7 @@ from redis import Redis
 
 from jobs.core import keys
 from jobs.core.exceptions import NoSuchDocument
-from jobs.core.failures import PermanentError
+from jobs.core.failures import PermanentError, TransientError
 from jobs.core.object_store import NotStored, ObjectStore, open_store
 from jobs.core.settings import Settings
 from jobs.tasks import record as task_record
@@ -135,7 +135,8 @@ def load(connection: Redis, settings: Settings, tenant: str, document_id: str, t
     """A task's original, whole (the parse reads it whole, in its sandbox); a re-index's
     (`original_of`: the task whose original it reads) is first copied under its own name
     inside the store, so that it belongs to the new version like any upload's. Its loss is
-    permanent: the file must be uploaded again."""
+    permanent: the file must be uploaded again. A store that does not answer is transient: the
+    attempt is retried like any outage, with a message that names the store."""
     try:
         if original_of and not store(settings).exists(name(tenant, document_id, task_id)):
             store(settings).copy(name(tenant, document_id, original_of),
@@ -148,6 +149,10 @@ def load(connection: Redis, settings: Settings, tenant: str, document_id: str, t
             raise PermanentError("The uploaded file is no longer stored (it was removed with "
                                  "its document, or never arrived); upload it again.",
                                  code="upload_expired") from None
+    except Exception as exc:  # noqa: BLE001 - a disk's OSError, any of the S3 client's errors
+        raise TransientError("The store of uploaded files did not answer "
+                             f"({type(exc).__name__}); the attempt will be retried.",
+                             code="storage_unavailable") from exc
     if size and len(data) != size:
         raise PermanentError("The upload of this file did not finish (the connection or the "
                              "server was interrupted); upload it again.", code="upload_incomplete")

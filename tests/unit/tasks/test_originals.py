@@ -7,7 +7,10 @@ import io
 import os
 import time
 
+import pytest
+
 from jobs.core import keys
+from jobs.core.failures import TransientError
 from jobs.core.settings import Settings
 from jobs.tasks import originals
 from tests.unit.conftest import upload
@@ -108,3 +111,18 @@ def test_an_upload_an_older_release_kept_in_redis_is_moved_to_the_store(redis):
     assert not redis.exists(keys.blob(task_id))
     with originals.open_original(Settings(), "default", "old.txt", task_id) as stream:
         assert stream.read() == data
+
+
+def test_a_store_that_does_not_answer_is_a_transient_failure_that_names_it(redis, monkeypatch):
+    class Unreachable:
+        def open(self, name):
+            raise ConnectionRefusedError(111, "Connection refused")
+
+        def exists(self, name):
+            return False
+
+    monkeypatch.setattr(originals, "store", lambda settings: Unreachable())
+    with pytest.raises(TransientError) as failed:
+        originals.load(redis, Settings(), "default", "report.pdf", "a" * 32, 10)
+    assert failed.value.code == "storage_unavailable"
+    assert "store of uploaded files did not answer" in str(failed.value)
