@@ -97,7 +97,9 @@ def test_the_bound_of_a_knowledge_base_apart_is_read_on_its_redis(stack, kb_serv
         words = [unique_word() for _ in range(3)]
         for word in words[:2]:  # 2 + 2 chunks: what the knowledge base may hold
             ingest(client, f"full-{word}.txt", text_of_chunks(word, 2))
-        assert int(kb.get(keys.kb_total_chunks())) == KB_LIMIT
+        # Each flip, which counts the chunks, follows its task's `succeeded` by a round trip.
+        poll(lambda: int(kb.get(keys.kb_total_chunks()) or 0), lambda total: total == KB_LIMIT,
+             timeout=5, message="both documents' chunks counted on the knowledge base's Redis")
 
         refused = send(client, f"late-{words[2]}.txt", text_of_chunks(words[2], 1))
         assert refused.status_code == 429, refused.text
