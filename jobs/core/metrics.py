@@ -18,10 +18,15 @@ from jobs.core.clock import timestamp
 STEP_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
+def field(name: str, **labels: str) -> str:
+    """A counter's field in the metrics hash: `name|key=value,…`, its labels sorted (a script
+    that counts is handed its field, or the field without its last label's value)."""
+    return name + "|" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
 def count(pipe: Pipeline | Redis, name: str, amount: int = 1, **labels: str) -> None:
-    """Add to a counter; `labels` become Prometheus labels (`name|key=value,…` in the hash)."""
-    field = name + "|" + ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    pipe.hincrby(keys.metrics(), field, amount)
+    """Add to a counter; `labels` become Prometheus labels."""
+    pipe.hincrby(keys.metrics(), field(name, **labels), amount)
 
 
 # KEYS: the step histogram hash. ARGV: n, then n pairs (sum field, seconds), then the bucket

@@ -2,23 +2,25 @@
 is attached.
 
 WAIT waits for the replication offset of the connection it is sent on (that of that connection's
-last write). So it is queued at the end of the pipeline that sends an upload's LAST writes: the
-replication stream is one ordered log, so a replica that has that offset has every earlier write
-of the upload too, whichever pooled connection sent them (the claim script's, the webhook
+last write). So it is sent at the end of a pipeline that holds one of the upload's LAST writes:
+the replication stream is one ordered log, so a replica that has that offset has every earlier
+write of the upload too, whichever pooled connection sent them (the claim's, the webhook
 event's). A pipeline runs on one connection, so WAIT there cannot land on another.
 
-Whether replicas are attached is learned by ROLE, sent right behind the claim script on its
-connection and read with it: no extra round trip, and a primary without replicas (or a single
-Redis) never waits — WAIT with none attached would block for its whole timeout. A server that
-refuses ROLE (fakeredis; an ACL without @admin) is taken as one without replicas, with a warning
-once per process: uploads still work, unconfirmed.
+Whether replicas are attached is read by the claim script itself (INFO replication, the replicas
+it lists `online`), which returns the count with its answer: no extra round trip, and a primary
+without replicas (or a single Redis) never waits — WAIT with none attached would block for its
+whole timeout. A server that refuses INFO (fakeredis; an ACL without @dangerous) is taken as one
+without replicas, with a warning once per process: uploads still work, unconfirmed. Health's
+`replication` asks ROLE.
 
-An operator sees uploads going unconfirmed: each one accepted without a replica's confirmation
-is counted (`intake_uploads_unconfirmed_total{reason}`): `role_refused` (whether replicas run is
-unknown: grant ROLE to know) or `no_replica` (a primary with none online). A single Redis
-without replicas is a normal deployment and counts every upload as `no_replica`: the counter
-states a fact, and only the operator knows whether replicas are meant to run, so alert on it
-(or on health's `replication.replicas_online` being 0) only where they are.
+An operator sees uploads going unconfirmed: the claim counts each one accepted without a
+replica to confirm it (`intake_uploads_unconfirmed_total{reason}`): `role_refused` (the server
+would not say which replicas it has: grant INFO and ROLE to know) or `no_replica` (a primary
+with none online). A single Redis without replicas is a normal deployment and counts every
+upload as `no_replica`: the counter states a fact, and only the operator knows whether replicas
+are meant to run, so alert on it (or on health's `replication.replicas_online` being 0) only
+where they are.
 """
 from __future__ import annotations
 
@@ -52,10 +54,20 @@ def attached(role: Any) -> int:
     return len(role[2])
 
 
-def _refused(role: Exception) -> None:
+def _refused(reason: Any) -> None:
     if not _warned[0]:
         _warned[0] = True
-        log.warning("ROLE refused (%s): uploads are not confirmed by a replica (WAIT)", role)
+        log.warning("The server does not say which replicas it has (%s): uploads are not "
+                    "confirmed by a replica (WAIT)", reason)
+
+
+def reported(online: int) -> int:
+    """How many replicas can confirm an upload, from the count its claim returned (-1: the
+    server refused INFO, warned once)."""
+    if online < 0:
+        _refused("INFO replication refused")
+        return 0
+    return online
 
 
 def _name(role: Any) -> str:
@@ -64,22 +76,6 @@ def _name(role: Any) -> str:
         return "unknown"
     first = role[0]
     return first.decode() if isinstance(first, bytes) else str(first)
-
-
-def unconfirmed_reason(role: Any) -> str | None:
-    """Why an upload with this ROLE reply goes unconfirmed: `role_refused`, `no_replica`, or
-    None when a replica is online (it waits for WAIT)."""
-    if isinstance(role, Exception):
-        return "role_refused"
-    return None if attached(role) else "no_replica"
-
-
-def count_unconfirmed(pipe: Pipeline, role: Any) -> None:
-    """Count an upload accepted without a replica's confirmation, on the pipeline of its last
-    writes (no extra round trip)."""
-    reason = unconfirmed_reason(role)
-    if reason is not None:
-        metrics.count(pipe, UNCONFIRMED, reason=reason)
 
 
 def describe(role: Any) -> dict[str, Any]:

@@ -1,19 +1,28 @@
 """Registering uploaded documents as tasks: idempotency claims, records, originals and RQ jobs.
 
 A submit never parses. One script checks every limit, claims every file and registers what is
-new — records, the reservation of its bytes in both upload budgets, the batch — before any
-byte travels, so a refused batch costs nothing. Then each new task's original is streamed to
-the object store (jobs.tasks.originals), and RQ's own enqueue of its job follows it, on a
-pipeline sent every few files: a job never runs before its original is stored. If the web dies
-in between (or the store does not answer: StorageUnavailable), the reconciler fails the task
-as "job lost" (retryable), and an original cut short fails readably if retried.
+new — records, the reservation of its bytes in both upload budgets, the batch — and RQ's own
+enqueue of each new task's job follows its original into the object store
+(jobs.tasks.originals): a job never runs before its original is stored.
+
+- One file (`_submit_one`), what a person sending a document waits for: one round trip. The
+  original is stored first, under the id the claim will give its task, then the claim and the
+  job travel in one pipeline. When the claim does not create the task (a duplicate, a
+  refusal), the job is taken back and the original deleted; a job a worker took first finds no
+  task and does nothing.
+- A batch (`_submit_many`), or any upload when webhooks are on (the batch's event is queued
+  before any job runs): the claim first, so that a refused batch or a duplicate costs no
+  byte in the store; then each new task's original and its job, on a pipeline sent every few
+  files. If the web dies in between (or the store does not answer: StorageUnavailable), the
+  reconciler fails the task as "job lost" (retryable), and an original cut short fails
+  readably if retried.
 
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
-the client (redis-py re-sends after a reset) answers the same and registers
-nothing twice.
+the client (redis-py re-sends after a reset) answers the same and registers nothing twice.
 
-With a replica attached (ROLE, read with the claim), the pipeline of the upload's last writes
-ends with WAIT, and the upload is accepted only once a replica confirmed it (jobs.core.replicas).
+The claim also says how many replicas are online (INFO replication, read in the script); with
+one attached, WAIT ends a pipeline that holds one of the upload's last writes, and the upload
+is accepted only once a replica confirmed it (jobs.core.replicas).
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 from rq import Queue, Retry
+from rq.job import Job
 from rq.queue import EnqueueData
 
 from jobs.core import keys, logs, metrics
@@ -53,23 +63,33 @@ INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (U
 
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
-#       9 tenant's chunk count, 10 all tenants' chunk count, 11 tenant's documents; then per
-#       file: idempotency key, task, the document's tasks, the document's latest task, its
-#       indexed entry.
+#       9 tenant's chunk count, 10 all tenants' chunk count, 11 tenant's documents, 12 the
+#       metrics hash; then per file: idempotency key, task, the document's tasks, the
+#       document's latest task, its indexed entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
 #       '' when the knowledge base is on another Redis: checked before, `_kb_state`),
-#       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 how many live statuses, then
+#       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 the counter of new tasks, 16
+#       the counter of unconfirmed uploads without its reason, 17 how many live statuses, then
 #       those statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
 #       size, the task whose version the knowledge base holds ('?': read it here, from the
 #       indexed entry; '': none), the document's id, record (its number of fields, then fields
 #       and values).
-# Returns {'ok', id1, status1, …} (status '' for a new task) or {limit name}.
+# Returns {'ok', replicas, id1, status1, …} (status '' for a new task; replicas: how many
+# INFO lists online, -1 when the server refuses to say) or {limit name}. An accepted upload
+# with no replica to confirm it is counted here, by reason (jobs.core.replicas).
 _SUBMIT = """
+local function replicas_online()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then return -1 end
+  local online = 0
+  for _ in string.gmatch(info, 'state=online') do online = online + 1 end
+  return online
+end
 local remembered = redis.call('HGET', KEYS[7], 'claim')
 if remembered then
-  local out, ids, i = {'ok'}, redis.call('LRANGE', KEYS[6], 0, -1), 1
+  local out, ids, i = {'ok', replicas_online()}, redis.call('LRANGE', KEYS[6], 0, -1), 1
   for status in string.gmatch(remembered, '[^,]+') do
     out[#out + 1] = ids[i]
     out[#out + 1] = status == '-' and '' or status
@@ -78,8 +98,8 @@ if remembered then
   return out
 end
 local live = {}
-local at = 16
-for i = 1, tonumber(ARGV[15]) do live[ARGV[at]] = true; at = at + 1 end
+local at = 18
+for i = 1, tonumber(ARGV[17]) do live[ARGV[at]] = true; at = at + 1 end
 local succeeded = ARGV[at]
 at = at + 1
 local files, starts, bytes = tonumber(ARGV[11]), {}, 0
@@ -102,10 +122,12 @@ end
 if ARGV[10] ~= '' and tonumber(redis.call('GET', KEYS[10]) or '0') >= tonumber(ARGV[10]) then
   return {'kb_total_full'}
 end
-local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok'}, {}, {}
+local replicas = replicas_online()
+local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok', replicas}, {}, {}
+local created = 0
 local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local base = 11 + 5 * (i - 1)
+  local base = 12 + 5 * (i - 1)
   local idem, task, document, latest_key, indexed =
     KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]
   local s = starts[i]
@@ -133,6 +155,7 @@ for i = 1, files do
     id = current
   else
     status = ''
+    created = created + 1
     redis.call('SET', idem, id, 'EX', ttl)
     redis.call('HSET', task, unpack(ARGV, s + 5, s + 4 + 2 * fields))
     redis.call('EXPIRE', task, ttl)
@@ -158,6 +181,10 @@ redis.call('HSET', KEYS[7], 'id', ARGV[12], 'tenant', ARGV[13], 'created_at', AR
            'size', files, 'claim', table.concat(claimed, ','))
 redis.call('EXPIRE', KEYS[7], ttl)
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[12])
+if created > 0 then redis.call('HINCRBY', KEYS[12], ARGV[15], created) end
+if replicas < 1 then
+  redis.call('HINCRBY', KEYS[12], ARGV[16] .. (replicas < 0 and 'role_refused' or 'no_replica'), 1)
+end
 return out
 """
 _SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
@@ -282,13 +309,16 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
-             keys.tenant_chunks(tenant), keys.kb_total_chunks(), keys.tenant_documents(tenant)]
+             keys.tenant_chunks(tenant), keys.kb_total_chunks(), keys.tenant_documents(tenant),
+             keys.metrics()]
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
                        *(("", "") if indexed is not None else (
                            settings.tenant_chunk_limit, settings.kb_chunk_limit)), len(firsts),
                        batch_id, tenant, created_at,
+                       metrics.field("tasks_submitted_total", queue=queue.name),
+                       metrics.field(replicas_.UNCONFIRMED, reason=""),
                        len(states.LIVE), *states.LIVE, states.SUCCEEDED]
     new_ids: dict[str, str] = {}
     for number, (digest, upload) in enumerate(firsts.items()):
@@ -301,31 +331,110 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         args += [task_id, upload.size, "?" if indexed is None else indexed[number],
                  upload.document_id, len(fields)]
         args += [item for pair in fields.items() for item in pair]
-    reply, role = _claim(connection, keys_, args)
-    replicas = replicas_.attached(role)
-    if reply[0] != b"ok":
-        raise LimitReached(reply[0].decode())
-    created = [(upload, task_id.decode()) for upload, task_id, existing
-               in zip(firsts.values(), reply[1::2], reply[2::2]) if not existing]
-    if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
-        webhook_events.batch_submitted(
-            connection, settings, tenant, batch_id, [t.decode() for t in reply[1::2]],
-            live=states.LIVE,
-            complete=all(s and not states.is_live(s.decode()) for s in reply[2::2]))
-    if created:
-        last = _store_and_enqueue(connection, queue, settings, tenant, created)
-    else:  # all duplicates: the batch is this upload's last write (bumped so WAIT covers it)
+    if len(firsts) == 1 and not webhook_events.enabled(settings):
+        [upload] = firsts.values()
+        [task_id] = new_ids.values()
+        claimed = _submit_one(connection, queue, settings, tenant, upload, task_id, keys_, args)
         last = connection.pipeline(transaction=False)
-        if replicas:
-            last.expire(keys.batch(batch_id), ttl)
-    if replicas:  # the upload's last writes and WAIT on one connection (jobs.core.replicas)
-        replicas_.queue_wait(last, settings)
     else:
-        replicas_.count_unconfirmed(last, role)
-    replies = last.execute()
-    if replicas:
-        _confirm(replies[-1], settings, batch_id, tenant, record["trace_id"])
-    return _summary(batch_id, created_at, firsts.values(), reply, tenant, record["trace_id"])
+        claimed, last = _submit_many(connection, queue, settings, tenant, batch_id,
+                                     list(firsts.values()), keys_, args)
+    if replicas_.reported(claimed.replicas):
+        if not len(last):  # WAIT counts its own connection's writes: one of the upload's
+            last.expire(keys.batch(batch_id), ttl)
+        replicas_.queue_wait(last, settings)
+        _confirm(last.execute()[-1], settings, batch_id, tenant, record["trace_id"])
+    elif len(last):
+        last.execute()
+    return _summary(batch_id, created_at, firsts.values(), claimed.entries, tenant,
+                    record["trace_id"])
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What the claim answered: the replicas INFO listed online (-1: the server would not say),
+    and per file its task's id and status (b'' for a task it created)."""
+
+    replicas: int
+    entries: list[bytes]
+
+    @classmethod
+    def of(cls, reply: list[Any]) -> "Claimed":
+        """Raises LimitReached for a refused batch."""
+        if reply[0] != b"ok":
+            raise LimitReached(reply[0].decode())
+        return cls(int(reply[1]), reply[2:])
+
+    def created(self, index: int) -> bool:
+        return not self.entries[2 * index + 1]
+
+
+def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str,
+                upload: Upload, task_id: str, keys_: list[str], args: list[Any]) -> Claimed:
+    """One file in one round trip, which is what a person sending a file waits for: its
+    original is stored first, under the task id the claim will create; then the claim and
+    RQ's enqueue of the job travel together. A job never runs before its original is stored,
+    and never for a task the claim did not create: its attempt finds no task and is skipped
+    (jobs.worker.attempts). When the claim answers a duplicate or a refusal, the job is taken
+    back off its queue when no worker took it yet, and the original is deleted. A server that
+    lost its scripts (a restart, a failover) refuses the claim and runs the rest: the job is
+    taken back, the script loaded, and the whole sent again."""
+    stored = upload.original_of is None  # a re-index's worker copies its original itself
+    if stored:
+        try:
+            originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
+        except Exception as exc:  # nothing is claimed yet: nothing to undo
+            raise StorageUnavailable() from exc
+    for last_try in (False, True):
+        pipe = connection.pipeline(transaction=False)
+        pipe.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+        register_queues(pipe, tenant)
+        queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
+        reply = pipe.execute(raise_on_error=False)[0]
+        if not isinstance(reply, NoScriptError) or last_try:
+            break
+        _withdraw_job(connection, queue, task_id)
+        connection.script_load(_SUBMIT)
+    if isinstance(reply, Exception) or reply[0] != b"ok" or reply[3]:
+        _withdraw_job(connection, queue, task_id)
+        if stored:
+            _withdraw_original(settings, tenant, upload, task_id)
+    if isinstance(reply, Exception):
+        raise reply
+    return Claimed.of(reply)
+
+
+def _withdraw_job(connection: Redis, queue: Queue, task_id: str) -> None:
+    """Take back a job enqueued ahead of a claim that did not create its task."""
+    if queue.remove(task_id):  # still queued: no worker has it, so its hash can go too
+        Job(task_id, connection=connection).delete(remove_from_queue=False)
+
+
+def _withdraw_original(settings: Settings, tenant: str, upload: Upload, task_id: str) -> None:
+    try:
+        originals.delete(settings, tenant, upload.document_id, [task_id])
+    except Exception:  # the sweep removes an original whose task does not exist
+        logs.event("original_not_withdrawn", {"id": task_id, "tenant": tenant})
+
+
+def _submit_many(connection: Redis, queue: Queue, settings: Settings, tenant: str,
+                 batch_id: str, uploads: list[Upload], keys_: list[str],
+                 args: list[Any]) -> tuple[Claimed, Pipeline]:
+    """A batch is claimed first, so that nothing is stored for the files the claim turns away
+    (duplicates, a full queue); then the originals and jobs of the new tasks. Returns the
+    claim and the pipeline of the last jobs, not sent yet (WAIT may end it)."""
+    claimed = Claimed.of(_claim(connection, keys_, args))
+    if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
+        ids, statuses = claimed.entries[0::2], claimed.entries[1::2]
+        webhook_events.batch_submitted(
+            connection, settings, tenant, batch_id, [t.decode() for t in ids],
+            live=states.LIVE,
+            complete=all(s and not states.is_live(s.decode()) for s in statuses))
+    created = [(upload, claimed.entries[2 * i].decode()) for i, upload in enumerate(uploads)
+               if claimed.created(i)]
+    if not created:
+        return claimed, connection.pipeline(transaction=False)
+    return claimed, _store_and_enqueue(connection, queue, settings, tenant, created)
 
 
 def _kb_state(kb: Redis, settings: Settings, tenant: str, document_ids: list[str]) -> list[str]:
@@ -366,8 +475,7 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
     """Each new task's original into the store, then its job (RQ's own enqueue) queued on a
     pipeline sent every ENQUEUE_EVERY tasks, after the registration of the tenant's queues (so
     workers listen to them): a job never runs before its original is stored, and nothing
-    waits long without its job. Returns that pipeline with its last part still to send (the
-    caller may add WAIT to it)."""
+    waits long without its job. Returns that pipeline with its last part still to send."""
     pipe = connection.pipeline(transaction=False)
     register_queues(pipe, tenant)
     for number, (upload, task_id) in enumerate(created, 1):
@@ -377,49 +485,35 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
         except Exception as exc:  # any store error: what was enqueued stays, the rest is lost
             pipe.execute()
             raise StorageUnavailable() from exc
-        metrics.count(pipe, "tasks_submitted_total", queue=queue.name)
         queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
         if number % ENQUEUE_EVERY == 0 and number < len(created):
             pipe.execute()
     return pipe
 
 
-def _summary(batch_id: str, created_at: str, uploads: Any, reply: list[bytes], tenant: str,
+def _summary(batch_id: str, created_at: str, uploads: Any, entries: list[bytes], tenant: str,
              trace_id: str) -> dict[str, Any]:
-    entries = []
-    for upload, task_id, existing in zip(uploads, reply[1::2], reply[2::2]):
+    answer = []
+    for upload, task_id, existing in zip(uploads, entries[0::2], entries[1::2]):
         task_id, existing = task_id.decode(), existing.decode()
-        entries.append({"id": task_id, "document_id": upload.document_id,
-                        "filename": upload.filename, "status": existing or states.PENDING,
-                        "duplicate": bool(existing)})
+        answer.append({"id": task_id, "document_id": upload.document_id,
+                       "filename": upload.filename, "status": existing or states.PENDING,
+                       "duplicate": bool(existing)})
         logs.event("task_submitted" if not existing else "duplicate_submitted",
                    {"id": task_id, "batch_id": batch_id, "tenant": tenant,
                     "trace_id": trace_id}, document_id=upload.document_id)
-    return {"batch_id": batch_id, "created_at": created_at, "tasks": entries}
+    return {"batch_id": batch_id, "created_at": created_at, "tasks": answer}
 
 
-def _claim(connection: Redis, keys_: list[str], args: list[Any]) -> tuple[list[bytes], Any]:
-    """The claim and ROLE behind it in one round trip: the claim's reply, and ROLE's (or its
-    refusal: jobs.core.replicas). EVALSHA: the script's text is sent only the first time a
-    server lacks it. A reply lost with its connection is asked for again by redis-py's retry,
-    which sends both again: the batch keeps what its first run decided, so the second answers
-    the same."""
+def _claim(connection: Redis, keys_: list[str], args: list[Any]) -> list[Any]:
+    """The claim's reply. EVALSHA: the script's text is sent only the first time a server
+    lacks it. A reply lost with its connection is asked for again by redis-py's retry: the
+    batch keeps what its first run decided, so the second answers the same."""
     try:
-        return _claim_round_trip(connection, keys_, args)
+        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
     except NoScriptError:
         connection.script_load(_SUBMIT)
-        return _claim_round_trip(connection, keys_, args)
-
-
-def _claim_round_trip(connection: Redis, keys_: list[str],
-                      args: list[Any]) -> tuple[list[bytes], Any]:
-    pipe = connection.pipeline(transaction=False)
-    pipe.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
-    pipe.role()
-    reply, role = pipe.execute(raise_on_error=False)
-    if isinstance(reply, Exception):
-        raise reply
-    return reply, role   # a server without ROLE answers an error: one without replicas
+        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
 
 
 def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:

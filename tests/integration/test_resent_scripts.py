@@ -56,22 +56,27 @@ def assert_reply_was_lost(proxy: ResettingProxy, dropped_before: int) -> None:
     assert proxy.dropped == dropped_before + 1, "no reply was lost: the test proved nothing"
 
 
-def test_a_resent_submit_registers_the_batch_once(proxied):
+# One file: the claim travels with the job's enqueue; a batch: the claim alone, then the jobs.
+@pytest.mark.parametrize("files", [1, 2], ids=["one-file", "batch"])
+def test_a_resent_submit_registers_the_batch_once(proxied, files):
     stack, proxy = proxied
     word = unique_word()
     with ApiClient(stack.url) as client:
         dropped = proxy.dropped
         lose_the_reply(proxy, submit._SUBMIT_SHA.encode())
-        response, _ = upload(client, [txt(f"resent-{word}.txt", f"The {word} memo.")])
+        response, _ = upload(client, [txt(f"resent-{word}-{n}.txt", f"The {word} memo {n}.")
+                                      for n in range(files)])
         assert_reply_was_lost(proxy, dropped)
         assert response.status_code == 202, response.text
         body = response.json()
-        assert [t["duplicate"] for t in body["tasks"]] == [False], body
+        assert [t["duplicate"] for t in body["tasks"]] == [False] * files, body
+        ids = [t["id"] for t in body["tasks"]]
         batch = get_json(client, body["url"])
-        assert [t["id"] for t in batch["tasks"]] == [body["tasks"][0]["id"]], batch
-        assert batch["size"] == 1 and sum(batch["counts"].values()) == 1, batch
-        final = wait_terminal(client, [body["tasks"][0]["id"]])[0]
-        assert [t["status"] for t in final.values()] == ["succeeded"], final
+        assert [t["id"] for t in batch["tasks"]] == ids, batch
+        assert batch["size"] == files and sum(batch["counts"].values()) == files, batch
+        final = wait_terminal(client, ids)[0]
+        assert [t["status"] for t in final.values()] == ["succeeded"] * files, final
+        assert [final[i]["attempts"] for i in ids] == [1] * files, final
 
 
 def test_a_resent_cancel_and_a_resent_retry_each_happen_once(proxied):

@@ -1,11 +1,12 @@
 """An upload confirmed by a replica (WAIT) when one is attached (docs/architecture.md §17,
 jobs.core.replicas).
 
-fakeredis knows neither ROLE nor WAIT, so these tests check the decisions: what a ROLE reply
-means, that WAIT is the last command of the pipeline that sends an upload's last writes in every
-submit path (and never sent without a replica), and what 0 confirmations become on the API, the
-form and the CLI. A stand-in answers WAIT (`replica`); tests/integration/test_replica_acks.py
-proves the same on a real primary and replica.
+fakeredis knows neither INFO, ROLE nor WAIT, so these tests check the decisions: what a ROLE
+reply means, that WAIT is the last command of a pipeline that sends one of an upload's last
+writes, after everything else of the upload was sent, in every submit path (and never sent
+without a replica), and what 0 confirmations become on the API, the form and the CLI. A
+stand-in answers WAIT (`replica`); tests/integration/test_replica_acks.py proves the same on a
+real primary and replica.
 """
 from __future__ import annotations
 
@@ -47,16 +48,16 @@ def test_no_confirmation_is_not_replicated_with_the_timeout_in_its_words():
 
 
 class Replica:
-    """Stands in for ROLE's answer and for WAIT: records every pipeline sent, answers a WAIT
-    (taken off the pipeline before fakeredis sees it) with `acks`."""
+    """Stands in for the replicas the claim counts and for WAIT: records every pipeline sent,
+    answers a WAIT (taken off the pipeline before fakeredis sees it) with `acks`."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, attached: int) -> None:
-        self.acks, self.pipelines, self.roles = 1, [], []
-        real_attached, real_execute = replicas.attached, Pipeline.execute
+        self.acks, self.pipelines, self.counts = 1, [], []
+        real_reported, real_execute = replicas.reported, Pipeline.execute
 
-        def role(reply):
-            self.roles.append(reply)
-            real_attached(reply)
+        def role(online):
+            self.counts.append(online)
+            real_reported(online)
             return attached
 
         def execute(pipe, raise_on_error=True):
@@ -68,7 +69,7 @@ class Replica:
                 return [*real_execute(pipe, raise_on_error), self.acks]
             return real_execute(pipe, raise_on_error)
 
-        monkeypatch.setattr(replicas, "attached", role)
+        monkeypatch.setattr(replicas, "reported", role)
         monkeypatch.setattr(Pipeline, "execute", execute)
 
     @property
@@ -89,13 +90,24 @@ def test_without_a_replica_no_upload_ever_waits(client, monkeypatch):
     assert upload(client, ("b.txt", b"x" * BIG)).status_code == 202
     assert upload(client, ("a.txt", b"small one")).get_json()["tasks"][0]["duplicate"]
     assert replica.pipelines and not replica.waits
-    assert isinstance(replica.roles[0], ResponseError), "ROLE went with the claim"
+    assert replica.counts == [-1, -1, -1], "fakeredis refuses INFO: the claim says so"
 
 
 @pytest.mark.parametrize("size", [10, BIG], ids=["small", "spooled"])
-def test_with_a_replica_wait_ends_the_pipeline_of_the_last_writes(client, monkeypatch, size):
+def test_with_a_replica_wait_follows_a_one_file_upload_behind_a_write_of_its_own(
+        client, monkeypatch, size):
+    assert upload(client, ("warm.txt", b"the claim script is loaded")).status_code == 202
     replica = Replica(monkeypatch, attached=1)
     assert upload(client, ("a.txt", b"y" * size)).status_code == 202
+    first, last = replica.pipelines
+    assert first[0] == "EVALSHA" and "HSET" in first, "claim and RQ's enqueue in one round trip"
+    assert last == ["EXPIRE", "WAIT"]
+
+
+@pytest.mark.parametrize("size", [10, BIG], ids=["small", "spooled"])
+def test_with_a_replica_wait_ends_the_pipeline_of_a_batch_s_last_jobs(client, monkeypatch, size):
+    replica = Replica(monkeypatch, attached=1)
+    assert upload(client, ("a.txt", b"y" * size), ("b.txt", b"z" * size)).status_code == 202
     [last] = replica.waits
     assert replica.pipelines[-1] is last and last[-1] == "WAIT"
     assert "HSET" in last, "RQ's enqueue (the job's hash) is in the pipeline WAIT closes"

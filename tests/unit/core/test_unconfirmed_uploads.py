@@ -40,11 +40,10 @@ def test_health_says_uploads_are_not_confirmed_when_role_is_refused(client):
     assert _samples(client)[("intake_redis_replicas_online", ())] == 0
 
 
-def test_what_a_role_reply_says_about_confirmation():
-    refused = ResponseError("NOPERM this user has no permissions to run the 'role' command")
-    assert replicas.unconfirmed_reason(refused) == "role_refused"
-    assert replicas.unconfirmed_reason([b"master", 10, []]) == "no_replica"
-    assert replicas.unconfirmed_reason([b"master", 10, [[b"10.0.0.2", b"6379", b"10"]]]) is None
+def test_what_a_role_reply_and_the_claim_s_count_say_about_confirmation(fresh_warning):
+    assert replicas.reported(-1) == 0 and replicas.reported(0) == 0  # refused INFO, none online
+    assert replicas.reported(2) == 2
+    assert replicas.describe([b"master", 10, []])["uploads_confirmed"] is False
     assert replicas.describe([b"master", 10, [[b"10.0.0.2", b"6379", b"10"]]]) == {
         "role": "master", "replicas_online": 1, "uploads_confirmed": True, "role_refused": False}
     assert replicas.describe([b"slave", b"10.0.0.1", 6379, b"connected", 10])["role"] == "slave"
