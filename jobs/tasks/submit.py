@@ -5,13 +5,13 @@ new — records, the reservation of its bytes in both upload budgets, the batch 
 enqueue of each new task's job follows its original into the object store
 (jobs.tasks.originals): a job never runs before its original is stored.
 
-- One file (`_submit_one`), what a person sending a document waits for: one round trip. The
+- One small file (`_submit_one`), what a person sending a note waits for: one round trip. The
   original is stored first, under the id the claim will give its task, then the claim and the
   job travel in one pipeline. When the claim does not create the task (a duplicate, a
   refusal), the job is taken back and the original deleted; a job a worker took first finds no
   task and does nothing.
-- A batch (`_submit_many`), or any upload when webhooks are on (the batch's event is queued
-  before any job runs): the claim first, so that a refused batch or a duplicate costs no
+- A batch or a large file (`_submit_many`), or any upload when webhooks are on (the batch's
+  event is queued before any job runs): the claim first, so that a refused batch or a duplicate costs no
   byte in the store; then each new task's original and its job, on a pipeline sent every few
   files. If the web dies in between (or the store does not answer: StorageUnavailable), the
   reconciler fails the task as "job lost" (retryable), and an original cut short fails
@@ -331,7 +331,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         args += [task_id, upload.size, "?" if indexed is None else indexed[number],
                  upload.document_id, len(fields)]
         args += [item for pair in fields.items() for item in pair]
-    if len(firsts) == 1 and not webhook_events.enabled(settings):
+    if _in_one_round_trip(list(firsts.values()), settings):
         [upload] = firsts.values()
         [task_id] = new_ids.values()
         claimed = _submit_one(connection, queue, settings, tenant, upload, task_id, keys_, args)
@@ -367,6 +367,14 @@ class Claimed:
 
     def created(self, index: int) -> bool:
         return not self.entries[2 * index + 1]
+
+
+def _in_one_round_trip(uploads: list[Upload], settings: Settings) -> bool:
+    """One small file (held in memory), or one re-index, without webhooks: stored ahead of its
+    claim, it costs at most INLINE_BYTES in the store when the claim refuses it; a larger
+    file is claimed first, so that a refused one is never written."""
+    return (len(uploads) == 1 and not webhook_events.enabled(settings)
+            and (uploads[0].data is not None or uploads[0].original_of is not None))
 
 
 def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str,

@@ -93,21 +93,23 @@ def test_without_a_replica_no_upload_ever_waits(client, monkeypatch):
     assert replica.counts == [-1, -1, -1], "fakeredis refuses INFO: the claim says so"
 
 
-@pytest.mark.parametrize("size", [10, BIG], ids=["small", "spooled"])
 def test_with_a_replica_wait_follows_a_one_file_upload_behind_a_write_of_its_own(
-        client, monkeypatch, size):
+        client, monkeypatch):
     assert upload(client, ("warm.txt", b"the claim script is loaded")).status_code == 202
     replica = Replica(monkeypatch, attached=1)
-    assert upload(client, ("a.txt", b"y" * size)).status_code == 202
+    assert upload(client, ("a.txt", b"y" * 10)).status_code == 202
     first, last = replica.pipelines
     assert first[0] == "EVALSHA" and "HSET" in first, "claim and RQ's enqueue in one round trip"
     assert last == ["EXPIRE", "WAIT"]
 
 
-@pytest.mark.parametrize("size", [10, BIG], ids=["small", "spooled"])
-def test_with_a_replica_wait_ends_the_pipeline_of_a_batch_s_last_jobs(client, monkeypatch, size):
+@pytest.mark.parametrize("files", [[("a.txt", b"y" * 10), ("b.txt", b"z" * 10)],
+                                   [("a.txt", b"y" * BIG)], [("a.txt", b"y" * BIG),
+                                                              ("b.txt", b"z" * BIG)]],
+                         ids=["small-batch", "one-spooled", "spooled-batch"])
+def test_with_a_replica_wait_ends_the_pipeline_of_a_batch_s_last_jobs(client, monkeypatch, files):
     replica = Replica(monkeypatch, attached=1)
-    assert upload(client, ("a.txt", b"y" * size), ("b.txt", b"z" * size)).status_code == 202
+    assert upload(client, *files).status_code == 202
     [last] = replica.waits
     assert replica.pipelines[-1] is last and last[-1] == "WAIT"
     assert "HSET" in last, "RQ's enqueue (the job's hash) is in the pipeline WAIT closes"

@@ -12,7 +12,7 @@ from rq import Queue
 from jobs.core import keys
 from jobs.core.settings import Settings
 from jobs.tasks import originals
-from jobs.tasks.submit import job_data
+from jobs.tasks.submit import INLINE_BYTES, job_data
 from tests.unit.conftest import upload
 
 
@@ -108,3 +108,22 @@ def test_a_job_whose_task_was_never_created_does_nothing(client, redis, run_jobs
     assert not redis.exists(keys.task("f" * 32))
     assert client.get(f"/api/tasks/{'f' * 32}").status_code == 404
     assert client.get("/api/failed").get_json()["tasks"] == []
+
+
+def test_a_large_file_is_claimed_before_it_is_stored(make_app, redis, monkeypatch, round_trips):
+    """A refused file larger than what an upload holds in memory is never written."""
+    monkeypatch.setenv("INTAKE_QUEUE_LIMIT", "1")
+    client = make_app().test_client()
+    assert upload(client, ("first.txt", b"The first file.")).status_code == 202
+    stored: list[str] = []
+    real_put = originals.put
+    monkeypatch.setattr(originals, "put", lambda *a, **k: stored.append(a[3]) or real_put(*a, **k))
+    big = b"A line of a long report.\n" * (INLINE_BYTES // 25 + 100)
+    refused = upload(client, ("large.txt", big))
+    assert refused.status_code == 503 and refused.get_json()["error"]["code"] == "queue_full"
+    assert stored == [] and _stored("large.txt") == []
+    round_trips.clear()
+    monkeypatch.setenv("INTAKE_QUEUE_LIMIT", "100")
+    accepted = make_app().test_client()
+    assert upload(accepted, ("large.txt", big)).status_code == 202
+    assert round_trips[0][0] == "EVALSHA" and "RPUSH" not in round_trips[0], round_trips
