@@ -31,7 +31,6 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
-from jobs.core import metrics
 from jobs.core.exceptions import NotReplicated
 from jobs.core.settings import Settings
 

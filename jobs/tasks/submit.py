@@ -11,11 +11,11 @@ enqueue of each new task's job follows its original into the object store
   refusal), the job is taken back and the original deleted; a job a worker took first finds no
   task and does nothing.
 - A batch or a large file (`_submit_many`), or any upload when webhooks are on (the batch's
-  event is queued before any job runs): the claim first, so that a refused batch or a duplicate costs no
-  byte in the store; then each new task's original and its job, on a pipeline sent every few
-  files. If the web dies in between (or the store does not answer: StorageUnavailable), the
-  reconciler fails the task as "job lost" (retryable), and an original cut short fails
-  readably if retried.
+  event is queued before any job runs): the claim first, so that a refused batch or a
+  duplicate costs no byte in the store; then each new task's original and its job, on a
+  pipeline sent every few files. If the web dies in between (or the store does not answer:
+  StorageUnavailable), the reconciler fails the task as "job lost" (retryable), and an
+  original cut short fails readably if retried.
 
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
 the client (redis-py re-sends after a reset) answers the same and registers nothing twice.
