@@ -27,8 +27,9 @@ HELP = {
     "webhook_deliveries_total": "Webhook delivery attempts by outcome: delivered, "
                                 "failed_attempt (retried later) or gave_up (retries spent).",
     "uploads_unconfirmed_total": "Uploads accepted without a replica's confirmation, by reason: "
-                                 "role_refused (ROLE refused: unknown) or no_replica (none "
-                                 "online; every upload on a single Redis).",
+                                 "role_refused (the server would not say which replicas it "
+                                 "has) or no_replica (none online; every upload on a single "
+                                 "Redis).",
 }
 
 LABELED = {"tasks_finished_total", "webhook_deliveries_total", "uploads_unconfirmed_total"}  # no family until counted

@@ -7,8 +7,10 @@ task id is unguessable and never reused, so two uploads never share a name; the 
 document in the name let the sweep tell a kept original from an orphan without any index of
 its own. The two digits spread a tenant's originals over 256 folders made once, so that on a
 directory store no upload waits for a folder of its own (a mkdir costs as much as the file).
-The web stores it right after the claim registered the task and before the task's job is
-enqueued, so a job never runs before its original is there.
+A job never runs before its original is there: the web stores a small file's original just
+before the claim that registers its task (the claim and the job travel together; a claim that
+creates no task deletes it), a larger one's or a batch's right after the claim and before each
+job is enqueued (jobs.tasks.submit).
 
 What becomes of them: a document's delete deletes the originals of all its tasks (`delete`).
 An original is kept while its task record lives (INTAKE_RETENTION_DAYS) or while its version
