@@ -20,7 +20,7 @@
   var known = {};          // task id -> its last JSON, for countdowns and "no progress" hints
   var following = true, source = null, timer = null, ticker = null;
   var etag = null, interval = 1500, failures = 0, streamErrors = 0;
-  var heard = [], announceTimer = null, previewAsked = false;
+  var heard = {}, heardOrder = [], announceTimer = null, previewAsked = false;
 
   function field(scope, name) { return scope.querySelector('[data-field="' + name + '"]'); }
   function setText(el, text) { if (el && el.textContent !== text) { el.textContent = text; } }
@@ -213,17 +213,20 @@
   }
 
   // Status changes are announced in words ("handbook.pdf: Succeeded"), gathered for a second
-  // so that a burst of changes becomes one short sentence.
+  // so that a burst becomes one short sentence: each document's latest status, once.
   function announce(task) {
-    heard.push(task.document_id + ": " + (task.status === "failed" ? task.status_text
-      : words.labels[task.status]));
+    if (!(task.id in heard)) { heardOrder.push(task.id); }
+    heard[task.id] = task.document_id + ": " + (task.status === "failed" ? task.status_text
+      : words.labels[task.status]);
     if (!announceTimer) { announceTimer = window.setTimeout(flush, 1000); }
   }
 
   function flush() {
     announceTimer = null;
-    setText(announcer, heard.length > 5 ? heard.length + " documents changed status." : heard.join(". "));
-    heard = [];
+    var said = heardOrder.map(function (id) { return heard[id]; });
+    setText(announcer, said.length > 5 ? said.length + " documents changed status." : said.join(". "));
+    heard = {};
+    heardOrder = [];
   }
 
   // Filter by status: the server hides rows for ?status= (so it works without JS); here the
