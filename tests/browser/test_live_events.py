@@ -159,11 +159,11 @@ def test_the_no_progress_hint_follows_the_heartbeat(open_page, web, api, workers
             "status": "running", "current_step": "embedding", "progress": 40, "updated_at": old})
         announce(redis, task_id)  # as every writer of a task does (jobs.tasks.announcements)
         poll(lambda: hint.is_visible() and hint.inner_text(), lambda text: text == "No progress for 3 min",
-             timeout=5, message="the hint appears")
+             timeout=10, message="the hint appears")
         redis.hset(f"intake:task:{task_id}", mapping={
             "progress": 41, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())})
         announce(redis, task_id)
-        poll(lambda: hint.is_visible(), lambda shown: not shown, timeout=5,
+        poll(lambda: hint.is_visible(), lambda shown: not shown, timeout=10,
              message="a fresh heartbeat hides the hint")
     finally:
         workers.start(2)  # the job is still queued: it runs and ends the batch

@@ -62,7 +62,7 @@ def test_upload_form_then_bars_fill_without_reload(page, workers, tmp_path):
     assert page.locator("[data-field=batch_progress]").evaluate("b => b.value") == 100
     assert page.evaluate("window.__sameDocument") is True, "the page was never reloaded"
     poll(lambda: page.locator("[data-announce]").text_content(),
-         lambda text: text.endswith(": Succeeded"), timeout=3,
+         lambda text: text.endswith(": Succeeded"), timeout=10,
          message="status changes are announced in words (gathered for a second)")
 
 

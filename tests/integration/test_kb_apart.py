@@ -72,7 +72,7 @@ def test_a_document_lives_on_the_knowledge_bases_redis_from_upload_to_delete(sta
         done = ingest(client, f"apart-{word}.txt", text_of_chunks(word, 2))
         assert done["result"]["chunks"] == 2, done
         # Its flip follows the task's `succeeded` by one round trip (jobs.kb.pending_flips).
-        hits = poll(lambda: found(client, word), timeout=2,
+        hits = poll(lambda: found(client, word), timeout=10,
                     message="the succeeded document found by search")
         assert {hit["task_id"] for hit in hits} == {done["id"]}, hits
         page = get_json(client, f"/api/tasks/{done['id']}/chunks")
@@ -108,7 +108,7 @@ def test_the_bound_of_a_knowledge_base_apart_is_read_on_its_redis(stack, kb_serv
 
         assert client.delete(f"/api/documents/full-{words[0]}.txt").status_code == 204
         done = ingest(client, f"late-{words[2]}.txt", text_of_chunks(words[2], 1))
-        hits = poll(lambda: found(client, words[2]), timeout=2,
+        hits = poll(lambda: found(client, words[2]), timeout=10,
                     message="the document indexed once room was made")
         assert {hit["task_id"] for hit in hits} == {done["id"]}, hits
 
