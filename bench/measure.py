@@ -210,9 +210,24 @@ def latency_ratio(subject: tuple[Any, str], baseline: tuple[Any, str], *, warmup
             "subject_ms": 1000 * median(mine), "baseline_ms": 1000 * median(theirs)}
 
 
+def unmeasured(figures: dict[str, Any],
+               goals: dict[str, tuple[str, Callable[[float], bool]]]) -> list[str]:
+    """The goals this run has no figure for (a missing font, no CISI collection): a run that
+    could not measure a goal has not met it."""
+    return [name for name in goals if name not in figures]
+
+
+def goals_met(figures: dict[str, Any],
+              goals: dict[str, tuple[str, Callable[[float], bool]]]) -> bool:
+    """Every goal measured and met."""
+    return not unmeasured(figures, goals) and all(
+        check(figures[name]) for name, (_, check) in goals.items())
+
+
 def print_table(figures: dict[str, Any], goals: dict[str, tuple[str, Callable[[float], bool]]],
                 reported: tuple[str, ...] = ()) -> None:
-    """The figures as a table of value, goal and whether it is met (`reported`: no goal)."""
+    """The figures as a table of value, goal and whether it is met (`reported`: no goal); a goal
+    whose figure this run could not measure is shown as such, never left out of the table."""
     rows = [("figure", "value", "goal", "met?")]
     for name, value in figures.items():
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
@@ -221,6 +236,8 @@ def print_table(figures: dict[str, Any], goals: dict[str, tuple[str, Callable[[f
             continue
         goal, check = goals[name]
         rows.append((name, shown, goal, "yes" if check(value) else "NO"))
+    for name in unmeasured(figures, goals):
+        rows.append((name, "-", goals[name][0], "NOT MEASURED"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for i, row in enumerate(rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
