@@ -94,17 +94,35 @@ def tenant_of(name: str) -> str | None:
     return parsed[0] if parsed else None
 
 
+class PushedByClaim(Queue):
+    """RQ's enqueue without its last command: the job's hash is written as RQ writes it, and
+    the script that claims the job's task pushes the job id onto the queue, only when it
+    created the task (jobs.tasks.submit). A job is never queued for a claim that did not
+    run, whatever the server's script cache held."""
+
+    def push_job_id(self, job_id: str, pipeline: Pipeline | None = None,
+                    at_front: bool = False) -> None:
+        """Nothing here: the claim pushes."""
+
+
 class Queues:
     """RQ Queue objects of one connection, made on first use and kept (a web process's)."""
 
     def __init__(self, connection: Redis) -> None:
         self.connection = connection
-        self._made: dict[str, Queue] = {}
+        self._made: dict[tuple[str, type[Queue]], Queue] = {}
 
     def get(self, name: str) -> Queue:
-        queue = self._made.get(name)
+        return self._made_of(name, Queue)
+
+    def pushed_by_claim(self, name: str) -> Queue:
+        """The queue `name` for an enqueue whose push the claim makes (PushedByClaim)."""
+        return self._made_of(name, PushedByClaim)
+
+    def _made_of(self, name: str, kind: type[Queue]) -> Queue:
+        queue = self._made.get((name, kind))
         if queue is None:
-            queue = self._made[name] = Queue(name, connection=self.connection)
+            queue = self._made[name, kind] = kind(name, connection=self.connection)
         return queue
 
 

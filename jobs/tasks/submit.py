@@ -76,6 +76,10 @@ INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (U
 #       size, the task whose version the knowledge base holds ('?': read it here, from the
 #       indexed entry; '': none), the document's id, record (its number of fields, then fields
 #       and values).
+#       One file sent with its job (`_submit_one`) adds two KEYS after the files': RQ's queue
+#       and the job's hash. The job is pushed onto its queue here, only when this claim created
+#       its task, so it is never queued for a duplicate, a refusal or a claim the server could
+#       not run (NOSCRIPT); otherwise its hash is deleted.
 # Returns {'ok', replicas, id1, status1, …} (status '' for a new task; replicas: how many
 # INFO lists online, -1 when the server refuses to say) or {limit name}. An accepted upload
 # with no replica to confirm it is counted here, by reason (jobs.core.replicas).
@@ -87,8 +91,12 @@ local function replicas_online()
   for _ in string.gmatch(info, 'state=online') do online = online + 1 end
   return online
 end
+local files = tonumber(ARGV[11])
+local job_queue, job_key = KEYS[13 + 5 * files], KEYS[14 + 5 * files]
 local remembered = redis.call('HGET', KEYS[7], 'claim')
 if remembered then
+  -- A re-sent claim pushes nothing again; a re-sent duplicate's job hash goes again.
+  if job_key and remembered ~= '-' then redis.call('DEL', job_key) end
   local out, ids, i = {'ok', replicas_online()}, redis.call('LRANGE', KEYS[6], 0, -1), 1
   for status in string.gmatch(remembered, '[^,]+') do
     out[#out + 1] = ids[i]
@@ -97,30 +105,34 @@ if remembered then
   end
   return out
 end
+local function refuse(reason)
+  if job_key then redis.call('DEL', job_key) end
+  return {reason}
+end
 local live = {}
 local at = 18
 for i = 1, tonumber(ARGV[17]) do live[ARGV[at]] = true; at = at + 1 end
 local succeeded = ARGV[at]
 at = at + 1
-local files, starts, bytes = tonumber(ARGV[11]), {}, 0
+local starts, bytes = {}, 0
 for i = 1, files do
   starts[i] = at
   bytes = bytes + tonumber(ARGV[at + 1])
   at = at + 5 + 2 * tonumber(ARGV[at + 4])
 end
-if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return {'queue_full'} end
-if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return {'tenant_full'} end
+if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return refuse('queue_full') end
+if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return refuse('tenant_full') end
 if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
-  return {'blob_budget'}
+  return refuse('blob_budget')
 end
 if tonumber(redis.call('GET', KEYS[4]) or '0') + bytes > tonumber(ARGV[8]) then
-  return {'tenant_blob_budget'}
+  return refuse('tenant_blob_budget')
 end
 if ARGV[9] ~= '' and tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
-  return {'knowledge_base_full'}
+  return refuse('knowledge_base_full')
 end
 if ARGV[10] ~= '' and tonumber(redis.call('GET', KEYS[10]) or '0') >= tonumber(ARGV[10]) then
-  return {'kb_total_full'}
+  return refuse('kb_total_full')
 end
 local replicas = replicas_online()
 local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok', replicas}, {}, {}
@@ -182,6 +194,9 @@ redis.call('HSET', KEYS[7], 'id', ARGV[12], 'tenant', ARGV[13], 'created_at', AR
 redis.call('EXPIRE', KEYS[7], ttl)
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[12])
 if created > 0 then redis.call('HINCRBY', KEYS[12], ARGV[15], created) end
+if job_key then
+  if created > 0 then redis.call('RPUSH', job_queue, ids[1]) else redis.call('DEL', job_key) end
+end
 if replicas < 1 then
   redis.call('HINCRBY', KEYS[12], ARGV[16] .. (replicas < 0 and 'role_refused' or 'no_replica'), 1)
 end
@@ -334,7 +349,8 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
     if _in_one_round_trip(list(firsts.values()), settings):
         [upload] = firsts.values()
         [task_id] = new_ids.values()
-        claimed = _submit_one(connection, queue, settings, tenant, upload, task_id, keys_, args)
+        claimed = _submit_one(connection, queues.pushed_by_claim(queue.name), settings, tenant,
+                              upload, task_id, keys_, args)
         last = connection.pipeline(transaction=False)
     else:
         claimed, last = _submit_many(connection, queue, settings, tenant, batch_id,
@@ -380,42 +396,36 @@ def _in_one_round_trip(uploads: list[Upload], settings: Settings) -> bool:
 def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str,
                 upload: Upload, task_id: str, keys_: list[str], args: list[Any]) -> Claimed:
     """One file in one round trip, which is what a person sending a file waits for: its
-    original is stored first, under the task id the claim will create; then the claim and
-    RQ's enqueue of the job travel together. A job never runs before its original is stored,
-    and never for a task the claim did not create: its attempt finds no task and is skipped
-    (jobs.worker.attempts). When the claim answers a duplicate or a refusal, the job is taken
-    back off its queue when no worker took it yet, and the original is deleted. A server that
-    lost its scripts (a restart, a failover) refuses the claim and runs the rest: the job is
-    taken back, the script loaded, and the whole sent again."""
+    original is stored first, under the task id the claim will create; then RQ's enqueue of
+    the job and the claim travel together. RQ writes the job's hash; the claim pushes the job
+    onto its queue only when it creates the task, so a job is never queued for a duplicate, a
+    refusal, or a claim the server could not run: a server that lost its scripts (a restart, a
+    failover) answers NOSCRIPT and queues nothing, and the whole is sent again once the script
+    is loaded. When the claim does not create the task, its original is deleted."""
     stored = upload.original_of is None  # a re-index's worker copies its original itself
     if stored:
         try:
             originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
         except Exception as exc:  # nothing is claimed yet: nothing to undo
             raise StorageUnavailable() from exc
+    job_keys = [queue.key, Job.key_for(task_id)]
     for last_try in (False, True):
         pipe = connection.pipeline(transaction=False)
-        pipe.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
         register_queues(pipe, tenant)
         queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
-        reply = pipe.execute(raise_on_error=False)[0]
+        pipe.evalsha(_SUBMIT_SHA, len(keys_) + 2, *keys_, *job_keys, *args)
+        reply = pipe.execute(raise_on_error=False)[-1]
         if not isinstance(reply, NoScriptError) or last_try:
             break
-        _withdraw_job(connection, queue, task_id)
         connection.script_load(_SUBMIT)
     if isinstance(reply, Exception) or reply[0] != b"ok" or reply[3]:
-        _withdraw_job(connection, queue, task_id)
+        if isinstance(reply, Exception):  # the claim never ran: its job's hash goes here
+            connection.delete(Job.key_for(task_id))
         if stored:
             _withdraw_original(settings, tenant, upload, task_id)
     if isinstance(reply, Exception):
         raise reply
     return Claimed.of(reply)
-
-
-def _withdraw_job(connection: Redis, queue: Queue, task_id: str) -> None:
-    """Take back a job enqueued ahead of a claim that did not create its task."""
-    if queue.remove(task_id):  # still queued: no worker has it, so its hash can go too
-        Job(task_id, connection=connection).delete(remove_from_queue=False)
 
 
 def _withdraw_original(settings: Settings, tenant: str, upload: Upload, task_id: str) -> None:

@@ -1,7 +1,8 @@
-"""A one-file upload is one round trip to Redis: its original is stored first, then the claim
-and RQ's enqueue of its job travel together (jobs.tasks.submit._submit_one). What went ahead
-of a claim that did not create the task (a duplicate, a refusal) is taken back, and a job a
-worker took before that finds no task and does nothing."""
+"""A one-file upload is one round trip to Redis: its original is stored first, then RQ's
+enqueue of its job and the claim travel together (jobs.tasks.submit._submit_one). The claim
+pushes the job onto its queue only when it created the task: a duplicate, a refusal or a
+server without the script queues nothing, and what went ahead (the original, the job's hash)
+is taken back."""
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,7 @@ def test_a_one_file_upload_is_one_round_trip_holding_the_claim_and_the_job(
     response = upload(client, ("memo-one-trip.txt", b"The valve was replaced."))
     assert response.status_code == 202
     [trip] = round_trips
-    assert trip[0] == "EVALSHA" and "RPUSH" in trip, trip
+    assert trip[-1] == "EVALSHA" and "RPUSH" not in trip, "the claim pushes the job"
     [task] = response.get_json()["tasks"]
     assert _stored("memo-one-trip.txt") == [originals.name("default", "memo-one-trip.txt",
                                                            task["id"])]
@@ -71,21 +72,35 @@ def test_a_duplicate_takes_back_its_job_and_its_original(client, redis, run_jobs
     assert client.get(f"/api/tasks/{first['id']}").get_json()["status"] == "succeeded"
 
 
-def test_a_server_that_lost_its_scripts_gets_the_upload_once(client, redis, run_jobs):
-    """A restart or a failover empties the script cache: the claim is refused (NOSCRIPT) while
-    the job behind it is enqueued; that job is taken back and the whole sent again."""
+def test_a_server_that_lost_its_scripts_gets_the_upload_once(client, redis, run_jobs,
+                                                             monkeypatch):
+    """A restart or a failover empties the script cache: the claim is refused (NOSCRIPT), and
+    the job sent beside it is not queued, so no worker can run it before the claim is sent
+    again. Checked at the moment the server refuses, not only after."""
+    from jobs.tasks import submit
     assert upload(client, ("before.txt", b"The claim script is loaded now.")).status_code == 202
     redis.script_flush()
+    queued_at_refusal: list[list[bytes]] = []
+    real_load = submit.Redis.script_load
+
+    def script_load(connection, script):
+        queued_at_refusal.append(redis.lrange("rq:queue:intake-high", 0, -1))
+        return real_load(connection, script)
+
+    monkeypatch.setattr(submit.Redis, "script_load", script_load)
+    queued_before = redis.lrange("rq:queue:intake-high", 0, -1)
     jobs_before = _jobs(redis)
     response = upload(client, ("after.txt", b"Sent to a server without scripts."))
     assert response.status_code == 202, response.get_json()
+    assert queued_at_refusal == [queued_before], "nothing was queued by the refused claim"
     [task] = response.get_json()["tasks"]
     assert task["duplicate"] is False
     assert len(_jobs(redis)) == len(jobs_before) + 1
     assert redis.lrange("rq:queue:intake-high", 0, -1).count(task["id"].encode()) == 1
     assert _stored("after.txt") == [originals.name("default", "after.txt", task["id"])]
     run_jobs()
-    assert client.get(f"/api/tasks/{task['id']}").get_json()["status"] == "succeeded"
+    final = client.get(f"/api/tasks/{task['id']}").get_json()
+    assert final["status"] == "succeeded" and final["attempts"] == 1, final
 
 
 def test_a_refused_upload_leaves_nothing_behind(make_app, redis, monkeypatch):
