@@ -30,6 +30,7 @@ from jobs.tasks.folder_sync import FolderRecord
 from jobs.tasks.folder_sync import removed as documents_gone
 from jobs.tasks.records import ATTEMPT_WORDS, attempt_words, is_id
 from jobs.tasks.states import BATCH_LIVE, BATCH_STATUSES, STATUSES, TERMINAL
+from jobs.tasks.stored_bytes import used as stored_bytes_used
 from jobs.tasks.submit import Upload
 from jobs.tasks.submit import measure as measure_upload
 from jobs.tasks.webhook_events import backlog as webhook_backlog
@@ -47,7 +48,7 @@ __all__ = [
     "NotReplicated", "NotRetryable", "parse_iso", "PermanentError", "QUEUE_NAMES",
     "read_metrics", "redis_dashboard_url", "redis_sentinel_url", "rejection_reason",
     "SEARCH_MODES", "session_tenant", "StorageUnavailable", "Settings", "shared_queue_name", "start_session", "STATUSES",
-    "STEP_BUCKETS", "SUPPORTED_KINDS", "TERMINAL", "TransientError", "Upload", "UploadExpired",
+    "STEP_BUCKETS", "stored_bytes_used", "SUPPORTED_KINDS", "TERMINAL", "TransientError", "Upload", "UploadExpired",
     "WEB_REDIS_PROFILE", "webhook_backlog", "webhook_worker_command", "worker_command",
     "write_logs",
 ]

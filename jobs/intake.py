@@ -6,13 +6,14 @@ success are the named exceptions of jobs.core.exceptions.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import Any
 
 from redis import Redis
 
 from jobs.core import health, keys
-from jobs.core.exceptions import NoChunks, NoSuchTask, NotNow
+from jobs.core.exceptions import NoChunks, NoSuchDocument, NoSuchTask, NotNow
 from jobs.core.queues import Queues
 from jobs.core.redis_client import WEB
 from jobs.core.settings import Settings
@@ -139,12 +140,25 @@ class Intake:
 
     def original(self, tenant: str, document_id: str) -> originals.Original:
         """The original of a document's current version (lifecycle.current_version), open for
-        reading. Raises NoSuchDocument, for another tenant's document too."""
+        reading; when that one's is not stored (lost with its store, or dropped after the
+        upload retention), the newest version whose original is. Raises NoSuchDocument, for
+        another tenant's document too."""
         latest = self.connection.get(keys.document_latest(tenant, document_id))
         indexed = None if latest is not None else self.kb.hget(
             keys.kb_document(tenant, document_id), "task_id")
-        return originals.of_task(self.connection, self.settings, tenant,
-                                 lifecycle.current_version(latest, indexed), document_id)
+        current = lifecycle.current_version(latest, indexed)
+        try:
+            return originals.of_task(self.connection, self.settings, tenant, current,
+                                     document_id)
+        except NoSuchDocument:
+            if current is None:
+                raise
+        for task_id in library.older_versions(self.connection, self.kb, tenant, document_id,
+                                              current):
+            with contextlib.suppress(NoSuchDocument):
+                return originals.of_task(self.connection, self.settings, tenant, task_id,
+                                         document_id)
+        raise NoSuchDocument()
 
     def documents(self, tenant: str, *, offset: int = 0, limit: int = 50,
                   query: str | None = None, status: str | None = None) -> dict[str, Any]:

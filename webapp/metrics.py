@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs import STEP_BUCKETS, dead_letter_count, read_metrics, shared_queue_name, webhook_backlog
+from jobs import (STEP_BUCKETS, dead_letter_count, read_metrics, shared_queue_name,
+                  stored_bytes_used, webhook_backlog)
 from webapp.dashboard import is_operator
 from webapp.extensions import intake
 
@@ -60,9 +61,23 @@ class IntakeCollector(Collector):
                                 value=health["replication"]["replicas_online"])
         yield GaugeMetricFamily("intake_dead_letters", "Failed tasks listed as dead letters.",
                                 value=dead_letter_count(self.service.connection))
+        yield _stored_bytes(stored_bytes_used(self.service.connection), self.per_tenant)
         yield GaugeMetricFamily("intake_webhook_backlog",
                                 "Webhook deliveries waiting: queued, or parked for a retry.",
                                 value=webhook_backlog(self.service.connection))
+
+
+def _stored_bytes(used: dict[str, int], per_tenant: bool) -> GaugeMetricFamily:
+    """The store's use by originals: per tenant for an operator (a label names the tenant),
+    else in all."""
+    text = ("Bytes of originals kept in the store, as counted against each tenant's quota "
+            "(INTAKE_TENANT_STORED_BYTES).")
+    if not per_tenant:
+        return GaugeMetricFamily("intake_stored_bytes", text, value=sum(used.values()))
+    family = GaugeMetricFamily("intake_stored_bytes", text, labels=["tenant"])
+    for tenant, count in sorted(used.items()):
+        family.add_metric([tenant], count)
+    return family
 
 
 def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:

@@ -106,6 +106,8 @@ class LimitReached(IntakeRefusal):
                                "processed, or kept for a Retry, fill your share of the upload "
                                "storage; try again when some have finished, or delete failed "
                                "documents."),
+        "storage_quota": ("storage_quota", False, 3600, "Your stored files would pass your "
+                          "storage quota; delete documents you no longer need first."),
         "knowledge_base_full": ("knowledge_base_full", False, 3600, "Your knowledge base is "
                                 "full (its chunk limit is reached); delete documents you no "
                                 "longer need first."),
@@ -124,8 +126,9 @@ class LimitReached(IntakeRefusal):
 
 class StorageUnavailable(IntakeRefusal):
     """The object store of originals did not answer while an upload was stored (503): the
-    files the answer did not get to are failed by the reconciler as "job lost"; sending them
-    again once the store answers makes new tasks of them."""
+    claims of the files not stored were taken back (jobs.tasks.unclaim), so sending them again
+    once the store answers makes new tasks of them; those stored before stay accepted and a
+    resend answers them as duplicates."""
 
     code = "storage_unavailable"
     retry_after = 10

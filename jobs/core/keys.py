@@ -229,6 +229,16 @@ def tenant_blob_sizes(tenant: str) -> str:
     return f"{PREFIX}tenant:{tenant}:blob-sizes"
 
 
+def tenant_stored_sizes(tenant: str) -> str:
+    """Hash: task id → bytes of its original in the store (jobs.tasks.stored_bytes)."""
+    return f"{PREFIX}tenant:{tenant}:stored-sizes"
+
+
+def tenant_stored_bytes(tenant: str) -> str:
+    """What the tenant's originals take in the store, the sum of its stored sizes."""
+    return f"{PREFIX}tenant:{tenant}:stored-bytes"
+
+
 def tenant_chunks(tenant: str) -> str:
     """How many chunks a tenant's knowledge base holds: checked against its chunk limit."""
     return f"{PREFIX}kb:{tenant}:chunks"

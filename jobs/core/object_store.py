@@ -64,8 +64,8 @@ class ObjectStore(Protocol):
         """Every stored name that starts with `prefix`, in no particular order."""
         ...
 
-    def listing(self, prefix: str = "") -> Iterator[tuple[str, float]]:
-        """`names`, each with the time it was stored (seconds since the epoch)."""
+    def listing(self, prefix: str = "") -> Iterator[tuple[str, float, int]]:
+        """`names`, each with the time it was stored (seconds since the epoch) and its size."""
         ...
 
 
@@ -159,9 +159,9 @@ class FileStore:
         self._path(name).unlink(missing_ok=True)
 
     def names(self, prefix: str = "") -> Iterator[str]:
-        return (name for name, _modified in self.listing(prefix))
+        return (name for name, _modified, _size in self.listing(prefix))
 
-    def listing(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+    def listing(self, prefix: str = "") -> Iterator[tuple[str, float, int]]:
         if not self.root.is_dir():
             return
         for directory, _subdirectories, files in os.walk(self.root):
@@ -172,7 +172,8 @@ class FileStore:
                 name = path.relative_to(self.root).as_posix()
                 if name.startswith(prefix):
                     with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
-                        yield name, path.stat().st_mtime
+                        stat = path.stat()
+                        yield name, stat.st_mtime, stat.st_size
 
 
 class S3Store:
@@ -241,14 +242,15 @@ class S3Store:
         self.client.delete_object(Bucket=self.bucket, Key=self.prefix + name)
 
     def names(self, prefix: str = "") -> Iterator[str]:
-        return (name for name, _modified in self.listing(prefix))
+        return (name for name, _modified, _size in self.listing(prefix))
 
-    def listing(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+    def listing(self, prefix: str = "") -> Iterator[tuple[str, float, int]]:
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=self.prefix + prefix)
         for page in pages:
             for item in page.get("Contents", []):
-                yield item["Key"][len(self.prefix):], item["LastModified"].timestamp()
+                yield (item["Key"][len(self.prefix):], item["LastModified"].timestamp(),
+                       int(item.get("Size", 0)))
 
 
 def _write_all(handle: int, piece: bytes) -> int:

@@ -49,6 +49,9 @@ class Settings:
     max_files_per_request: int = 500
     queue_limit: int = 10000
     tenant_queue_limit: int = 5000
+    # What one tenant's originals may take in the store (jobs.tasks.stored_bytes): an upload
+    # past it answers 429 storage_quota.
+    tenant_stored_bytes: int = 10 * 1024 * MIB
     # Where originals are kept (jobs.core.object_store): file:///absolute/path or
     # s3://bucket/prefix; empty, the directory instance/originals beside the code, which only
     # serves a fleet on one machine (docs/deploying.md, "Originals").
@@ -93,6 +96,13 @@ class Settings:
     # the primary has one attached; then 503 not_replicated. Below the web's 2 s read timeout
     # (jobs.core.redis_client.WEB), or the wait would look like a stalled Redis.
     replica_wait_ms: int = 500
+
+    @property
+    def queue_reserve(self) -> int:
+        """The last tenth of `queue_limit`, kept for tenants whose backlog (this upload
+        included) is within it: two tenants at their own limits cannot keep everyone else out
+        (jobs.tasks.submit)."""
+        return self.queue_limit // 10
 
     @property
     def retention_seconds(self) -> int:
@@ -161,6 +171,8 @@ class Settings:
         if self.storage_url and not self.storage_url.startswith(("file:///", "s3://")):
             raise ValueError("INTAKE_STORAGE_URL must be file:///absolute/path or "
                              "s3://bucket/prefix")
+        if self.tenant_stored_bytes < 1:
+            raise ValueError("INTAKE_TENANT_STORED_BYTES must be at least 1 (bytes)")
         if self.kb_chunk_limit < 1:
             raise ValueError("INTAKE_KB_CHUNK_LIMIT must be at least 1 (chunks, all tenants)")
         if self.max_attempts < 1:

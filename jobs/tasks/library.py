@@ -184,6 +184,22 @@ def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dic
     return {**entry, "tasks": [_task_entry(record) for record in found]}
 
 
+def older_versions(connection: Redis, kb: Redis, tenant: str, document_id: str,
+                   current: str) -> list[str]:
+    """The document's other versions than `current`, newest first: its tasks the records
+    still hold, then the one the knowledge base holds. Read only when the current version's
+    original is missing, to find the newest one that is stored."""
+    members = connection.smembers(keys.document_tasks(tenant, document_id))
+    found = [r for r in tasks.load_many(connection, sorted(m.decode() for m in members))
+             if r is not None and r.get(TENANT) == tenant and r["id"] != current]
+    found.sort(key=_newest_first)
+    indexed = kb.hget(keys.kb_document(tenant, document_id), "task_id")
+    older = [record["id"] for record in found]
+    if indexed is not None and indexed.decode() not in older + [current]:
+        older.append(indexed.decode())
+    return older
+
+
 def _newest_first(record: Mapping[str, str]) -> tuple[int, float]:
     """Latest submitted first: by version (the submission's time, µs), then by created_at."""
     return (-int(record.get(VERSION) or 0), -timestamp(record.get(CREATED_AT)))

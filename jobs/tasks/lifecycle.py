@@ -32,7 +32,7 @@ from jobs.core.queues import Queues, queue_name
 from jobs.core.queues import parse as parse_queue
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
-from jobs.tasks import originals, states, upload_budgets
+from jobs.tasks import originals, states, stored_bytes, upload_budgets
 from jobs.tasks import record as task_record
 from jobs.tasks.submit import job_data
 
@@ -289,6 +289,7 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
         pipe.delete(keys.task(task_id), keys.checkpoint(task_id),
                     keys.idempotency(record.get("idempotency", "")))
         states.forget(pipe, tenant, task_id)
+    stored_bytes.forget(pipe, tenant, task_ids)
     pipe.execute()
     originals.delete(settings, tenant, document_id, task_ids)
     if had_chunks:

@@ -14,9 +14,12 @@ job is enqueued (jobs.tasks.submit).
 
 What becomes of them: a document's delete deletes the originals of all its tasks (`delete`).
 An original is kept while its task record lives (INTAKE_RETENTION_DAYS) or while its version
-is the one the knowledge base holds, however old; `sweep`, run by the housekeeping at most once
-an hour, removes the others once they are an hour old (a document deleted while the store did
-not answer, versions replaced long ago). Uploads an older release kept in Redis are moved to
+is the one the knowledge base holds, however old, except that of a failed or canceled task,
+kept only for the upload retention (INTAKE_UPLOAD_RETENTION_HOURS: a Retry within it resumes;
+after it, Retry answers `upload_expired`), so that failed uploads do not fill the store;
+`sweep`, run by the housekeeping at most once an hour, removes the others once they are an
+hour old (a document deleted while the store did not answer, versions replaced long ago).
+What each tenant keeps is counted against its quota (jobs.tasks.stored_bytes). Uploads an older release kept in Redis are moved to
 the store by the first worker that reads them (`load`).
 """
 from __future__ import annotations
@@ -33,11 +36,13 @@ from typing import BinaryIO, Iterable
 from redis import Redis
 
 from jobs.core import keys
+from jobs.core.clock import timestamp
 from jobs.core.exceptions import NoSuchDocument
 from jobs.core.failures import PermanentError, TransientError
 from jobs.core.object_store import NotStored, ObjectStore, open_store
 from jobs.core.settings import Settings
 from jobs.tasks import record as task_record
+from jobs.tasks import states, stored_bytes
 from jobs.text.filetypes import media_type
 
 log = logging.getLogger(__name__)
@@ -46,6 +51,9 @@ SWEEP_EVERY_SECONDS = 3600
 #: An orphan younger than this is left alone: a sweep never races an upload on its way.
 SWEEP_MIN_AGE_SECONDS = 3600
 _SWEEP_PAGE = 500
+#: A task in one of these keeps its original only for the upload retention (unless indexed):
+#: no attempt will read it again unless a person retries within that time.
+_DROPPED_AFTER_RETENTION = (states.FAILED, states.CANCELED)
 
 
 def name(tenant: str, document_id: str, task_id: str) -> str:
@@ -185,36 +193,67 @@ def delete(settings: Settings, tenant: str, document_id: str, task_ids: Iterable
 
 def sweep(connection: Redis, settings: Settings, kb: Redis | None = None) -> int:
     """Remove the originals that are neither their task's (a record that lives) nor their
-    document's indexed version, once an hour old; returns how many. At most once per
-    SWEEP_EVERY_SECONDS over the whole fleet (a lock key), since it lists the whole store.
-    `kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL)."""
+    document's indexed version, once an hour old, and those of failed or canceled tasks that
+    ended more than the upload retention ago unless their version is indexed; returns how
+    many. Counts what stays against its tenant's quota where the count missed it
+    (jobs.tasks.stored_bytes). At most once per SWEEP_EVERY_SECONDS over the whole fleet (a
+    lock key), since it lists the whole store. `kb`: the knowledge base's Redis when it is
+    not `connection` (INTAKE_KB_URL)."""
     if not connection.set(keys.originals_sweep(), 1, nx=True, ex=SWEEP_EVERY_SECONDS):
         return 0
     target, removed, page = store(settings), 0, []
-    old_enough = time.time() - SWEEP_MIN_AGE_SECONDS
-    for stored_name, modified in target.listing(PREFIX):
+    now = time.time()
+    for stored_name, modified, size in target.listing(PREFIX):
         parts = _parsed(stored_name)
-        if modified > old_enough or parts is None:
+        if modified > now - SWEEP_MIN_AGE_SECONDS or parts is None:
             continue
-        page.append((stored_name, *parts))
+        page.append(Listed(stored_name, *parts, size))
         if len(page) >= _SWEEP_PAGE:
-            removed += _sweep_page(connection, kb or connection, target, page)
+            removed += _sweep_page(connection, kb or connection, target, page, settings, now)
             page = []
     if page:
-        removed += _sweep_page(connection, kb or connection, target, page)
+        removed += _sweep_page(connection, kb or connection, target, page, settings, now)
     return removed
 
 
-def _sweep_page(connection: Redis, kb: Redis, target: ObjectStore,
-                page: list[tuple[str, str, str, str]]) -> int:
+def _seconds(iso_time: bytes | None) -> float:
+    return timestamp(iso_time.decode()) if iso_time else 0.0
+
+
+@dataclass(frozen=True)
+class Listed:
+    """An original the sweep listed."""
+
+    name: str
+    tenant: str
+    digest: str
+    task_id: str
+    size: int
+
+
+def _sweep_page(connection: Redis, kb: Redis, target: ObjectStore, page: list[Listed],
+                settings: Settings, now: float) -> int:
     alive = connection.pipeline(transaction=False)
     indexed = kb.pipeline(transaction=False)
-    for _name, tenant, digest, task_id in page:
-        alive.exists(keys.task(task_id))
-        indexed.hget(keys.kb_document_at(tenant, digest), "task_id")
-    orphans = [stored_name for (stored_name, *_rest, task_id), lives, holder
-               in zip(page, alive.execute(), indexed.execute())
-               if not lives and (holder or b"").decode() != task_id]
-    for stored_name in orphans:
-        target.delete(stored_name)
-    return len(orphans)
+    for listed in page:
+        alive.hmget(keys.task(listed.task_id), task_record.STATUS, task_record.ENDED_AT)
+        indexed.hget(keys.kb_document_at(listed.tenant, listed.digest), "task_id")
+    dropped, kept = [], []
+    ended_before = now - settings.upload_retention_seconds
+    for listed, (status, ended_at), holder in zip(page, alive.execute(), indexed.execute()):
+        if (holder or b"").decode() == listed.task_id:
+            kept.append(listed)
+        elif status is None or (status.decode() in _DROPPED_AFTER_RETENTION
+                                and 0 < _seconds(ended_at) < ended_before):
+            dropped.append(listed)
+        else:
+            kept.append(listed)
+    for listed in dropped:
+        target.delete(listed.name)
+    pipe = connection.pipeline(transaction=False)
+    for tenant in {listed.tenant for listed in page}:
+        stored_bytes.forget(pipe, tenant, [d.task_id for d in dropped if d.tenant == tenant])
+        stored_bytes.count(pipe, tenant, [(k.task_id, k.size) for k in kept
+                                          if k.tenant == tenant])
+    pipe.execute()
+    return len(dropped)

@@ -13,9 +13,10 @@ enqueue of each new task's job follows its original into the object store
 - A batch or a large file (`_submit_many`), or any upload when webhooks are on (the batch's
   event is queued before any job runs): the claim first, so that a refused batch or a
   duplicate costs no byte in the store; then each new task's original and its job, on a
-  pipeline sent every few files. If the web dies in between (or the store does not answer:
-  StorageUnavailable), the reconciler fails the task as "job lost" (retryable), and an
-  original cut short fails readably if retried.
+  pipeline sent every few files. A store that does not answer takes back the claims of the
+  files not stored before the 503 (StorageUnavailable, jobs.tasks.unclaim). If the web dies
+  in between, the reconciler fails the task as "job lost" (retryable), and an original cut
+  short fails readably if retried.
 
 The batch keeps what its claim decided (which files were new), so a re-send of the script by
 the client (redis-py re-sends after a reset) answers the same and registers nothing twice.
@@ -52,6 +53,7 @@ from jobs.kb.connection import apart
 from jobs.tasks import originals, states, webhook_events
 from jobs.tasks import record as task_record
 from jobs.tasks.records import new_id
+from jobs.tasks.unclaim import unclaim
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
 SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
@@ -64,14 +66,16 @@ INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (U
 # KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
 #       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
 #       9 tenant's chunk count, 10 all tenants' chunk count, 11 tenant's documents, 12 the
-#       metrics hash; then per file: idempotency key, task, the document's tasks, the
-#       document's latest task, its indexed entry.
+#       metrics hash, 13 tenant's stored sizes, 14 tenant's stored bytes; then per file:
+#       idempotency key, task, the document's tasks, the document's latest task, its indexed
+#       entry.
 # ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
 #       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
 #       '' when the knowledge base is on another Redis: checked before, `_kb_state`),
 #       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 the counter of new tasks, 16
-#       the counter of unconfirmed uploads without its reason, 17 how many live statuses, then
-#       those statuses;
+#       the counter of unconfirmed uploads without its reason, 17 how many live statuses, 18
+#       the tenant's quota of stored bytes, 19 the places of the queue limit kept for small
+#       backlogs (Settings.queue_reserve); then the live statuses;
 #       then the reusable statuses beside those (succeeded); then per file: new task id,
 #       size, the task whose version the knowledge base holds ('?': read it here, from the
 #       indexed entry; '': none), the document's id, record (its number of fields, then fields
@@ -92,7 +96,7 @@ local function replicas_online()
   return online
 end
 local files = tonumber(ARGV[11])
-local job_queue, job_key = KEYS[13 + 5 * files], KEYS[14 + 5 * files]
+local job_queue, job_key = KEYS[15 + 5 * files], KEYS[16 + 5 * files]
 local remembered = redis.call('HGET', KEYS[7], 'claim')
 if remembered then
   -- A re-sent claim pushes nothing again; a re-sent duplicate's job hash goes again.
@@ -110,7 +114,7 @@ local function refuse(reason)
   return {reason}
 end
 local live = {}
-local at = 18
+local at = 20
 for i = 1, tonumber(ARGV[17]) do live[ARGV[at]] = true; at = at + 1 end
 local succeeded = ARGV[at]
 at = at + 1
@@ -120,8 +124,16 @@ for i = 1, files do
   bytes = bytes + tonumber(ARGV[at + 1])
   at = at + 5 + 2 * tonumber(ARGV[at + 4])
 end
-if redis.call('ZCARD', KEYS[1]) + files > tonumber(ARGV[5]) then return refuse('queue_full') end
-if redis.call('ZCARD', KEYS[2]) + files > tonumber(ARGV[6]) then return refuse('tenant_full') end
+local held, reserve, queue_limit = redis.call('ZCARD', KEYS[2]), tonumber(ARGV[19]),
+                                  tonumber(ARGV[5])
+-- The last `reserve` places are kept for tenants whose backlog stays within it: a tenant with
+-- a small backlog is never kept out by the others' large ones.
+if held + files > reserve then queue_limit = queue_limit - reserve end
+if redis.call('ZCARD', KEYS[1]) + files > queue_limit then return refuse('queue_full') end
+if held + files > tonumber(ARGV[6]) then return refuse('tenant_full') end
+if tonumber(redis.call('GET', KEYS[14]) or '0') + bytes > tonumber(ARGV[18]) then
+  return refuse('storage_quota')
+end
 if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
   return refuse('blob_budget')
 end
@@ -139,7 +151,7 @@ local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok', replicas}, {}, {
 local created = 0
 local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
 for i = 1, files do
-  local base = 12 + 5 * (i - 1)
+  local base = 14 + 5 * (i - 1)
   local idem, task, document, latest_key, indexed =
     KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]
   local s = starts[i]
@@ -176,6 +188,8 @@ for i = 1, files do
     redis.call('INCRBY', KEYS[3], size)
     redis.call('INCRBY', KEYS[4], size)
     redis.call('HSET', KEYS[5], id, size)
+    redis.call('HSET', KEYS[13], id, size)
+    redis.call('INCRBY', KEYS[14], size)
     redis.call('SADD', document, id)
     redis.call('EXPIRE', document, ttl)
     redis.call('SET', latest_key, id, 'EX', ttl)
@@ -325,7 +339,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
              keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
              keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
              keys.tenant_chunks(tenant), keys.kb_total_chunks(), keys.tenant_documents(tenant),
-             keys.metrics()]
+             keys.metrics(), keys.tenant_stored_sizes(tenant), keys.tenant_stored_bytes(tenant)]
     args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
                        settings.queue_limit, settings.tenant_queue_limit,
                        settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
@@ -334,7 +348,8 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                        batch_id, tenant, created_at,
                        metrics.field("tasks_submitted_total", queue=queue.name),
                        metrics.field(replicas_.UNCONFIRMED, reason=""),
-                       len(states.LIVE), *states.LIVE, states.SUCCEEDED]
+                       len(states.LIVE), settings.tenant_stored_bytes,
+                       settings.queue_reserve, *states.LIVE, states.SUCCEEDED]
     new_ids: dict[str, str] = {}
     for number, (digest, upload) in enumerate(firsts.items()):
         task_id = new_ids[digest] = new_id()
@@ -452,7 +467,7 @@ def _submit_many(connection: Redis, queue: Queue, settings: Settings, tenant: st
                if claimed.created(i)]
     if not created:
         return claimed, connection.pipeline(transaction=False)
-    return claimed, _store_and_enqueue(connection, queue, settings, tenant, created)
+    return claimed, _store_and_enqueue(connection, queue, settings, tenant, batch_id, created)
 
 
 def _kb_state(kb: Redis, settings: Settings, tenant: str, document_ids: list[str]) -> list[str]:
@@ -489,19 +504,25 @@ def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
 
 
 def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                       created: list[tuple[Upload, str]]) -> Pipeline:
+                       batch_id: str, created: list[tuple[Upload, str]]) -> Pipeline:
     """Each new task's original into the store, then its job (RQ's own enqueue) queued on a
     pipeline sent every ENQUEUE_EVERY tasks, after the registration of the tenant's queues (so
     workers listen to them): a job never runs before its original is stored, and nothing
-    waits long without its job. Returns that pipeline with its last part still to send."""
+    waits long without its job. Returns that pipeline with its last part still to send.
+
+    A store that fails halfway: the files stored keep their tasks and jobs, the claims of the
+    others are taken back (jobs.tasks.unclaim), then StorageUnavailable (503): no task is left
+    without its original, and a resend makes new tasks of the files not stored."""
     pipe = connection.pipeline(transaction=False)
     register_queues(pipe, tenant)
     for number, (upload, task_id) in enumerate(created, 1):
         try:
             if upload.original_of is None:  # a re-index's worker copies its original itself
                 originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
-        except Exception as exc:  # any store error: what was enqueued stays, the rest is lost
+        except Exception as exc:  # any store error: what was enqueued stays, the rest goes back
             pipe.execute()
+            unclaim(connection, tenant, batch_id,
+                    [(task_id, upload.document_id) for upload, task_id in created[number - 1:]])
             raise StorageUnavailable() from exc
         queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
         if number % ENQUEUE_EVERY == 0 and number < len(created):

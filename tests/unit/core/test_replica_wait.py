@@ -99,7 +99,7 @@ def test_with_a_replica_wait_follows_a_one_file_upload_behind_a_write_of_its_own
     replica = Replica(monkeypatch, attached=1)
     assert upload(client, ("a.txt", b"y" * 10)).status_code == 202
     first, last = replica.pipelines
-    assert first[0] == "EVALSHA" and "HSET" in first, "claim and RQ's enqueue in one round trip"
+    assert first[-1] == "EVALSHA" and "HSET" in first, "RQ's enqueue and the claim in one trip"
     assert last == ["EXPIRE", "WAIT"]
 
 

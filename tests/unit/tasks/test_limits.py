@@ -185,3 +185,36 @@ def test_a_document_that_would_pass_the_limit_of_all_tenants_fails_at_indexing(
     done = client.get(f"/api/tasks/{task_id}").get_json()
     assert done["status"] == "succeeded" and done["result"]["chunks"] == 2, done
     assert int(redis.get(keys.kb_total_chunks())) == 2
+
+
+def test_two_tenants_at_their_own_limits_cannot_keep_a_third_out(make_app, redis):
+    """The queue limit is two tenants' worth here, as by default (10,000 = 2 × 5,000): the
+    last tenth of it is kept for tenants whose backlog fits in it."""
+    keys_ = ",".join(f"{t}:{t}-key-0123456789abcdefghij" for t in ("big", "huge", "small"))
+    client = make_app(INTAKE_API_KEYS=keys_, INTAKE_QUEUE_LIMIT=20,
+                      INTAKE_TENANT_QUEUE_LIMIT=10).test_client()
+
+    def as_tenant(tenant, count, size=10):
+        client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {tenant}-key-0123456789abcdefghij"
+        return upload(client, *_files(count, size))
+    assert as_tenant("big", 10).status_code == 202
+    refused = as_tenant("huge", 10, size=20)
+    assert refused.status_code == 503 and refused.get_json()["error"]["code"] == "queue_full"
+    assert as_tenant("huge", 8, size=30).status_code == 202, "up to the limit less its reserve"
+    assert as_tenant("small", 2).status_code == 202, "the reserve takes a small backlog"
+    assert as_tenant("small", 1, size=40).status_code == 503, "the limit itself still holds"
+    assert redis.zcard(keys.active()) == 20
+
+
+def test_a_tenant_s_stored_originals_are_bounded_by_its_quota(make_app, redis, run_jobs):
+    client = make_app(INTAKE_TENANT_STORED_BYTES=100).test_client()
+    assert upload(client, *_files(1, size=60)).status_code == 202
+    run_jobs()
+    assert int(redis.get(keys.tenant_stored_bytes("default"))) == 60, "kept after its task ends"
+    refused = upload(client, ("more.txt", b"more words ".ljust(50, b"x")))
+    assert refused.status_code == 429 and refused.headers["Retry-After"]
+    error = refused.get_json()["error"]
+    assert error["code"] == "storage_quota" and "quota" in error["message"], error
+    assert client.delete("/api/documents/f0.txt").status_code == 204
+    assert int(redis.get(keys.tenant_stored_bytes("default"))) == 0, "a delete gives it back"
+    assert upload(client, ("more.txt", b"more words ".ljust(50, b"x"))).status_code == 202

@@ -126,3 +126,59 @@ def test_a_store_that_does_not_answer_is_a_transient_failure_that_names_it(redis
         originals.load(redis, Settings(), "default", "report.pdf", "a" * 32, 10)
     assert failed.value.code == "storage_unavailable"
     assert "store of uploaded files did not answer" in str(failed.value)
+
+
+@pytest.fixture
+def own_store(tmp_path, monkeypatch):
+    """A store of this test's own: the sweep's counts see no other test's originals."""
+    import jobs.core.settings
+    monkeypatch.setattr(jobs.core.settings, "DEFAULT_STORAGE_DIR", tmp_path)
+
+
+def test_failed_and_canceled_uploads_keep_their_originals_only_for_the_upload_retention(
+        make_app, redis, run_jobs, own_store):
+    """Failed uploads no longer fill the store: past INTAKE_UPLOAD_RETENTION_HOURS the sweep
+    drops their originals (unless their version is indexed) and gives their bytes back to the
+    tenant's quota; a Retry then answers upload_expired."""
+    from tests.samples import make_pdf_no_text
+    client = make_app(INTAKE_OCR="off").test_client()
+    failed = upload(client, ("scan.pdf", make_pdf_no_text())).get_json()["tasks"][0]["id"]
+    canceled = upload(client, ("later.txt", b"Canceled before it ran.")).get_json()["tasks"][0]
+    assert client.post(f"/api/tasks/{canceled['id']}/cancel").status_code == 202
+    kept = upload(client, ("kept.txt", b"Succeeded: kept until deleted.")).get_json()["tasks"][0]
+    run_jobs()
+    assert client.get(f"/api/tasks/{failed}").get_json()["status"] == "failed"
+    names = {failed: "scan.pdf", canceled["id"]: "later.txt", kept["id"]: "kept.txt"}
+    used = int(redis.get(keys.tenant_stored_bytes("default")))
+    assert used == sum(int(redis.hget(keys.task(t), "size")) for t in names), used
+    target = originals.store(Settings())
+    hour_ago = time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS
+    for task_id, document_id in names.items():
+        os.utime(target._path(originals.name("default", document_id, task_id)), (hour_ago,) * 2)
+
+    assert originals.sweep(redis, Settings()) == 0, "within the upload retention: all kept"
+    day_ago = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 25 * 3600))
+    for task_id in (failed, canceled["id"]):
+        redis.hset(keys.task(task_id), "ended_at", day_ago)
+    redis.delete(keys.originals_sweep())
+    assert originals.sweep(redis, Settings()) == 2
+    assert not originals.stored(redis, Settings(), "default", "scan.pdf", failed)
+    assert not originals.stored(redis, Settings(), "default", "later.txt", canceled["id"])
+    assert originals.stored(redis, Settings(), "default", "kept.txt", kept["id"])
+    assert int(redis.get(keys.tenant_stored_bytes("default"))) == int(
+        redis.hget(keys.task(kept["id"]), "size")), "their bytes given back"
+    retried = client.post(f"/api/tasks/{canceled['id']}/retry")
+    assert retried.status_code == 409 and retried.get_json()["error"]["code"] == "upload_expired"
+
+
+def test_the_sweep_counts_originals_the_quota_did_not_know(client, redis, own_store):
+    """Originals an older release stored count against the quota once the sweep lists them."""
+    originals.put(Settings(), "default", "old.txt", "a" * 32, io.BytesIO(b"x" * 300))
+    redis.hset(keys.task("a" * 32), mapping={"tenant": "default", "status": "succeeded"})
+    os.utime(originals.store(Settings())._path(originals.name("default", "old.txt", "a" * 32)),
+             (time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS,) * 2)
+    assert originals.sweep(redis, Settings()) == 0
+    assert int(redis.get(keys.tenant_stored_bytes("default"))) == 300
+    redis.delete(keys.originals_sweep())
+    originals.sweep(redis, Settings())
+    assert int(redis.get(keys.tenant_stored_bytes("default"))) == 300, "counted once"

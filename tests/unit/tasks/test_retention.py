@@ -11,7 +11,8 @@ from tests.unit.conftest import upload
 
 KEPT_FOR_GOOD = ("intake:kb:", "intake:metrics", "intake:blob-bytes",
                  "intake:tenant:default:blob-bytes", "intake:tenant:default:blob-sizes",
-                 "intake:tenant:default:documents")  # a document stays until deleted
+                 "intake:tenant:default:documents",  # a document stays until deleted
+                 "intake:tenant:default:stored-")  # and so do its originals
 LISTS = ("intake:active", "intake:failed", "intake:tenant:default:batches",
          "intake:tenant:default:failed", "intake:tenant:default:active", "intake:canceling")
 

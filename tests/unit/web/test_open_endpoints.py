@@ -93,3 +93,13 @@ def test_metrics_give_operators_every_tenants_queue(busy):
 def test_the_sign_in_page_names_no_tenant(busy):
     page = busy.get("/signin")
     assert page.status_code == 200 and _names_no_tenant(page.get_data(as_text=True))
+
+
+def test_metrics_give_the_store_s_use_in_all_and_per_tenant_to_operators(busy):
+    _, anonymous = _metrics(busy)
+    _, operator = _metrics(busy, OPERATOR)
+    per_tenant = {labels: value for (name, labels), value in operator.items()
+                  if name == "intake_stored_bytes"}
+    assert set(per_tenant) == {(("tenant", "acme"),), (("tenant", "globex"),)}, per_tenant
+    assert all(value > 0 for value in per_tenant.values()), per_tenant
+    assert anonymous[("intake_stored_bytes", ())] == sum(per_tenant.values())
