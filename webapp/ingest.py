@@ -16,7 +16,7 @@ from werkzeug.datastructures import FileStorage
 from jobs import (BATCH_LIVE, TERMINAL, FolderRecord, LimitReached, NotFound, NotNow, NotReplicated,
                   display_url, documents_gone)
 from webapp.display import eta_text
-from webapp.uploads import accept
+from webapp.uploads import accept, clean_path
 
 BAR_WIDTH = 30
 LOGGER_NAME = "intake"  # jobs.core.logs' logger
@@ -96,7 +96,8 @@ def ingest_command(paths: tuple[str, ...], tenant: str, priority: str | None, fo
         for handle in handles:
             handle.close()
     if record is not None:
-        _sync_removals(service, record, [doc_id for _, doc_id in found], batch)
+        # The ids the folder's files are kept under, cleaned as the upload cleaned them.
+        _sync_removals(service, record, [clean_path(doc_id) for _, doc_id in found], batch)
     if batch is None:
         sys.exit(1 if checked.rejected else 0)
     _finish(service, tenant, batch, no_wait, refused=bool(checked.rejected))

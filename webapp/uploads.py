@@ -3,7 +3,8 @@
 Each file is bounded, must not be empty, and must be a supported type by its content as well as
 its extension. A document id defaults to the name as uploaded, with the relative folder a
 folder upload or the CLI sends, NFC-normalised; it is cleaned only of what cannot be shown or
-stored safely (control characters, `..`, leading slashes).
+stored safely (control characters, bidi controls, `..`, leading slashes), and a name past its
+length is cut before its extension, which still says its type.
 
 Why files are read in pieces: a request may carry 1 GiB. Werkzeug spools each file part to a
 temporary file once it passes a small size (`UploadRequest`, at most SPOOL_BUDGET_BYTES of a
@@ -27,7 +28,13 @@ from jobs import MIB, Settings, Upload, detect_kind, measure_upload, rejection_r
 SNIFF_BYTES = 4096
 SPOOL_FILE_BYTES = 64 * 1024          # a file part larger than this goes to a temporary file
 SPOOL_BUDGET_BYTES = 4 * MIB       # what one request's file parts may hold in memory
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Longest document id (and uploaded path) kept, in characters.
+MAX_PATH_CHARS = 512
+#: Longest tail after a name's last dot that a cut keeps as its extension ("markdown" fits).
+MAX_EXTENSION_CHARS = 16
+# Control characters (C0, DEL, C1) and Unicode's Bidi_Control characters (marks, embeddings,
+# overrides, isolates): a name holding U+202E shows "report\u202etxt.html" as "reportlmth.txt".
+_UNSHOWN = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _STATUS_OF = {"file_too_large": 413, "empty_file": 400, "unsupported_type": 415}
 
 
@@ -60,11 +67,24 @@ class Accepted:
 
 
 def clean_path(raw: str) -> str:
-    """A safe relative path from what the client sent: NFC, forward slashes, no `..` or root."""
-    text = _CONTROL.sub("", unicodedata.normalize("NFC", raw or "")).replace("\\", "/")
+    """A safe relative path from what the client sent: NFC, forward slashes, no `..` or root,
+    no control or bidi characters, at most MAX_PATH_CHARS characters with its extension."""
+    text = unicodedata.normalize("NFC", _UNSHOWN.sub("", raw or "")).replace("\\", "/")
     parts = [p.strip() for p in text.split("/")]
     parts = [p for p in parts if p and p not in (".", "..")]
-    return "/".join(parts)[:512]
+    return _shortened("/".join(parts))
+
+
+def _shortened(path: str) -> str:
+    """`path` cut to MAX_PATH_CHARS, its extension kept: the type a file's extension claims is
+    checked against its content, and a long `.txt` name cut in its extension was refused (415).
+    """
+    if len(path) <= MAX_PATH_CHARS:
+        return path
+    stem, extension = posixpath.splitext(path)
+    if len(extension) > MAX_EXTENSION_CHARS:
+        stem, extension = path, ""
+    return stem[:MAX_PATH_CHARS - len(extension)].rstrip("/ ") + extension
 
 
 def accept(files: list[FileStorage], document_ids: list[str], settings: Settings) -> Accepted:

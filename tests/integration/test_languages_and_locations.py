@@ -77,6 +77,16 @@ def _page_of(sentence: str, repeat: int = 50, last: str = "") -> str:
     return textwrap.fill(sentence * repeat + last, 80)
 
 
+def test_a_word_after_a_control_character_in_a_pdf_is_found_by_itself(api):
+    """py-pdf's habibi.pdf holds "ϲΒϴΒ\\x03habibi": PDFium drops the U+0003, and the word before
+    it ran into "habibi", so a search for "habibi" missed the document."""
+    run = unique_word()
+    pdf = make_pdf_pages([f"Salaam abc\x03{run}, welcome."])
+    task = _ingest(api, [(f"{run}.pdf", pdf, "application/pdf")])[f"{run}.pdf"]
+    hit, = [h for h in _search(api, run) if h["task_id"] == task["id"]]
+    assert f"abc {run}," in hit["text"]
+
+
 def test_pdf_hits_say_their_page_and_markdown_hits_their_heading(api):
     """A chunk is located where it starts; each word searched for ends a part longer than a
     chunk, so every chunk holding it starts in that part."""

@@ -15,7 +15,7 @@ from typing import Callable
 from jobs.core.failures import PermanentError
 from jobs.text.filetypes import SUPPORTED_KINDS
 from jobs.text.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
-                                        text_allowance)
+                                        text_allowance, word_boundaries)
 
 __all__ = ["Block", "ParseOptions", "ParsedDocument", "parse_document", "with_pages_read"]
 
@@ -70,8 +70,10 @@ def with_pages_read(data: bytes, plan: ParsedDocument, read: dict[int, str],
 
 
 def _stripped(parsed: ParsedDocument) -> ParsedDocument:
-    parsed.blocks = [Block(b.text.strip(), b.location, b.boundary) for b in parsed.blocks
-                     if b.text.strip()]
+    """Each block's text with its words apart (`word_boundaries`) and stripped; empty ones go."""
+    blocks = [Block(word_boundaries(b.text).strip(), b.location, b.boundary)
+              for b in parsed.blocks]
+    parsed.blocks = [block for block in blocks if block.text]
     return parsed
 
 

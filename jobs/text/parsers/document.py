@@ -8,6 +8,8 @@ block it starts in (with `page_end` when it runs on to a later page). Pure: no r
 """
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -20,6 +22,18 @@ from jobs.core.failures import PermanentError
 #: strings and repeated headers at most); anything may give `TEXT_FREE_CHARS`.
 TEXT_PER_FILE_BYTE = 100
 TEXT_FREE_CHARS = 1_000_000
+
+#: C0 and C1 control characters and DEL, ordinary whitespace (\t \n \v \f \r) aside.
+CONTROLS = "\x00-\x08\x0e-\x1f\x7f-\x9f"
+#: Format characters that stand between words: zero width space, bidi marks, embeddings,
+#: overrides and isolates, invisible operators, interlinear annotation. Not those that join
+#: within a word: ZWNJ and ZWJ (Persian, Indic scripts, emoji), the word joiners U+2060 and
+#: U+FEFF, the Mongolian vowel separator, the signs written before digits (U+0600–U+0605 …), tags.
+FORMATS = ("\u061c\u200b\u200e\u200f\u202a-\u202e\u2061-\u2064\u2066-\u206f"
+           "\ufff9-\ufffb")
+_SOFT_HYPHEN = "\u00ad"
+_INVISIBLE = re.compile(f"[{CONTROLS}{FORMATS}{_SOFT_HYPHEN}]+")
+_CONTROL = re.compile(f"[{CONTROLS}]")
 
 
 @dataclass
@@ -80,6 +94,31 @@ class ParseOptions:
     def tell(self, detail: str) -> None:
         if self.progress is not None:
             self.progress(detail)
+
+
+def word_boundaries(text: str) -> str:
+    """`text` with each run of control and format characters between two words made one space.
+
+    Why: such a character is invisible, so a reader sees two words where it stands, but a
+    search term ran them together ("ϲΒϴΒ\\x03habibi" was stored as "ϲΒϴΒhabibi" and "habibi"
+    found nothing). A control character elsewhere carries nothing and is dropped; a format
+    character elsewhere (a bidi mark beside a space) still orders the text around it and stays.
+    A soft hyphen only says where a word may break: it goes, and the word is whole.
+    """
+    return _INVISIBLE.sub(_boundary, text)
+
+
+def _boundary(found: re.Match[str]) -> str:
+    run = found.group().replace(_SOFT_HYPHEN, "")
+    text, start, end = found.string, found.start(), found.end()
+    if run and start and end < len(text) and _in_word(text[start - 1]) and _in_word(text[end]):
+        return " "
+    return _CONTROL.sub("", run)
+
+
+def _in_word(char: str) -> bool:
+    """A letter, a combining mark or a digit."""
+    return unicodedata.category(char)[0] in "LMN"
 
 
 def text_allowance(file_bytes: int) -> int:

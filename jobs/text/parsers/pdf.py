@@ -13,6 +13,7 @@ library reads and renders. A file PDFium cannot open is damaged (or locked by a 
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Callable
 
 import pypdfium2 as pdfium
@@ -20,7 +21,7 @@ import pypdfium2.raw as pdfium_c
 
 from jobs.core.failures import PermanentError
 from jobs.text import ocr
-from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions
+from jobs.text.parsers.document import CONTROLS, FORMATS, Block, ParsedDocument, ParseOptions
 from jobs.text.parsers.text import normalise_newlines
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ SHORT_TEXT = 100
 _PROTECTED = "This PDF is password-protected; upload an unprotected copy."
 _UNSUPPORTED_SECURITY = "This PDF uses an encryption Intake cannot open; upload an unprotected copy."
 _CORRUPT = "This PDF is damaged or truncated and cannot be read."
+_INVISIBLE = re.compile(f"[{CONTROLS}{FORMATS}]")
 
 
 def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
@@ -119,15 +121,48 @@ def _page_text(document: pdfium.PdfDocument, index: int) -> str:
         textpage = page.get_textpage()
         try:
             text = textpage.get_text_range()  # all of it, outside the page's box too
+            dropped = _dropped_controls(textpage) if len(text) < textpage.count_chars() else []
         finally:
             textpage.close()
     finally:
         page.close()
+    pieces: list[str] = []
+    start = 0
+    for at, controls in dropped:
+        pieces += [_cleaned(text[start:at]), controls]
+        start = at
+    return "".join(pieces + [_cleaned(text[start:])]).strip()
+
+
+def _cleaned(text: str) -> str:
     # PDFium writes a hyphen that breaks a word at a line's end as U+0002 (bounded extraction)
     # or U+FFFE (a range) and drops the line break: the word is whole again, as a person reads
     # (and searches for) it.
     return (normalise_newlines(text).replace("\x00", "").replace("\x02", "")
-            .replace("\ufffe", "").strip())
+            .replace("\ufffe", ""))
+
+
+def _dropped_controls(textpage: pdfium.PdfTextPage) -> list[tuple[int, str]]:
+    """The control characters PDFium leaves out of a page's text (U+0002, U+0003 and a few C1
+    controls that are not a hyphen), each run with the index in the text it stood before.
+
+    Why put them back: where one stands between two words, it is all that keeps them apart
+    (py-pdf's habibi.pdf: "ϲΒϴΒ\\x03habibi"); `parsers.word_boundaries` then makes it a space.
+    Only a page whose text is shorter than its characters is looked at one character at a time.
+    """
+    dropped: list[tuple[int, str]] = []
+    run: list[str] = []
+    for char_index in range(textpage.count_chars()):
+        at = pdfium_c.FPDFText_GetTextIndexFromCharIndex(textpage, char_index)
+        if at >= 0:
+            if run:
+                dropped.append((at, "".join(run)))
+                run = []
+            continue
+        code = pdfium_c.FPDFText_GetUnicode(textpage, char_index)
+        if 0 < code < 0x110000 and _INVISIBLE.fullmatch(chr(code)):
+            run.append(chr(code))
+    return dropped
 
 
 def _with_ocr(layer: str, read: str) -> str:

@@ -259,3 +259,18 @@ def test_ingest_sync_leaves_an_id_recorded_without_its_version_and_records_the_r
     (folder / "new.txt").write_text("New.")
     assert "1 new or changed, 0 unchanged, 1 removed" in _sync(app, run_jobs, folder)
     assert not _found(service, "terns")
+
+
+def test_ingest_sync_keeps_a_file_whose_name_uploads_cleaned(app, run_jobs, tmp_path):
+    """A document id is the file's path cleaned (NFC as macOS does not write it, no control or
+    bidi characters): the sync compared the folder's raw paths with the ids it had recorded,
+    and removed such a file's document as soon as it had brought it."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "cafe\u0301.txt").write_text("A note about ospreys.")
+    (folder / "report\u202etxt.md").write_text("A report about shearwaters.")
+    assert "sync: 2 new or changed, 0 unchanged, 0 removed" in _sync(app, run_jobs, folder)
+    service = app.extensions["intake"]
+    assert _found(service, "ospreys") == {"caf\u00e9.txt"}
+    assert _found(service, "shearwaters") == {"reporttxt.md"}
+    assert "sync: 0 new or changed, 2 unchanged, 0 removed" in _sync(app, run_jobs, folder)
