@@ -20,12 +20,15 @@ read without credentials.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
+
+T = TypeVar("T")
 
 #: How long one probe may take, connection and answer together, and what a poll waits at most.
 PROBE_SECONDS = 1.0
@@ -77,6 +80,19 @@ def reason(exc: BaseException) -> str:
     if "Connection" in kind or isinstance(exc, OSError):
         return "unreachable"
     return kind
+
+
+def blocking(call: Callable[[], T]) -> T:
+    """`call`, which may block in a system call (a stat of a directory on an NFS mount whose
+    server is gone), on an OS thread of gevent's pool when gevent patched this process (the
+    web's workers): there a probe's thread is a greenlet, and a system call that hangs would hold
+    every greenlet of the process, the poll's wait for its deadline included. Elsewhere the probe
+    already runs in a thread of its own: `call` runs there."""
+    if "gevent" in sys.modules:
+        from gevent import get_hub, monkey
+        if monkey.is_module_patched("threading"):
+            return get_hub().threadpool.apply(call)
+    return call()
 
 
 class Probes:

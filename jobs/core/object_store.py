@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Protocol
 from urllib.parse import unquote, urlparse
 
-from jobs.core.dependencies import PROBE_SECONDS, ProbeFailed
+from jobs.core.dependencies import PROBE_SECONDS, ProbeFailed, blocking
 
 #: Bytes per piece of a stream, read or written: what a transfer holds in memory at once.
 PIECE_BYTES = 8 * 1024 * 1024
@@ -188,9 +188,13 @@ class FileStore:
                         yield name, path.stat().st_mtime
 
     def probe(self) -> None:
-        """A stat and an access(2) of the directory. Missing is down, although an upload
-        would make it: the originals already stored are not there (a volume not mounted, a
-        wrong path), so no worker could read them."""
+        """A stat and an access(2) of the directory, off gevent's loop (a mount that hangs
+        must not hold the web's other requests). Missing is down, although an upload would
+        make it: the originals already stored are not there (a volume not mounted, a wrong
+        path), so no worker could read them."""
+        blocking(self._probe)
+
+    def _probe(self) -> None:
         try:
             mode = os.stat(self._root).st_mode
         except FileNotFoundError:
