@@ -6,7 +6,7 @@ an operator's basic auth, every tenant's queue is counted under its priority's s
 (`intake`), as /api/health does."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from flask import Blueprint, Response
 from prometheus_client import CollectorRegistry, generate_latest
@@ -84,7 +84,7 @@ def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:
     yield from families.values()
 
 
-def _dependencies(found: dict) -> Iterator[GaugeMetricFamily]:
+def _dependencies(found: dict[str, Any]) -> Iterator[GaugeMetricFamily]:
     """Each dependency of health's as its last probe found it (jobs.core.dependencies): gauges,
     not a histogram, since the probes are kept in no process beyond a second, and a scrape reads
     the state of now as the other gauges do. The knowledge base's read replicas are
