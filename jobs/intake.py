@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import urlparse
 
 from redis import Redis
 
 from jobs.core import health, keys
+from jobs.core.dependencies import Probes
 from jobs.core.exceptions import NoChunks, NoSuchDocument, NoSuchTask, NotNow
 from jobs.core.queues import Queues
-from jobs.core.redis_client import WEB
+from jobs.core.redis_client import PROBE, WEB
 from jobs.core.settings import Settings
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
 from jobs.kb import index
-from jobs.kb.connection import kb_connection, kb_replicas
+from jobs.kb.connection import apart, kb_connection, kb_replicas
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, library, lifecycle, originals, states
@@ -51,6 +53,23 @@ class Intake:
                                  breaker_seconds=settings.search_breaker_seconds,
                                  vectors=parts.vector_store(settings), budget=budget,
                                  replicas=kb_replicas(settings, WEB))
+        self.probes = Probes(self._dependency_probes())
+
+    def _dependency_probes(self) -> dict[str, Callable[[], object]]:
+        """What health probes besides the queue's Redis, each on a client of its own with
+        short timeouts (jobs.core.dependencies): the store of originals (made on first use, as
+        an upload would), the knowledge base when apart, its read replicas."""
+        settings = self.settings
+        # The store's client is made now, not by the first upload or poll: boto3's import and
+        # first client take half a second, which a poll would report as a store that hangs.
+        originals.store(settings)
+        probes: dict[str, Callable[[], object]] = {
+            "store": lambda: originals.store(settings).probe()}
+        if apart(self.kb, self.connection):
+            probes["kb"] = kb_connection(settings, self.connection, PROBE).ping
+        for number, replica in enumerate(kb_replicas(settings, PROBE), 1):
+            probes[health.REPLICA_PROBE.format(number)] = replica.ping
+        return probes
 
     def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
                force: bool = False, trace_id: str | None = None) -> dict[str, Any]:
@@ -196,7 +215,13 @@ class Intake:
         return health.ingestion_workers(self.connection)
 
     def health(self, per_tenant: bool = True) -> dict[str, Any]:
-        """Redis, workers, queues, scheduler; without `per_tenant`, no queue names a tenant
+        """Redis, workers, queues, scheduler, and each dependency (its probe runs while the
+        queue's Redis is read); without `per_tenant`, no queue names a tenant
         (jobs.core.health.without_tenants): what an unauthenticated poll may read."""
-        full = health.report(self.connection)
+        checking = self.probes.begin()
+        full = health.with_dependencies(
+            health.report(self.connection), checking.results(),
+            kb_apart=apart(self.kb, self.connection),
+            replicas=len(self.settings.kb_replica_url_list),
+            store_kind=urlparse(self.settings.storage_address).scheme)
         return full if per_tenant else health.without_tenants(full)

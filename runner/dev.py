@@ -172,7 +172,10 @@ def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
     if isinstance(backend, EmbeddedRedis):
         _say(NOT_DURABLE_NOTICE)
     env = {**os.environ, "REDIS_URL": backend.url, "SECRET_KEY": secret_key}
-    env.setdefault(STORAGE_ENV, (instance_dir / "originals").resolve().as_uri())
+    if STORAGE_ENV not in env:  # made now: health names a store whose directory is missing down
+        originals = instance_dir / "originals"
+        originals.mkdir(parents=True, exist_ok=True)
+        env[STORAGE_ENV] = originals.resolve().as_uri()
     vectors = start_vector_database(instance_dir / "postgres")
     if vectors is not None:
         stack.callback(vectors.stop)  # LIFO: after the workers, before Redis

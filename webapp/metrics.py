@@ -6,7 +6,7 @@ an operator's basic auth, every tenant's queue is counted under its priority's s
 (`intake`), as /api/health does."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from flask import Blueprint, Response
 from prometheus_client import CollectorRegistry, generate_latest
@@ -59,6 +59,7 @@ class IntakeCollector(Collector):
                                 "Replicas ROLE lists online (0 if ROLE is refused): with none, "
                                 "uploads are accepted unconfirmed.",
                                 value=health["replication"]["replicas_online"])
+        yield from _dependencies(health["dependencies"])
         yield GaugeMetricFamily("intake_dead_letters", "Failed tasks listed as dead letters.",
                                 value=dead_letter_count(self.service.connection))
         yield _stored_bytes(stored_bytes_used(self.service.connection), self.per_tenant)
@@ -96,6 +97,27 @@ def _counters(counters: dict[str, int]) -> Iterator[CounterMetricFamily]:
             families[name] = CounterMetricFamily("intake_" + name.removesuffix("_total"),
                                                  HELP[name], value=0)
     yield from families.values()
+
+
+def _dependencies(found: dict[str, Any]) -> Iterator[GaugeMetricFamily]:
+    """Each dependency of health's as its last probe found it (jobs.core.dependencies): gauges,
+    not a histogram, since the probes are kept in no process beyond a second, and a scrape reads
+    the state of now as the other gauges do. The knowledge base's read replicas are
+    `kb_replica_1`, … in the order INTAKE_KB_REPLICA_URLS gives them."""
+    up = GaugeMetricFamily("intake_dependency_up", "1 when the dependency answered its probe: "
+                           "redis (the queue's), kb (the knowledge base's Redis), "
+                           "kb_replica_N, store (the originals').", labels=["dependency"])
+    latency = GaugeMetricFamily("intake_dependency_latency_seconds",
+                                "How long the dependency's last probe took (until it failed, "
+                                "when down).", labels=["dependency"])
+    kb = found["kb"]
+    checks = {"redis": found["redis"], "kb": kb, "store": found["store"],
+              **{f"kb_replica_{n}": replica for n, replica in enumerate(kb["replicas"], 1)}}
+    for name, check in checks.items():
+        up.add_metric([name], 1 if check["up"] else 0)
+        latency.add_metric([name], check["latency_ms"] / 1000)
+    yield up
+    yield latency
 
 
 def _without_tenants(counters: dict[str, int]) -> dict[str, int]:

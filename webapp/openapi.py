@@ -159,6 +159,48 @@ SCHEMAS: dict[str, Any] = {
                 "location": {"$ref": "#/components/schemas/Location"},
                 "original_url": {"type": "string",
                                  "description": "/api/originals/<document_id>"}}}}}},
+    "Dependency": {"type": "object", "required": ["up", "latency_ms"], "properties": {
+        "up": {"type": "boolean"},
+        "latency_ms": {"type": "number",
+                       "description": "how long its last probe took (until it failed, when "
+                                      "down); each probe is bounded to 1 s"},
+        "error": {"type": "string", "description": "why it is down, in a word or two "
+                                                   "(timeout, unreachable, missing, …)"}}},
+    "Health": {"type": "object", "required": [
+        "status", "redis", "workers", "queues", "priorities", "scheduler", "unscheduled",
+        "replication", "dependencies"], "properties": {
+        "status": {"type": "string", "enum": ["ok", "degraded"],
+                   "description": "degraded: the knowledge base, one of its read replicas or "
+                                  "the store of originals does not answer (uploads or searches "
+                                  "may fail; the queue works)"},
+        "redis": {"type": "string", "enum": ["ok"]},
+        "workers": {"type": "object", "properties": {
+            "count": {"type": "integer"},
+            "names": {"type": "array", "items": {"type": "string"}}}},
+        "queues": {"type": "object", "additionalProperties": {"type": "integer"},
+                   "description": "depth by queue; a tenant's queues by name for operators "
+                                  "only"},
+        "priorities": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "scheduler": {"type": "boolean"},
+        "unscheduled": {"type": "array", "items": {"type": "string"}},
+        "replication": {"type": "object"},
+        "dependencies": {"type": "object", "required": ["redis", "kb", "store"],
+                         "properties": {
+            "redis": {"$ref": "#/components/schemas/Dependency"},
+            "kb": {"allOf": [{"$ref": "#/components/schemas/Dependency"}, {
+                "type": "object", "required": ["apart", "replicas"], "properties": {
+                    "apart": {"type": "boolean",
+                              "description": "on a Redis of its own (INTAKE_KB_URL); else "
+                                             "the queue's, and as `redis` found it"},
+                    "replicas": {"type": "array",
+                                 "description": "its read replicas, in the order of "
+                                                "INTAKE_KB_REPLICA_URLS",
+                                 "items": {"$ref": "#/components/schemas/Dependency"}}}}]},
+            "store": {"allOf": [{"$ref": "#/components/schemas/Dependency"}, {
+                "type": "object", "required": ["kind"], "properties": {
+                    "kind": {"type": "string", "enum": ["file", "s3"],
+                             "description": "the store of originals' kind, never its "
+                                            "address"}}}]}}}}},
 }
 
 
@@ -291,8 +333,10 @@ PATHS: dict[str, Any] = {
                             "notice)"}],
         "responses": {"200": _json("SearchResults"), **_errors(400, 401)}}},
     "/api/health": {"get": {
-        "summary": "Redis, workers, queue depths, scheduler",
-        "responses": {"200": _json(_LIST), **_errors(503)}}},
+        "summary": "Redis, workers, queue depths, scheduler, and each dependency's state",
+        "responses": {"200": _json("Health", "The queue's Redis answers (status ok or "
+                                             "degraded)"),
+                      "503": _json("Error", "The queue's Redis is down")}}},
     "/api/openapi.json": {"get": {"summary": "This document",
                                   "responses": {"200": _json(_LIST)}}},
     "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {

@@ -6,12 +6,21 @@ listed); `priorities` sums them per priority over the tenants; `unscheduled` lis
 scheduler holds the lock of (their retries with a backoff would not come back); `replication`
 says whether an upload now would be confirmed by a replica (jobs.core.replicas).
 
+`dependencies` names each thing Intake leans on, whether it answers and how fast: `redis` (the
+queue's: down, health answers 503 instead), `kb` (the knowledge base's Redis: `apart` or the
+queue's own, and its read replicas in the order INTAKE_KB_REPLICA_URLS gives them) and `store`
+(the originals': its `kind`, never its address). `status` is `ok` when all of them answer,
+`degraded` when one other than the queue's Redis does not: the queue still takes and runs
+work, while uploads (the store, the knowledge base's bound) or searches may fail
+(jobs.core.dependencies probes them, bounded in time).
+
 Health is polled without credentials, and a queue's name names its tenant: `without_tenants`
 is the report anyone may read, each tenant's queues folded into the shared name of their
 priority (`intake.acme` counts under `intake`), so who uses this Intake is not given away."""
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Mapping
 
 from redis import Redis
 from rq import Worker
@@ -19,12 +28,15 @@ from rq.scheduler import RQScheduler
 from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
 from jobs.core import queues, replicas
+from jobs.core.dependencies import Check
 from jobs.core.settings import QUEUE_NAMES
 
 
 def report(connection: Redis) -> dict[str, Any]:
     """Raises redis' ConnectionError when Redis is down (the web answers 503)."""
+    started = time.perf_counter()
     connection.ping()
+    pinged = Check(True, time.perf_counter() - started)
     workers = Worker.all(connection=connection)
     names = queues.all_names(connection)
     pipe = connection.pipeline(transaction=False)
@@ -43,7 +55,26 @@ def report(connection: Redis) -> dict[str, Any]:
         "scheduler": any(locks),
         "unscheduled": [name for name, locked in zip(names, locks) if not locked],
         "replication": replicas.status(connection),
+        "dependencies": {"redis": pinged.view()},
     }
+
+
+#: The name of each read replica's probe, numbered from 1 in INTAKE_KB_REPLICA_URLS's order.
+REPLICA_PROBE = "kb_replica_{}"
+
+
+def with_dependencies(full: dict[str, Any], checks: Mapping[str, Check], *, kb_apart: bool,
+                      replicas: int, store_kind: str) -> dict[str, Any]:
+    """`full` (a `report`) with the knowledge base and the store as `checks` found them
+    (`kb`, REPLICA_PROBE's, `store`), and the `status` they make. A knowledge base on the queue's
+    Redis is not probed apart: it answered as `redis` did."""
+    dependencies = dict(full["dependencies"])
+    kb = checks["kb"].view() if kb_apart else dict(dependencies["redis"])
+    kb = {"apart": kb_apart, **kb, "replicas": [
+        checks[REPLICA_PROBE.format(number)].view() for number in range(1, replicas + 1)]}
+    dependencies.update(kb=kb, store={"kind": store_kind, **checks["store"].view()})
+    status = "ok" if all(check.up for check in checks.values()) else "degraded"
+    return {"status": status, **full, "dependencies": dependencies}
 
 
 def without_tenants(full: dict[str, Any]) -> dict[str, Any]:

@@ -17,9 +17,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Protocol
 from urllib.parse import unquote, urlparse
+
+from jobs.core.dependencies import PROBE_SECONDS, ProbeFailed, blocking
 
 #: Bytes per piece of a stream, read or written: what a transfer holds in memory at once.
 PIECE_BYTES = 8 * 1024 * 1024
@@ -30,6 +33,9 @@ PIECE_BYTES = 8 * 1024 * 1024
 S3_CONNECT_TIMEOUT_SECONDS = 5.0
 S3_READ_TIMEOUT_SECONDS = 30.0
 S3_ATTEMPTS = 3
+#: Health's probe of an S3 store (jobs.core.dependencies): one HeadBucket, one attempt, half of
+#: PROBE_SECONDS to connect and half for the answer.
+S3_PROBE_TIMEOUT_SECONDS = PROBE_SECONDS / 2
 
 
 class NotStored(KeyError):
@@ -68,6 +74,11 @@ class ObjectStore(Protocol):
         """`names`, each with the time it was stored (seconds since the epoch) and its size."""
         ...
 
+    def probe(self) -> None:
+        """Health's check, cheap and listing nothing: raises ProbeFailed (or the client's own
+        error) unless the store would take an upload now."""
+        ...
+
 
 def open_store(url: str) -> ObjectStore:
     """The store INTAKE_STORAGE_URL names; ValueError for an address it cannot be."""
@@ -86,6 +97,8 @@ def open_store(url: str) -> ObjectStore:
 class FileStore:
     """A directory; every machine that runs a web or a worker must see the same one (a shared
     volume), or use S3."""
+
+    kind = "file"
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -175,14 +188,36 @@ class FileStore:
                         stat = path.stat()
                         yield name, stat.st_mtime, stat.st_size
 
+    def probe(self) -> None:
+        """A stat and an access(2) of the directory, off gevent's loop (a mount that hangs
+        must not hold the web's other requests). Missing is down, although an upload would
+        make it: the originals already stored are not there (a volume not mounted, a wrong
+        path), so no worker could read them."""
+        blocking(self._probe)
+
+    def _probe(self) -> None:
+        try:
+            mode = os.stat(self._root).st_mode
+        except FileNotFoundError:
+            raise ProbeFailed("missing") from None
+        except PermissionError:
+            raise ProbeFailed("not readable") from None
+        if not stat.S_ISDIR(mode):
+            raise ProbeFailed("not a directory")
+        if not os.access(self._root, os.W_OK | os.X_OK):
+            raise ProbeFailed("not writable")
+
 
 class S3Store:
     """A bucket (and a prefix inside it) of any S3-compatible store."""
+
+    kind = "s3"
 
     def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self.client = client if client is not None else _s3_client()
+        self._probe_client: Any = None
 
     def put(self, name: str, source: BinaryIO) -> int:
         """One PUT for an object of at most a piece; above, a multipart upload sent one piece
@@ -252,6 +287,20 @@ class S3Store:
                 yield (item["Key"][len(self.prefix):], item["LastModified"].timestamp(),
                        int(item.get("Size", 0)))
 
+    def probe(self) -> None:
+        """One HeadBucket (the s3:ListBucket Intake already needs; nothing is listed) on a
+        client of its own that tries once with short timeouts: the store's own client would
+        wait out its three attempts of 30 s on a store that hangs."""
+        from botocore.exceptions import ClientError
+        if self._probe_client is None:
+            self._probe_client = _s3_client(connect_timeout=S3_PROBE_TIMEOUT_SECONDS,
+                                            read_timeout=S3_PROBE_TIMEOUT_SECONDS, attempts=1)
+        try:
+            self._probe_client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", "unknown"))
+            raise ProbeFailed(f"answered {code}"[:40]) from None
+
 
 def _write_all(handle: int, piece: bytes) -> int:
     view = memoryview(piece)
@@ -283,17 +332,22 @@ def _read_piece(source: BinaryIO) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-def _s3_client() -> Any:
+def _s3_client(connect_timeout: float | None = None, read_timeout: float | None = None,
+               attempts: int | None = None) -> Any:
     """boto3's client from the standard AWS variables; path-style addresses when an endpoint is
     given (`AWS_ENDPOINT_URL`: MinIO, SeaweedFS, Ceph and most S3-compatible stores), and
     checksums only where the API requires them (boto3's default since 1.36 sends CRC trailers
-    that some S3-compatible stores refuse, and copies each part to compute them)."""
+    that some S3-compatible stores refuse, and copies each part to compute them). `attempts`
+    given: that many in all (botocore's `total_max_attempts`); else S3_ATTEMPTS."""
     import boto3
     from botocore.config import Config
     style = "path" if os.environ.get("AWS_ENDPOINT_URL") else "auto"
+    retries: dict[str, Any] = {"mode": "standard", "max_attempts": S3_ATTEMPTS}
+    if attempts is not None:
+        retries = {"mode": "standard", "total_max_attempts": attempts}
     return boto3.client("s3", config=Config(
-        s3={"addressing_style": style},
-        retries={"mode": "standard", "max_attempts": S3_ATTEMPTS},
-        connect_timeout=S3_CONNECT_TIMEOUT_SECONDS, read_timeout=S3_READ_TIMEOUT_SECONDS,
+        s3={"addressing_style": style}, retries=retries,
+        connect_timeout=connect_timeout or S3_CONNECT_TIMEOUT_SECONDS,
+        read_timeout=read_timeout or S3_READ_TIMEOUT_SECONDS,
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required"))

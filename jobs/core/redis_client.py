@@ -63,6 +63,11 @@ WEB = Profile(socket_timeout=2.0, connect_timeout=1.0, retries=1, backoff_base=0
 #: tried again for ~20 s in all (20 tries, full jitter up to 2 s apart).
 WORKER = Profile(socket_timeout=None, connect_timeout=2.0, retries=20, backoff_base=0.25,
                  backoff_cap=2.0)
+#: Health's PING of the knowledge base's Redis and its replicas (jobs.core.dependencies): half
+#: a second to connect, half for the answer, never tried again, so a PING that fails is over
+#: within its probe's second.
+PROBE = Profile(socket_timeout=0.5, connect_timeout=0.5, retries=0, backoff_base=0.05,
+                backoff_cap=0.1)
 #: Short-lived commands (the CLI, migrations, the dev runner's checks).
 COMMAND = Profile(socket_timeout=10.0, connect_timeout=2.0, retries=3, backoff_base=0.25,
                   backoff_cap=2.0)

@@ -75,3 +75,13 @@ def test_an_upload_lives_in_the_bucket_until_its_document_is_deleted(s3_stack, s
         assert client.delete(f"/api/documents/{word}.pdf").status_code == 204
         assert not [key for key in _keys(s3_server, bucket) if key.endswith(task_id)]
         assert client.get(f"/api/originals/{word}.pdf").status_code == 404
+
+
+def test_health_names_the_bucket_reachable_without_naming_it(s3_stack, bucket):
+    """Health's probe (one HeadBucket, tried once) against a real S3-compatible server."""
+    with ApiClient(s3_stack.url) as client:
+        answer = client.get("/api/health")
+    assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
+    store = answer.json()["dependencies"]["store"]
+    assert store["kind"] == "s3" and store["up"] is True and store["latency_ms"] < 1000, store
+    assert bucket not in answer.text and "intake-tests-secret" not in answer.text

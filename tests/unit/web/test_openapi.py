@@ -54,3 +54,18 @@ def test_the_document_library_documents_its_filters_and_shapes(client):
     assert {"url", "original_url", "status", "task_id"} <= set(schemas["Document"]["required"])
     hit = schemas["SearchResults"]["properties"]["results"]["items"]
     assert "original_url" in hit["required"]
+
+
+def test_health_documents_its_status_and_each_dependency(client):
+    document = client.get("/api/openapi.json").get_json()
+    answers = document["paths"]["/api/health"]["get"]["responses"]
+    assert answers["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Health"} and "503" in answers
+    health = document["components"]["schemas"]["Health"]
+    assert health["properties"]["status"]["enum"] == ["ok", "degraded"]
+    found = client.get("/api/health").get_json()
+    assert set(health["required"]) <= set(found)
+    dependencies = health["properties"]["dependencies"]
+    assert set(dependencies["required"]) == set(found["dependencies"])
+    store = dependencies["properties"]["store"]["allOf"][1]["properties"]
+    assert store["kind"]["enum"] == ["file", "s3"]
