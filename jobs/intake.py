@@ -66,10 +66,12 @@ class Intake:
         when no document was found; the ids refused). Raises LimitReached like an upload."""
         ids = (reindexing.all_document_ids(self.connection, tenant) if document_ids is None
                else document_ids)
-        chosen = reindexing.choose(self.connection, self.kb, self.settings, tenant, ids)
+        chosen = reindexing.choose(self.connection, self.kb, self.settings, tenant, ids,
+                                   force=force)
         if not chosen.uploads:
             return None, chosen.rejected
-        return self.submit(tenant, chosen.uploads, priority=priority or "bulk", force=force,
+        # Never a forced claim: `force` made each upload a re-run, which answers a live task.
+        return self.submit(tenant, chosen.uploads, priority=priority or "bulk",
                            trace_id=trace_id), chosen.rejected
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:

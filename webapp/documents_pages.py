@@ -46,7 +46,8 @@ def index() -> str:
 @bp.post("/documents/reindex")
 def reindex() -> Response:
     """One document (`document_id`), forced: whoever clicks Re-index on it wants it run again,
-    at normal priority since they watch its batch page. Or `all=1`: every document, not
+    at normal priority since they watch its batch page; clicked again while that run waits
+    or runs, it is the same run. Or `all=1`: every document, not
     forced, on the bulk queue: those already indexed under today's pipeline come back as
     duplicates, and the flash says how many."""
     back = _back(request.form)
@@ -139,6 +140,8 @@ def _reindex_words(batch: Mapping[str, Any], rejected: list[dict[str, str]],
     started = len(tasks) - current
     if not everything:
         name = tasks[0]["filename"] or tasks[0]["document_id"]
+        if tasks[0]["duplicate"]:  # forced: a duplicate is its run still under way
+            return f"{name} is already being re-indexed.", True
         return f"Re-indexing {name}.", True
     words = (f"Re-indexing {_documents(started)}" if started else
              "Nothing to re-index")

@@ -249,8 +249,8 @@ def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: st
         raise click.ClickException("no documents to re-index")
     duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])
     if duplicates:
-        click.echo(f"{duplicates} already indexed under the current pipeline (--force to run "
-                   "them again)", err=True)
+        click.echo(f"{duplicates} already indexed under the current pipeline, or being "
+                   "re-indexed (--force to run the former again)", err=True)
     _finish(service, tenant, batch, no_wait, refused=bool(rejected))
 
 

@@ -218,7 +218,9 @@ PATHS: dict[str, Any] = {
                    "pipeline version: `{\"document_ids\": [...]}` or `{\"all\": true}`, "
                    "`force` (also those already indexed under it), `priority` (bulk by "
                    "default). A batch like an upload's; each document stays findable from its "
-                   "previous version until its new one is indexed",
+                   "previous version until its new one is indexed. A document has one re-index "
+                   "waiting at most: a forced one while its task is pending, retrying or "
+                   "running answers that task as a duplicate",
         "requestBody": {"required": True, "content": {"application/json": {"schema": {
             "type": "object", "properties": {
                 "document_ids": {"type": "array", "items": {"type": "string"}},

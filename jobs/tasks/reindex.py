@@ -13,6 +13,11 @@ before reading it (a hard link, or S3's copy inside the store: jobs.tasks.origin
 While it runs, every document stays findable from its previous version: the new version
 replaces it in one flip (jobs.kb.index), never before it is indexed, so none is missing and
 none is found twice at any moment.
+
+A document has at most one re-index waiting. A forced one is claimed as a re-run
+(Upload.rerun): a new task unless the task of that content is pending, retrying or running,
+which it answers as a duplicate, decided in the claim's own script, so two clicks at once are
+one run.
 """
 from __future__ import annotations
 
@@ -56,10 +61,10 @@ def all_document_ids(connection: Redis, tenant: str) -> list[str]:
 
 
 def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
-           document_ids: Iterable[str]) -> Chosen:
+           document_ids: Iterable[str], *, force: bool = False) -> Chosen:
     """The current version of each document (lifecycle.current_version) as an Upload that
-    reads that version's original; an id with no document of this tenant, or whose original
-    is gone, is refused. Two round trips for the records, none for any byte, except for a
+    reads that version's original, a re-run when `force`; an id with no document of this
+    tenant, or whose original is gone, is refused. Two round trips for the records, none for any byte, except for a
     version stored by a release that did not record its digest (its original is read once)."""
     ids = list(dict.fromkeys(document_ids))
     pipe = connection.pipeline(transaction=False)
@@ -86,7 +91,7 @@ def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
         uploads.append(Upload(filename=record.get(task_record.FILENAME) or document_id,
                               document_id=document_id, kind=record.get(task_record.KIND, ""),
                               size=int(record.get(task_record.SIZE) or 0), sha256=sha256,
-                              original_of=task_id))
+                              original_of=task_id, rerun=force))
     return Chosen(uploads, rejected)
 
 

@@ -112,3 +112,20 @@ def test_a_reindex_whose_original_is_gone_fails_readably(client, run_jobs, redis
     assert {h["task_id"] for h in _hits(client, "turbine")} == {task["id"]}, \
         "the indexed version stays"
     assert redis.hget(keys.task(rerun["id"]), "original_of") == task["id"].encode()
+
+
+def test_a_second_forced_reindex_while_the_first_waits_is_the_same_run(client, run_jobs,
+                                                                        redis):
+    task = upload(client, ("clicked.txt", TEXT)).get_json()["tasks"][0]
+    run_jobs()
+    first = _reindex(client, document_ids=["clicked.txt"], force=True).get_json()["tasks"][0]
+    second = _reindex(client, document_ids=["clicked.txt"], force=True).get_json()["tasks"][0]
+    assert not first["duplicate"] and first["id"] != task["id"]
+    assert second["duplicate"] and second["id"] == first["id"], "one re-index waiting at most"
+    assert len(Queue("intake-bulk", connection=redis)) == 1, "one job"
+    run_jobs()
+    third = _reindex(client, document_ids=["clicked.txt"], force=True).get_json()["tasks"][0]
+    assert not third["duplicate"] and third["id"] != first["id"], "done: forced runs again"
+    tasks = client.get("/api/documents/clicked.txt").get_json()["tasks"]
+    assert len(tasks) == 3, tasks
+
