@@ -62,12 +62,13 @@ class Intake:
                 priority: str | None = None,
                 trace_id: str | None = None) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
         """Run documents again from their stored originals (all of the tenant's when
-        `document_ids` is None) on the `bulk` queue unless told otherwise: (the batch, or None
-        when no document was found; the ids refused). Raises LimitReached like an upload."""
+        `document_ids` is None, but those whose last run failed unless `force`) on the `bulk`
+        queue unless told otherwise: (the batch, or None when no document was chosen; the ids
+        refused or left out). Raises LimitReached like an upload."""
         ids = (reindexing.all_document_ids(self.connection, tenant) if document_ids is None
                else document_ids)
         chosen = reindexing.choose(self.connection, self.kb, self.settings, tenant, ids,
-                                   force=force)
+                                   force=force, skip_failed=document_ids is None and not force)
         if not chosen.uploads:
             return None, chosen.rejected
         # Never a forced claim: `force` made each upload a re-run, which answers a live task.

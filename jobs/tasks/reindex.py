@@ -14,10 +14,13 @@ While it runs, every document stays findable from its previous version: the new 
 replaces it in one flip (jobs.kb.index), never before it is indexed, so none is missing and
 none is found twice at any moment.
 
-A document has at most one re-index waiting. A forced one is claimed as a re-run
-(Upload.rerun): a new task unless the task of that content is pending, retrying or running,
-which it answers as a duplicate, decided in the claim's own script, so two clicks at once are
-one run.
+What keeps it from multiplying work:
+- A document has at most one re-index waiting. A forced one is claimed as a re-run
+  (Upload.rerun): a new task unless the task of that content is pending, retrying or running,
+  which it answers as a duplicate, decided in the claim's own script, so two clicks at once
+  are one run.
+- `all` leaves out a document whose latest task failed (a bad file, a bomb: it would fail
+  again, at full cost, at each click) unless forced; by its id it is re-run as asked.
 """
 from __future__ import annotations
 
@@ -29,13 +32,15 @@ from redis import Redis
 
 from jobs.core import keys
 from jobs.core.settings import Settings
-from jobs.tasks import lifecycle, originals
+from jobs.tasks import lifecycle, originals, states
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.tasks.submit import Upload, measure
 
 #: The most documents one `all` re-index reads the ids of at once.
 PAGE = 1000
+#: The code of a document `all` leaves out because its latest task failed.
+LAST_RUN_FAILED = "last_run_failed"
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,12 @@ def all_document_ids(connection: Redis, tenant: str) -> list[str]:
 
 
 def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
-           document_ids: Iterable[str], *, force: bool = False) -> Chosen:
+           document_ids: Iterable[str], *, force: bool = False,
+           skip_failed: bool = False) -> Chosen:
     """The current version of each document (lifecycle.current_version) as an Upload that
     reads that version's original, a re-run when `force`; an id with no document of this
-    tenant, or whose original is gone, is refused. Two round trips for the records, none for any byte, except for a
+    tenant, or whose original is gone, is refused, and one whose latest task failed when
+    `skip_failed`. Two round trips for the records, none for any byte, except for a
     version stored by a release that did not record its digest (its original is read once)."""
     ids = list(dict.fromkeys(document_ids))
     pipe = connection.pipeline(transaction=False)
@@ -81,6 +88,10 @@ def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
     for document_id, task_id, record in zip(ids, versions, records):
         if task_id is None or record is None or record.get(task_record.TENANT) != tenant:
             rejected.append(_refused(document_id, "not_found", "No such document."))
+            continue
+        if skip_failed and record.get(task_record.STATUS) == states.FAILED:
+            rejected.append(_refused(document_id, LAST_RUN_FAILED, "Its last run failed; "
+                                     "re-index it by itself, or with force, to run it again."))
             continue
         sha256 = record.get(task_record.SHA256) or _digest(connection, settings, tenant,
                                                            document_id, task_id)

@@ -5,7 +5,8 @@ version (never missing, never twice).
 
 What keeps a re-index from multiplying work, through the API on a stack of its own (logical
 database 8, so that "all" is this module's documents only; the Procfile's web and a real
-`rq worker`): a document has one re-index waiting at most."""
+`rq worker`): a document has one re-index waiting at most, and "all" leaves out a document
+whose last run failed unless forced or named."""
 from __future__ import annotations
 
 import subprocess
@@ -19,6 +20,7 @@ from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient
 from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
 from tests.integration.processes import REPO_ROOT, VENV_BIN
+from tests.samples import make_pdf_no_text
 
 pytestmark = pytest.mark.integration
 
@@ -117,3 +119,28 @@ def test_forced_reindexes_of_a_document_while_one_waits_are_that_one_run(stack):
         tasks = get_json(client, f"/api/documents/{name}")["tasks"]
         assert [task["id"] for task in tasks] == [*runs, first["id"]], "one run, not three"
 
+
+def test_reindex_all_runs_a_failed_document_again_only_when_forced_or_named(stack):
+    word = unique_word()
+    fine, scan = f"fine-{word}.txt", f"scan-{word}.pdf"
+    with ApiClient(stack.url) as client:
+        first = _ingested(client, [txt(fine, f"The {word} pump log."),
+                                   (scan, make_pdf_no_text(), "application/pdf")])
+        assert first[scan]["status"] == "failed", first[scan]
+
+        again = _reindex(client, all=True)
+        assert scan not in {task["document_id"] for task in again["tasks"]}, again
+        assert {(r["document_id"], r["code"]) for r in again["rejected"]} == {
+            (scan, "last_run_failed")}, again
+        assert get_json(client, f"/api/documents/{scan}")["task_id"] == first[scan]["id"]
+
+        named = _reindex(client, document_ids=[scan])["tasks"][0]
+        assert not named["duplicate"], "asked by its id: run again"
+        done, _ = wait_terminal(client, [named["id"]])
+        assert done[named["id"]]["status"] == "failed", done
+        forced = {t["document_id"]: t for t in _reindex(client, all=True, force=True)["tasks"]}
+        assert not forced[scan]["duplicate"] and not forced[fine]["duplicate"], forced
+        done, _ = wait_terminal(client, [forced[scan]["id"], forced[fine]["id"]])
+        assert done[forced[fine]["id"]]["status"] == "succeeded", done
+        tasks = get_json(client, f"/api/documents/{scan}")["tasks"]
+        assert [t["id"] for t in tasks] == [forced[scan]["id"], named["id"], first[scan]["id"]]

@@ -9,6 +9,7 @@ from rq import Queue
 from jobs.core import keys
 from jobs.core.settings import Settings
 from jobs.tasks import originals
+from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
 TEXT = ("The turbine hall inspection found the valve seals worn. " * 40).encode()
@@ -128,4 +129,30 @@ def test_a_second_forced_reindex_while_the_first_waits_is_the_same_run(client, r
     assert not third["duplicate"] and third["id"] != first["id"], "done: forced runs again"
     tasks = client.get("/api/documents/clicked.txt").get_json()["tasks"]
     assert len(tasks) == 3, tasks
+
+
+def test_all_leaves_out_a_document_whose_last_run_failed_unless_forced_or_named(client,
+                                                                                run_jobs):
+    upload(client, ("fine.txt", TEXT), ("scan.pdf", make_pdf_no_text()))
+    run_jobs()
+    assert client.get("/api/documents/scan.pdf").get_json()["status"] == "failed"
+    body = _reindex(client, all=True).get_json()
+    assert [t["document_id"] for t in body["tasks"]] == ["fine.txt"]
+    assert body["tasks"][0]["duplicate"], "up to date"
+    assert [(r["document_id"], r["code"]) for r in body["rejected"]] == [
+        ("scan.pdf", "last_run_failed")]
+    forced = _reindex(client, all=True, force=True).get_json()
+    assert sorted(t["document_id"] for t in forced["tasks"]) == ["fine.txt", "scan.pdf"]
+    assert not any(t["duplicate"] for t in forced["tasks"]) and forced["rejected"] == []
+    run_jobs()
+    named = _reindex(client, document_ids=["scan.pdf"]).get_json()
+    assert not named["tasks"][0]["duplicate"], "asked by its id: run again"
+
+
+def test_all_of_a_failed_library_is_a_conflict_that_says_why(client, run_jobs):
+    upload(client, ("scan.pdf", make_pdf_no_text()))
+    run_jobs()
+    response = _reindex(client, all=True)
+    assert response.status_code == 409, response.get_json()
+    assert response.get_json()["error"]["code"] == "nothing_to_reindex"
 
