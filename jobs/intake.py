@@ -64,11 +64,12 @@ class Intake:
         """Run documents again from their stored originals (all of the tenant's when
         `document_ids` is None, but those whose last run failed unless `force`) on the `bulk`
         queue unless told otherwise: (the batch, or None when no document was chosen; the ids
-        refused or left out). Raises LimitReached like an upload."""
-        ids = (reindexing.all_document_ids(self.connection, tenant) if document_ids is None
-               else document_ids)
-        chosen = reindexing.choose(self.connection, self.kb, self.settings, tenant, ids,
-                                   force=force, skip_failed=document_ids is None and not force)
+        refused or left out). Raises LimitReached like an upload, and before reading the whole
+        library when all of it would not fit (jobs.tasks.reindex)."""
+        chosen = (reindexing.choose_all(self.connection, self.kb, self.settings, tenant,
+                                        force=force) if document_ids is None else
+                  reindexing.choose(self.connection, self.kb, self.settings, tenant,
+                                    document_ids, force=force))
         if not chosen.uploads:
             return None, chosen.rejected
         # Never a forced claim: `force` made each upload a re-run, which answers a live task.

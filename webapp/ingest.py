@@ -243,6 +243,8 @@ def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: st
         batch, rejected = service.reindex(tenant, None if reindex_all else list(document_ids),
                                           force=force, priority=priority)
     except LimitReached as exc:
+        if exc.limit == "reindex_too_large":
+            raise click.ClickException(f"refused: {exc.message}") from None
         raise click.ClickException(f"refused, try again later ({exc.limit})") from None
     refused = [r for r in rejected if r["code"] != LAST_RUN_FAILED]
     for rejection in refused:

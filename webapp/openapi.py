@@ -222,7 +222,8 @@ PATHS: dict[str, Any] = {
                    "waiting at most: a forced one while its task is pending, retrying or "
                    "running answers that task as a duplicate. `all` leaves out, in `rejected` "
                    "(`last_run_failed`), documents whose last run failed unless `force` (409 "
-                   "`nothing_to_reindex` when that leaves none)",
+                   "`nothing_to_reindex` when that leaves none), and answers 429 without "
+                   "reading further once the library is more than the queue has room for",
         "requestBody": {"required": True, "content": {"application/json": {"schema": {
             "type": "object", "properties": {
                 "document_ids": {"type": "array", "items": {"type": "string"}},

@@ -8,7 +8,7 @@ from rq import Queue
 
 from jobs.core import keys
 from jobs.core.settings import Settings
-from jobs.tasks import originals
+from jobs.tasks import originals, records, reindex
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
@@ -156,3 +156,23 @@ def test_all_of_a_failed_library_is_a_conflict_that_says_why(client, run_jobs):
     assert response.status_code == 409, response.get_json()
     assert response.get_json()["error"]["code"] == "nothing_to_reindex"
 
+
+def test_all_past_the_queue_limit_is_refused_before_the_whole_library_is_read(
+        make_app, run_jobs, monkeypatch):
+    monkeypatch.setenv("INTAKE_TENANT_QUEUE_LIMIT", "3")
+    client = make_app().test_client()
+    for number in range(10):
+        upload(client, (f"doc-{number}.txt", TEXT + str(number).encode()))
+        run_jobs()  # one at a time: never more than 3 waiting
+    monkeypatch.setattr(reindex, "PAGE", 2)
+    read: list[str] = []
+    load_many = records.load_many
+    monkeypatch.setattr(records, "load_many",
+                        lambda connection, ids: read.extend(ids) or load_many(connection, ids))
+    response = _reindex(client, all=True)
+    assert response.status_code == 429, response.get_json()
+    error = response.get_json()["error"]
+    assert error["code"] == "tenant_queue_full" and "slices" in error["message"], error
+    assert len(read) <= 4, f"read {len(read)} of 10 documents only to refuse them"
+    assert _reindex(client, document_ids=["doc-0.txt", "doc-1.txt"],
+                    force=True).status_code == 202, "a slice by id fits"
