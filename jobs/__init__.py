@@ -29,6 +29,7 @@ from jobs.tasks.dead_letters import count as dead_letter_count
 from jobs.tasks.folder_sync import FolderRecord
 from jobs.tasks.folder_sync import removed as documents_gone
 from jobs.tasks.records import ATTEMPT_WORDS, attempt_words, is_id
+from jobs.tasks.reindex import LAST_RUN_FAILED
 from jobs.tasks.states import BATCH_LIVE, BATCH_STATUSES, STATUSES, TERMINAL
 from jobs.tasks.stored_bytes import used as stored_bytes_used
 from jobs.tasks.submit import Upload
@@ -43,7 +44,8 @@ __all__ = [
     "changed_task", "changes_channel", "compact_json", "configure_logging", "connect_redis",
     "dead_letter_count", "detect_kind", "display_url", "documents_gone", "end_session",
     "FolderRecord", "held_logs", "Intake", "IntakeError", "IntakeRefusal", "is_id",
-    "is_redis_outage", "LimitReached", "match_pattern", "MAX_SEARCH_K", "measure_upload", "MIB",
+    "is_redis_outage", "LAST_RUN_FAILED", "LimitReached", "match_pattern", "MAX_SEARCH_K",
+    "measure_upload", "MIB",
     "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
     "NotReplicated", "NotRetryable", "parse_iso", "PermanentError", "QUEUE_NAMES",
     "read_metrics", "redis_dashboard_url", "redis_sentinel_url", "rejection_reason",

@@ -82,14 +82,18 @@ class Intake:
                 priority: str | None = None,
                 trace_id: str | None = None) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
         """Run documents again from their stored originals (all of the tenant's when
-        `document_ids` is None) on the `bulk` queue unless told otherwise: (the batch, or None
-        when no document was found; the ids refused). Raises LimitReached like an upload."""
-        ids = (reindexing.all_document_ids(self.connection, tenant) if document_ids is None
-               else document_ids)
-        chosen = reindexing.choose(self.connection, self.kb, self.settings, tenant, ids)
+        `document_ids` is None, but those whose last run failed unless `force`) on the `bulk`
+        queue unless told otherwise: (the batch, or None when no document was chosen; the ids
+        refused or left out). Raises LimitReached like an upload, and before reading the whole
+        library when all of it would not fit (jobs.tasks.reindex)."""
+        chosen = (reindexing.choose_all(self.connection, self.kb, self.settings, tenant,
+                                        force=force) if document_ids is None else
+                  reindexing.choose(self.connection, self.kb, self.settings, tenant,
+                                    document_ids, force=force))
         if not chosen.uploads:
             return None, chosen.rejected
-        return self.submit(tenant, chosen.uploads, priority=priority or "bulk", force=force,
+        # Never a forced claim: `force` made each upload a re-run, which answers a live task.
+        return self.submit(tenant, chosen.uploads, priority=priority or "bulk",
                            trace_id=trace_id), chosen.rejected
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any
 
 from flask import Blueprint, Response, request, send_file
 
-from jobs import MAX_SEARCH_K, SEARCH_MODES, STATUSES, compact_json, held_logs, write_logs
+from jobs import (LAST_RUN_FAILED, MAX_SEARCH_K, SEARCH_MODES, STATUSES, compact_json,
+                  held_logs, write_logs)
 from webapp import tenancy
 from webapp.dashboard import is_operator, operator_denial
 from webapp.errors import ApiError
@@ -64,7 +65,8 @@ def upload_documents() -> Response:
 @bp.post("/documents/reindex")
 def reindex_documents() -> Response:
     """`{"document_ids": [...]}` or `{"all": true}`, `force`, `priority` (bulk by default): a
-    batch like an upload's, each document run again from its stored original."""
+    batch like an upload's, each document run again from its stored original. `all` leaves out
+    (in `rejected`) the documents whose last run failed, unless forced: 409 when that is all."""
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
         raise ApiError(400, "bad_request", 'Send JSON: {"document_ids": [...]} or {"all": true}.')
@@ -82,6 +84,10 @@ def reindex_documents() -> Response:
         batch, rejected = intake().reindex(tenancy.current_tenant(), ids, priority=priority,
                                            force=body.get("force") is True, trace_id=_trace_id())
     if batch is None:
+        if rejected and all(r["code"] == LAST_RUN_FAILED for r in rejected):
+            raise ApiError(409, "nothing_to_reindex", "The last run of every document failed; "
+                           "re-index them by id, or with force, to run them again.",
+                           extra={"rejected": rejected})
         message = rejected[0]["message"] if rejected else "There are no documents to re-index."
         raise ApiError(404, "not_found", message, extra={"rejected": rejected})
     response = json_response(upload_payload(batch, rejected), 202,

@@ -14,8 +14,8 @@ from typing import Any, Mapping
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (STATUSES, LimitReached, NotFound, NotReplicated, StorageUnavailable,
-                  held_logs, write_logs)
+from jobs import (LAST_RUN_FAILED, STATUSES, LimitReached, NotFound, NotReplicated,
+                  StorageUnavailable, held_logs, write_logs)
 from webapp import tenancy
 from webapp.extensions import intake
 
@@ -46,9 +46,10 @@ def index() -> str:
 @bp.post("/documents/reindex")
 def reindex() -> Response:
     """One document (`document_id`), forced: whoever clicks Re-index on it wants it run again,
-    at normal priority since they watch its batch page. Or `all=1`: every document, not
-    forced, on the bulk queue: those already indexed under today's pipeline come back as
-    duplicates, and the flash says how many."""
+    at normal priority since they watch its batch page; clicked again while that run waits
+    or runs, it is the same run. Or `all=1`: every document, not forced, on the bulk queue:
+    those already indexed under today's pipeline come back as duplicates, those whose last
+    run failed are left out, and the flash says how many."""
     back = _back(request.form)
     everything = request.form.get("all") == "1"
     document_id = request.form.get("document_id") or ""
@@ -65,7 +66,8 @@ def reindex() -> Response:
             flash(exc.message, "error")
             return redirect(back, 303)
     if batch is None:
-        flash(rejected[0]["message"] if rejected else "There are no documents to re-index.",
+        flash(_left_out("Nothing to re-index", rejected) if everything and rejected else
+              rejected[0]["message"] if rejected else "There are no documents to re-index.",
               "error")
         return redirect(back, 303)
     message, started = _reindex_words(batch, rejected, everything)
@@ -139,15 +141,28 @@ def _reindex_words(batch: Mapping[str, Any], rejected: list[dict[str, str]],
     started = len(tasks) - current
     if not everything:
         name = tasks[0]["filename"] or tasks[0]["document_id"]
+        if tasks[0]["duplicate"]:  # forced: a duplicate is its run still under way
+            return f"{name} is already being re-indexed.", True
         return f"Re-indexing {name}.", True
     words = (f"Re-indexing {_documents(started)}" if started else
              "Nothing to re-index")
     if current:
         words += (f"; {_documents(current)} {'was' if current == 1 else 'were'} already up "
                   "to date")
-    if rejected:
-        words += f"; {_documents(len(rejected))} could not be: {rejected[0]['message']}"
-    return words.rstrip(".") + ".", started > 0
+    return _left_out(words, rejected), started > 0
+
+
+def _left_out(words: str, rejected: list[dict[str, str]]) -> str:
+    """`words` and what a re-index of all left out: documents whose last run failed (they
+    would fail again at each click), then those it could not re-index."""
+    failed = sum(1 for r in rejected if r["code"] == LAST_RUN_FAILED)
+    if failed:
+        words += (f"; {_documents(failed)} whose last run failed "
+                  f"{'was' if failed == 1 else 'were'} left out (Re-index each to run it again)")
+    refused = [r for r in rejected if r["code"] != LAST_RUN_FAILED]
+    if refused:
+        words += f"; {_documents(len(refused))} could not be: {refused[0]['message']}"
+    return words.rstrip(".") + "."
 
 
 def _documents(count: int) -> str:

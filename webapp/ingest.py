@@ -13,8 +13,8 @@ from flask import current_app
 from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
-from jobs import (BATCH_LIVE, TERMINAL, FolderRecord, LimitReached, NotFound, NotNow, NotReplicated,
-                  display_url, documents_gone)
+from jobs import (BATCH_LIVE, LAST_RUN_FAILED, TERMINAL, FolderRecord, LimitReached, NotFound,
+                  NotNow, NotReplicated, display_url, documents_gone)
 from webapp.display import eta_text
 from webapp.uploads import accept, clean_path
 
@@ -225,7 +225,8 @@ def _summary(batch: dict) -> int:
 @click.option("--all", "reindex_all", is_flag=True, help="Every document of the tenant.")
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--force", is_flag=True,
-              help="Also the documents already indexed under the current pipeline version.")
+              help="Also the documents already indexed under the current pipeline version "
+                   "and, with --all, those whose last run failed.")
 @click.option("--priority", type=click.Choice(["high", "normal", "bulk"]), default="bulk",
               show_default=True)
 @click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
@@ -243,16 +244,22 @@ def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: st
         batch, rejected = service.reindex(tenant, None if reindex_all else list(document_ids),
                                           force=force, priority=priority)
     except LimitReached as exc:
+        if exc.limit == "reindex_too_large":
+            raise click.ClickException(f"refused: {exc.message}") from None
         raise click.ClickException(f"refused, try again later ({exc.limit})") from None
-    for rejection in rejected:
+    refused = [r for r in rejected if r["code"] != LAST_RUN_FAILED]
+    for rejection in refused:
         click.echo(f"not re-indexed {rejection['document_id']}: {rejection['message']}", err=True)
+    if len(refused) < len(rejected):
+        click.echo(f"{len(rejected) - len(refused)} left out, their last run failed (name "
+                   "them, or --force, to run them again)", err=True)
     if batch is None:
         raise click.ClickException("no documents to re-index")
     duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])
     if duplicates:
-        click.echo(f"{duplicates} already indexed under the current pipeline (--force to run "
-                   "them again)", err=True)
-    _finish(service, tenant, batch, no_wait, refused=bool(rejected))
+        click.echo(f"{duplicates} already indexed under the current pipeline, or being "
+                   "re-indexed (--force to run the former again)", err=True)
+    _finish(service, tenant, batch, no_wait, refused=bool(refused))
 
 
 @click.command("failed")

@@ -260,14 +260,19 @@ PATHS: dict[str, Any] = {
                    "pipeline version: `{\"document_ids\": [...]}` or `{\"all\": true}`, "
                    "`force` (also those already indexed under it), `priority` (bulk by "
                    "default). A batch like an upload's; each document stays findable from its "
-                   "previous version until its new one is indexed",
+                   "previous version until its new one is indexed. A document has one re-index "
+                   "waiting at most: a forced one while its task is pending, retrying or "
+                   "running answers that task as a duplicate. `all` leaves out, in `rejected` "
+                   "(`last_run_failed`), documents whose last run failed unless `force` (409 "
+                   "`nothing_to_reindex` when that leaves none), and answers 429 without "
+                   "reading further once the library is more than the queue has room for",
         "requestBody": {"required": True, "content": {"application/json": {"schema": {
             "type": "object", "properties": {
                 "document_ids": {"type": "array", "items": {"type": "string"}},
                 "all": {"type": "boolean"}, "force": {"type": "boolean"},
                 "priority": {"type": "string", "enum": ["high", "normal", "bulk"]}}}}}},
         "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
-                      **_errors(400, 401, 404, 429, 503)}}},
+                      **_errors(400, 401, 404, 409, 429, 503)}}},
     "/api/originals/{document_id}": {"get": {
         "summary": "The document's current version as uploaded: an attachment with its file "
                    "name and detected media type (the id may contain `/`)",

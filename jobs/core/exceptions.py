@@ -100,6 +100,9 @@ class LimitReached(IntakeRefusal):
                        "processed; try again shortly."),
         "tenant_full": ("tenant_queue_full", False, 30, "You have too many documents waiting; "
                         "try again when some have finished."),
+        "reindex_too_large": ("tenant_queue_full", False, 30, "Your library has more documents "
+                              "than may wait at once; re-index it in slices, naming the "
+                              "documents (document_ids, or the command with ids)."),
         "blob_budget": ("storage_full", True, 30, "Too many uploaded bytes are waiting to be "
                         "processed; try again shortly."),
         "tenant_blob_budget": ("tenant_storage_full", False, 30, "Your uploads waiting to be "

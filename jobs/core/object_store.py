@@ -79,6 +79,13 @@ class ObjectStore(Protocol):
         error) unless the store would take an upload now."""
         ...
 
+    def clear_unfinished(self, before: float) -> int:
+        """Remove what writes cut off before `before` (seconds since the epoch) left behind,
+        which `listing` never shows: a directory's temporary `.part-` files, a bucket's
+        multipart uploads never completed nor aborted (a process killed mid-upload); returns
+        how many. A write still on its way must have started after `before`."""
+        ...
+
 
 def open_store(url: str) -> ObjectStore:
     """The store INTAKE_STORAGE_URL names; ValueError for an address it cannot be."""
@@ -207,6 +214,23 @@ class FileStore:
         if not os.access(self._root, os.W_OK | os.X_OK):
             raise ProbeFailed("not writable")
 
+    def clear_unfinished(self, before: float) -> int:
+        """The `.part-` files last written before `before`: a write goes on moving its file's
+        modification time with every piece, so one that stopped that long ago was cut off."""
+        removed = 0
+        if not self.root.is_dir():
+            return 0
+        for directory, _subdirectories, files in os.walk(self.root):
+            for file in files:
+                if not file.startswith(".part-"):
+                    continue
+                path = os.path.join(directory, file)
+                with contextlib.suppress(FileNotFoundError):  # renamed or removed meanwhile
+                    if os.lstat(path).st_mtime < before:
+                        os.unlink(path)
+                        removed += 1
+        return removed
+
 
 class S3Store:
     """A bucket (and a prefix inside it) of any S3-compatible store."""
@@ -300,6 +324,27 @@ class S3Store:
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", "unknown"))
             raise ProbeFailed(f"answered {code}"[:40]) from None
+
+    def clear_unfinished(self, before: float) -> int:
+        """Abort the multipart uploads under the store's prefix initiated before `before`: the
+        parts of one whose process was killed stay in the bucket, billed and unlisted, until
+        then (`put` aborts only an upload whose stream broke)."""
+        from botocore.exceptions import ClientError
+        removed = 0
+        pages = self.client.get_paginator("list_multipart_uploads").paginate(
+            Bucket=self.bucket, Prefix=self.prefix)
+        for page in pages:
+            for upload in page.get("Uploads", []):
+                if upload["Initiated"].timestamp() >= before:
+                    continue
+                try:
+                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
+                                                       UploadId=upload["UploadId"])
+                    removed += 1
+                except ClientError as exc:  # ended meanwhile: nothing left to abort
+                    if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
+                        raise
+        return removed
 
 
 def _write_all(handle: int, piece: bytes) -> int:

@@ -18,9 +18,10 @@ is the one the knowledge base holds, however old, except that of a failed or can
 kept only for the upload retention (INTAKE_UPLOAD_RETENTION_HOURS: a Retry within it resumes;
 after it, Retry answers `upload_expired`), so that failed uploads do not fill the store;
 `sweep`, run by the housekeeping at most once an hour, removes the others once they are an
-hour old (a document deleted while the store did not answer, versions replaced long ago).
-What each tenant keeps is counted against its quota (jobs.tasks.stored_bytes). Uploads an older release kept in Redis are moved to
-the store by the first worker that reads them (`load`).
+hour old (a document deleted while the store did not answer, versions replaced long ago), and
+what writes cut off by a kill left a day ago. What each tenant keeps is counted against its
+quota (jobs.tasks.stored_bytes). Uploads an older release kept in Redis are moved to the store
+by the first worker that reads them (`load`).
 """
 from __future__ import annotations
 
@@ -50,6 +51,13 @@ PREFIX = "tasks/"
 SWEEP_EVERY_SECONDS = 3600
 #: An orphan younger than this is left alone: a sweep never races an upload on its way.
 SWEEP_MIN_AGE_SECONDS = 3600
+#: A write cut off (a `.part-` file, an S3 multipart upload) is removed once its last piece
+#: (a file) or its start (S3) is this old. Far beyond any write: the longest, a web storing an
+#: upload of INTAKE_MAX_FILE_BYTES (512 MiB) from its spooled copy, takes under 90 minutes even
+#: at 100 KB/s, and an S3 upload fails within minutes of a store that stops answering
+#: (jobs.core.object_store's timeouts); a day also leaves any clock skew between machines and
+#: the store out of the question.
+UNFINISHED_MIN_AGE_SECONDS = 24 * 3600
 _SWEEP_PAGE = 500
 #: A task in one of these keeps its original only for the upload retention (unless indexed):
 #: no attempt will read it again unless a person retries within that time.
@@ -198,11 +206,17 @@ def sweep(connection: Redis, settings: Settings, kb: Redis | None = None) -> int
     many. Counts what stays against its tenant's quota where the count missed it
     (jobs.tasks.stored_bytes). At most once per SWEEP_EVERY_SECONDS over the whole fleet (a
     lock key), since it lists the whole store. `kb`: the knowledge base's Redis when it is
-    not `connection` (INTAKE_KB_URL)."""
+    not `connection` (INTAKE_KB_URL).
+
+    Writes cut off by a kill are cleared too, once a day old (UNFINISHED_MIN_AGE_SECONDS):
+    no listing shows them, so nothing else would ever remove them."""
     if not connection.set(keys.originals_sweep(), 1, nx=True, ex=SWEEP_EVERY_SECONDS):
         return 0
     target, removed, page = store(settings), 0, []
     now = time.time()
+    cleared = target.clear_unfinished(now - UNFINISHED_MIN_AGE_SECONDS)
+    if cleared:
+        log.info("cleared %d unfinished writes from the store of originals", cleared)
     for stored_name, modified, size in target.listing(PREFIX):
         parts = _parsed(stored_name)
         if modified > now - SWEEP_MIN_AGE_SECONDS or parts is None:

@@ -13,6 +13,18 @@ before reading it (a hard link, or S3's copy inside the store: jobs.tasks.origin
 While it runs, every document stays findable from its previous version: the new version
 replaces it in one flip (jobs.kb.index), never before it is indexed, so none is missing and
 none is found twice at any moment.
+
+What keeps it from multiplying work:
+- A document has at most one re-index waiting. A forced one is claimed as a re-run
+  (Upload.rerun): a new task unless the task of that content is pending, retrying or running,
+  which it answers as a duplicate, decided in the claim's own script, so two clicks at once
+  are one run.
+- `all` leaves out a document whose latest task failed (a bad file, a bomb: it would fail
+  again, at full cost, at each click) unless forced; by its id it is re-run as asked.
+- `all` reads the library a PAGE at a time and stops as soon as more documents are chosen
+  than the queues have room for, refusing the request whole (429, or 503 when all tenants'
+  queue is full) before reading the rest: the claim would refuse it anyway, and one more
+  document than the room is all it takes to know.
 """
 from __future__ import annotations
 
@@ -23,14 +35,17 @@ from typing import Any, Iterable
 from redis import Redis
 
 from jobs.core import keys
+from jobs.core.exceptions import LimitReached
 from jobs.core.settings import Settings
-from jobs.tasks import lifecycle, originals
+from jobs.tasks import lifecycle, originals, states
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.tasks.submit import Upload, measure
 
-#: The most documents one `all` re-index reads the ids of at once.
+#: The most documents one `all` re-index reads at once (ids, then their records).
 PAGE = 1000
+#: The code of a document `all` leaves out because its latest task failed.
+LAST_RUN_FAILED = "last_run_failed"
 
 
 @dataclass(frozen=True)
@@ -42,24 +57,56 @@ class Chosen:
     rejected: list[dict[str, str]]
 
 
-def all_document_ids(connection: Redis, tenant: str) -> list[str]:
+def choose_all(connection: Redis, kb: Redis, settings: Settings, tenant: str, *,
+               force: bool = False) -> Chosen:
     """Every document of the tenant (keys.tenant_documents), oldest first, so that a re-index
-    of all goes through the library in the order it was built."""
-    found: list[str] = []
+    of all goes through the library in the order it was built, read a PAGE at a time; those
+    whose latest task failed are left out unless `force`. Raises LimitReached once more
+    documents are chosen than the queues have room for (`_room`), without reading further."""
+    limit, room = _room(connection, settings, tenant)
+    uploads: list[Upload] = []
+    rejected: list[dict[str, str]] = []
+    seen: set[str] = set()
     start = 0
     while True:
         page = connection.zrange(keys.tenant_documents(tenant), start, start + PAGE - 1)
-        found += [member.decode() for member in page]
-        if len(page) < PAGE:
-            return found
         start += PAGE
+        ids = [i for i in (member.decode() for member in page) if i not in seen]
+        seen.update(ids)  # an upload meanwhile moves a document to the end: read it once
+        chosen = choose(connection, kb, settings, tenant, ids, force=force,
+                        skip_failed=not force)
+        uploads += chosen.uploads
+        rejected += chosen.rejected
+        if len(uploads) > room:
+            raise LimitReached("reindex_too_large" if len(uploads) > settings.tenant_queue_limit
+                               else limit)
+        if len(page) < PAGE:
+            return Chosen(uploads, rejected)
+
+
+def _room(connection: Redis, settings: Settings, tenant: str) -> tuple[str, int]:
+    """The limit a re-index would pass first, and how many more tasks it lets wait: the
+    claim's own (INTAKE_TENANT_QUEUE_LIMIT, INTAKE_QUEUE_LIMIT), which count every file of a
+    batch, duplicates too. (A library larger than the tenant's whole queue is refused as
+    `reindex_too_large` instead: waiting would not cure it.)"""
+    pipe = connection.pipeline(transaction=False)
+    pipe.zcard(keys.tenant_active(tenant))
+    pipe.zcard(keys.active())
+    tenant_waiting, waiting = pipe.execute()
+    tenant_room = settings.tenant_queue_limit - tenant_waiting
+    room = settings.queue_limit - waiting
+    if room < tenant_room:
+        return "queue_full", max(room, 0)
+    return "tenant_full", max(tenant_room, 0)
 
 
 def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
-           document_ids: Iterable[str]) -> Chosen:
+           document_ids: Iterable[str], *, force: bool = False,
+           skip_failed: bool = False) -> Chosen:
     """The current version of each document (lifecycle.current_version) as an Upload that
-    reads that version's original; an id with no document of this tenant, or whose original
-    is gone, is refused. Two round trips for the records, none for any byte, except for a
+    reads that version's original, a re-run when `force`; an id with no document of this
+    tenant, or whose original is gone, is refused, and one whose latest task failed when
+    `skip_failed`. Two round trips for the records, none for any byte, except for a
     version stored by a release that did not record its digest (its original is read once)."""
     ids = list(dict.fromkeys(document_ids))
     pipe = connection.pipeline(transaction=False)
@@ -77,6 +124,10 @@ def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
         if task_id is None or record is None or record.get(task_record.TENANT) != tenant:
             rejected.append(_refused(document_id, "not_found", "No such document."))
             continue
+        if skip_failed and record.get(task_record.STATUS) == states.FAILED:
+            rejected.append(_refused(document_id, LAST_RUN_FAILED, "Its last run failed; "
+                                     "re-index it by itself, or with force, to run it again."))
+            continue
         sha256 = record.get(task_record.SHA256) or _digest(connection, settings, tenant,
                                                            document_id, task_id)
         if sha256 is None:
@@ -86,7 +137,7 @@ def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
         uploads.append(Upload(filename=record.get(task_record.FILENAME) or document_id,
                               document_id=document_id, kind=record.get(task_record.KIND, ""),
                               size=int(record.get(task_record.SIZE) or 0), sha256=sha256,
-                              original_of=task_id))
+                              original_of=task_id, rerun=force))
     return Chosen(uploads, rejected)
 
 

@@ -237,6 +237,9 @@ class Upload:
     #: A re-index: the task whose stored original this one reads (jobs.tasks.reindex); no
     #: byte travels with it.
     original_of: str | None = None
+    #: A forced re-index: a new run even of content indexed under this pipeline version, but
+    #: the live task of this content when there is one (`_claimed_index`).
+    rerun: bool = False
 
     @classmethod
     def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> "Upload":
@@ -358,7 +361,7 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
                   keys.document_latest(tenant, upload.document_id),
                   keys.kb_document(tenant, upload.document_id)]
         fields = _task_fields(task_id, upload, digest, settings, record)
-        args += [task_id, upload.size, "?" if indexed is None else indexed[number],
+        args += [task_id, upload.size, _claimed_index(upload, indexed, number),
                  upload.document_id, len(fields)]
         args += [item for pair in fields.items() for item in pair]
     if _in_one_round_trip(list(firsts.values()), settings):
@@ -379,6 +382,16 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         last.execute()
     return _summary(batch_id, created_at, firsts.values(), claimed.entries, tenant,
                     record["trace_id"])
+
+
+def _claimed_index(upload: Upload, indexed: list[str] | None, number: int) -> str:
+    """What the claim takes for the task whose version the knowledge base holds: '?' (read it
+    there), the one `_kb_state` read, or, for a re-run, '' (none): then the claim, not forced,
+    creates a task unless the one of this content is live, which it answers as a duplicate,
+    in the same script as the creation, so a double click on Re-index is one run."""
+    if upload.rerun:
+        return ""
+    return "?" if indexed is None else indexed[number]
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import io
+import time
 import tracemalloc
 import uuid
 
+import fakeredis
+
 import pytest
 
-from jobs.core import object_store
+from jobs.core import keys, object_store
 from jobs.core.object_store import NotStored, S3Store, open_store
+from jobs.core.settings import Settings
+from jobs.tasks import originals
 from tests.streams import MadeStream
 
 pytestmark = pytest.mark.integration
@@ -79,3 +84,34 @@ def test_an_upload_that_breaks_leaves_neither_an_object_nor_its_parts(store, s3_
     assert store.open("acme/report.pdf").read() == b"kept"
     pending = s3_server.client().list_multipart_uploads(Bucket=store.bucket)
     assert not pending.get("Uploads"), pending.get("Uploads")
+
+
+def test_the_sweep_aborts_multipart_uploads_a_killed_process_left(store, s3_server,
+                                                                  monkeypatch):
+    """A process killed between create_multipart_upload and its completion leaves the upload
+    and its parts in the bucket, unlisted; the sweep aborts it once initiated a day ago, as
+    the server reports its initiation, and leaves the rest of the bucket alone."""
+    client = s3_server.client()
+    cut = client.create_multipart_upload(Bucket=store.bucket,
+                                         Key=store.prefix + "tasks/acme/ab/cut-off")["UploadId"]
+    client.upload_part(Bucket=store.bucket, Key=store.prefix + "tasks/acme/ab/cut-off",
+                       UploadId=cut, PartNumber=1, Body=b"x" * 1024)
+    elsewhere = client.create_multipart_upload(Bucket=store.bucket, Key="other-app/upload")
+    settings = Settings(storage_url=f"s3://{store.bucket}/{store.prefix.rstrip('/')}")
+    connection = fakeredis.FakeRedis()
+
+    def pending() -> set[str]:
+        return {u["UploadId"] for u in client.list_multipart_uploads(
+            Bucket=store.bucket).get("Uploads", [])}
+
+    assert {cut, elsewhere["UploadId"]} <= pending()
+    originals.sweep(connection, settings)
+    assert cut in pending(), "initiated just now: it may still be on its way"
+
+    time.sleep(1.1)  # the server reports initiation times in whole seconds at best
+    # Now is a day later (raising=False: the same test runs, and fails, on a release without it)
+    monkeypatch.setattr(originals, "UNFINISHED_MIN_AGE_SECONDS", 0, raising=False)
+    connection.delete(keys.originals_sweep())
+    originals.sweep(connection, settings)
+    assert cut not in pending(), "aborted, its parts gone with it"
+    assert elsewhere["UploadId"] in pending(), "outside the store's prefix: not ours"

@@ -103,6 +103,23 @@ def test_the_sweep_removes_old_originals_neither_a_task_nor_the_index_holds(clie
     assert originals.sweep(redis, Settings()) == 0, "at most once an hour"
 
 
+def test_the_sweep_removes_part_files_of_writes_cut_off_a_day_ago(redis):
+    """A process killed mid-write leaves its temporary `.part-` file, which no listing shows."""
+    target = originals.store(Settings())
+    target.put("tasks/default/ab/kept", io.BytesIO(b"kept"))
+    folder = target._path("tasks/default/ab/kept").parent
+    old, fresh = folder / ".part-4242-abandoned", folder / ".part-4343-on-its-way"
+    for part in (old, fresh):
+        part.write_bytes(b"half an upload")
+    a_day_ago = time.time() - 25 * 3600
+    os.utime(old, (a_day_ago, a_day_ago))
+    redis.delete(keys.originals_sweep())
+    originals.sweep(redis, Settings())
+    assert not old.exists(), "a write cut off a day ago"
+    assert fresh.exists(), "a write that may still be on its way"
+    assert target.exists("tasks/default/ab/kept")
+
+
 def test_an_upload_an_older_release_kept_in_redis_is_moved_to_the_store(redis):
     task_id = "e" * 32
     redis.set(keys.blob(task_id), b"bytes from before originals were kept")

@@ -8,7 +8,8 @@ from rq import Queue
 
 from jobs.core import keys
 from jobs.core.settings import Settings
-from jobs.tasks import originals
+from jobs.tasks import originals, records, reindex
+from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
 TEXT = ("The turbine hall inspection found the valve seals worn. " * 40).encode()
@@ -112,3 +113,66 @@ def test_a_reindex_whose_original_is_gone_fails_readably(client, run_jobs, redis
     assert {h["task_id"] for h in _hits(client, "turbine")} == {task["id"]}, \
         "the indexed version stays"
     assert redis.hget(keys.task(rerun["id"]), "original_of") == task["id"].encode()
+
+
+def test_a_second_forced_reindex_while_the_first_waits_is_the_same_run(client, run_jobs,
+                                                                        redis):
+    task = upload(client, ("clicked.txt", TEXT)).get_json()["tasks"][0]
+    run_jobs()
+    first = _reindex(client, document_ids=["clicked.txt"], force=True).get_json()["tasks"][0]
+    second = _reindex(client, document_ids=["clicked.txt"], force=True).get_json()["tasks"][0]
+    assert not first["duplicate"] and first["id"] != task["id"]
+    assert second["duplicate"] and second["id"] == first["id"], "one re-index waiting at most"
+    assert len(Queue("intake-bulk", connection=redis)) == 1, "one job"
+    run_jobs()
+    third = _reindex(client, document_ids=["clicked.txt"], force=True).get_json()["tasks"][0]
+    assert not third["duplicate"] and third["id"] != first["id"], "done: forced runs again"
+    tasks = client.get("/api/documents/clicked.txt").get_json()["tasks"]
+    assert len(tasks) == 3, tasks
+
+
+def test_all_leaves_out_a_document_whose_last_run_failed_unless_forced_or_named(client,
+                                                                                run_jobs):
+    upload(client, ("fine.txt", TEXT), ("scan.pdf", make_pdf_no_text()))
+    run_jobs()
+    assert client.get("/api/documents/scan.pdf").get_json()["status"] == "failed"
+    body = _reindex(client, all=True).get_json()
+    assert [t["document_id"] for t in body["tasks"]] == ["fine.txt"]
+    assert body["tasks"][0]["duplicate"], "up to date"
+    assert [(r["document_id"], r["code"]) for r in body["rejected"]] == [
+        ("scan.pdf", "last_run_failed")]
+    forced = _reindex(client, all=True, force=True).get_json()
+    assert sorted(t["document_id"] for t in forced["tasks"]) == ["fine.txt", "scan.pdf"]
+    assert not any(t["duplicate"] for t in forced["tasks"]) and forced["rejected"] == []
+    run_jobs()
+    named = _reindex(client, document_ids=["scan.pdf"]).get_json()
+    assert not named["tasks"][0]["duplicate"], "asked by its id: run again"
+
+
+def test_all_of_a_failed_library_is_a_conflict_that_says_why(client, run_jobs):
+    upload(client, ("scan.pdf", make_pdf_no_text()))
+    run_jobs()
+    response = _reindex(client, all=True)
+    assert response.status_code == 409, response.get_json()
+    assert response.get_json()["error"]["code"] == "nothing_to_reindex"
+
+
+def test_all_past_the_queue_limit_is_refused_before_the_whole_library_is_read(
+        make_app, run_jobs, monkeypatch):
+    monkeypatch.setenv("INTAKE_TENANT_QUEUE_LIMIT", "3")
+    client = make_app().test_client()
+    for number in range(10):
+        upload(client, (f"doc-{number}.txt", TEXT + str(number).encode()))
+        run_jobs()  # one at a time: never more than 3 waiting
+    monkeypatch.setattr(reindex, "PAGE", 2)
+    read: list[str] = []
+    load_many = records.load_many
+    monkeypatch.setattr(records, "load_many",
+                        lambda connection, ids: read.extend(ids) or load_many(connection, ids))
+    response = _reindex(client, all=True)
+    assert response.status_code == 429, response.get_json()
+    error = response.get_json()["error"]
+    assert error["code"] == "tenant_queue_full" and "slices" in error["message"], error
+    assert len(read) <= 4, f"read {len(read)} of 10 documents only to refuse them"
+    assert _reindex(client, document_ids=["doc-0.txt", "doc-1.txt"],
+                    force=True).status_code == 202, "a slice by id fits"
