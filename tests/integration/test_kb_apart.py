@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")]
 
 DATABASE = 12  # nothing else uses this one
-TENANT, KEY = "apart", "apart-key-123456"
+TENANT, KEY = "apart", "apart-key-123456-0123456789ab"
 KB_LIMIT = 4
 
 
