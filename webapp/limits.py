@@ -1,4 +1,4 @@
-"""Where the web applies the limits of jobs.core.throttle (docs/architecture.md §20), and which
+"""Where the web applies the limits of jobs.core.throttle (docs/architecture.md §18), and which
 address a client has.
 
 Expensive reads (INTAKE_TENANT_EXPENSIVE_READS a minute per tenant): what reads far more of Redis

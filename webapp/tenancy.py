@@ -36,7 +36,7 @@ OPERATOR_ENDPOINTS = frozenset({"api.list_failed"})
 def parse_api_keys(raw: str | None) -> dict[str, str]:
     """`tenant:key,tenant:key` → {key: tenant}; a malformed entry is a configuration error.
 
-    Keys are at least MIN_KEY_LENGTH characters (docs/architecture.md §20): with the attempt
+    Keys are at least MIN_KEY_LENGTH characters (docs/architecture.md §10): with the attempt
     limit per client (webapp.limits) no online guessing gets near a key that long. The error
     names the tenant whose key is short, never the key: the message ends up in logs."""
     keys: dict[str, str] = {}

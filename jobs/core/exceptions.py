@@ -165,7 +165,7 @@ class Throttled(IntakeRefusal):
 
 
 class SearchTimedOut(IntakeRefusal):
-    """A search that a read replica did not answer in time (docs/architecture.md §20): 503.
+    """A search that a read replica did not answer in time (docs/architecture.md §18): 503.
 
     Why not run it again on the primary: the replica may still be running it, and a search
     slow enough to stall a replica would stall the primary, which every upload and every task

@@ -1,4 +1,4 @@
-"""Limits per tenant and per client, held in Redis (docs/architecture.md §20).
+"""Limits per tenant and per client, held in Redis (docs/architecture.md §18).
 
 Why in Redis: the Procfile runs several web processes, often on several machines; a limit one
 process kept in memory would multiply with them. Every decision is one round trip (a Lua script

@@ -11,7 +11,7 @@ replica costs one slow search, not every one after it. A replica may lag its pri
 milliseconds: there a document is found a moment after its task succeeded.
 
 A refused connection (the replica down or loading) ran nothing, so that search goes on on the
-primary at once. A timeout is different (docs/architecture.md §20): the replica may still be
+primary at once. A timeout is different (docs/architecture.md §18): the replica may still be
 running the search, and whatever made it slow there (a stalled replica, or a search that costs
 that much) would hold the primary, which every upload and task needs, the same way. So that
 search is not run again: it answers SearchTimedOut (503 with Retry-After), and only the searches

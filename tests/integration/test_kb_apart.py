@@ -159,7 +159,7 @@ def test_searches_take_turns_on_the_read_replica_and_go_on_without_it(stack, kb_
         assert searches_served(kb_pair.replica) - before >= 6, "the replica answered them"
 
         # Stalled: the web's read times out after 2 s. That search is not run again on the
-        # primary (docs/architecture.md §20): 503 with Retry-After, and the primary ran no
+        # primary (docs/architecture.md §18): 503 with Retry-After, and the primary ran no
         # search script meanwhile.
         kb_pair.pause()
         try:

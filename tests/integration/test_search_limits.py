@@ -1,5 +1,5 @@
 """At most INTAKE_TENANT_SEARCHES (4) searches of one tenant at once, all web processes together
-(docs/architecture.md §20), on the Procfile's web (gunicorn, two processes) and a real Redis.
+(docs/architecture.md §18), on the Procfile's web (gunicorn, two processes) and a real Redis.
 
 Deterministic, without slow searches: the test holds slots through the very mechanism the web
 uses (jobs.core.throttle.SearchSlots, on the same Redis), as searches running in other web

@@ -1,4 +1,4 @@
-"""Limits per tenant and per client on fakeredis (docs/architecture.md §20): searches at once,
+"""Limits per tenant and per client on fakeredis (docs/architecture.md §18): searches at once,
 a search a replica did not finish, expensive reads, failed keys and sign-ins, key length.
 
 The search slots shared by every web process are proven again against gunicorn and a real
