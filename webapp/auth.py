@@ -1,7 +1,9 @@
 """Signing pages in and out with an API key (docs/architecture.md §10): the key is checked once,
 then a signed session cookie carries the tenant and the id of a session record in Redis
 (webapp.sessions), so signing out ends the session for every copy of the cookie. Forms carry CSRF
-tokens like every other form."""
+tokens like every other form. Wrong keys count against the client's address, as wrong API keys
+do (webapp.limits): past INTAKE_CLIENT_AUTH_FAILURES a minute the page answers 429 and says so,
+whatever key is sent."""
 from __future__ import annotations
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request

@@ -169,7 +169,7 @@ def test_the_default_read_rate_lets_twenty_pages_poll_a_large_batch_every_second
         assert client.get(f"/api/batches/{batch}").status_code == 200
 
 
-def test_expensive_reads_are_counted_per_tenant(make_app, monkeypatch):
+def test_expensive_reads_are_counted_per_tenant(make_app):
     client = make_app(INTAKE_API_KEYS=KEYS, INTAKE_TENANT_EXPENSIVE_READS=6).test_client()
     assert client.get("/api/documents?q=x", headers=ACME).status_code == 200
     assert client.get("/api/documents?q=x", headers=ACME).status_code == 429
