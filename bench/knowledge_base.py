@@ -44,7 +44,7 @@ from bench import corpus, measure
 from bench.servers import procfile_web, redis_server, workers
 
 SMALL, LARGE = 10_000, 1_000_000
-KEYS = {"small": "bench-small-key-0001", "large": "bench-large-key-0001"}
+KEYS = {"small": "bench-small-key-0000000001", "large": "bench-large-key-0000000001"}
 ROUNDS, PER_ROUND, WARMUP = 20, 10, 10
 RSS_SEARCHES = 100
 INGEST_DOCUMENTS, INGEST_CHUNKS = 20, 1000

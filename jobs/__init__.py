@@ -6,7 +6,8 @@ from jobs.core.addresses import sentinel_url as redis_sentinel_url
 from jobs.core.clock import parse_iso
 from jobs.core.exceptions import (IntakeRefusal, LimitReached, NoChunks, NoSuchBatch,
                                   NoSuchDocument, NoSuchTask, NotFound, NotNow, NotReplicated,
-                                  NotRetryable, StorageUnavailable, UploadExpired)
+                                  NotRetryable, SearchTimedOut, StorageUnavailable, Throttled,
+                                  UploadExpired)
 from jobs.core.failures import IntakeError, PermanentError, TransientError
 from jobs.core.health import shared_queue_name
 from jobs.core.jsontext import compact as compact_json
@@ -49,8 +50,9 @@ __all__ = [
     "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
     "NotReplicated", "NotRetryable", "parse_iso", "PermanentError", "QUEUE_NAMES",
     "read_metrics", "redis_dashboard_url", "redis_sentinel_url", "rejection_reason",
-    "SEARCH_MODES", "session_tenant", "StorageUnavailable", "Settings", "shared_queue_name", "start_session", "STATUSES",
-    "STEP_BUCKETS", "stored_bytes_used", "SUPPORTED_KINDS", "TERMINAL", "TransientError", "Upload", "UploadExpired",
+    "SEARCH_MODES", "SearchTimedOut", "session_tenant", "StorageUnavailable", "Settings",
+    "shared_queue_name", "start_session", "STATUSES", "STEP_BUCKETS", "stored_bytes_used", "SUPPORTED_KINDS",
+    "TERMINAL", "Throttled", "TransientError", "Upload", "UploadExpired",
     "WEB_REDIS_PROFILE", "webhook_backlog", "webhook_worker_command", "worker_command",
     "write_logs",
 ]

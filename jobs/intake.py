@@ -19,6 +19,7 @@ from jobs.core.exceptions import NoChunks, NoSuchDocument, NoSuchTask, NotNow
 from jobs.core.queues import Queues
 from jobs.core.redis_client import PROBE, WEB
 from jobs.core.settings import Settings
+from jobs.core.throttle import AuthFailures, ExpensiveReads, SearchSlots
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
 from jobs.kb import index
@@ -53,6 +54,10 @@ class Intake:
                                  breaker_seconds=settings.search_breaker_seconds,
                                  vectors=parts.vector_store(settings), budget=budget,
                                  replicas=kb_replicas(settings, WEB))
+        # Limits every web process shares, on the queue's Redis (jobs.core.throttle).
+        self.search_slots = SearchSlots(connection, settings.tenant_searches)
+        self.expensive_reads = ExpensiveReads(connection, settings.tenant_expensive_reads)
+        self.auth_failures = AuthFailures(connection, settings.client_auth_failures)
         self.probes = Probes(self._dependency_probes())
 
     def _dependency_probes(self) -> dict[str, Callable[[], object]]:
@@ -209,8 +214,11 @@ class Intake:
     def search(self, tenant: str, query: str, k: int = 10,
                mode: str | None = None) -> SearchAnswer:
         """`mode`: one of SEARCH_MODES, or None for the service's default (jobs.kb.search).
-        Each hit carries its document's `original_url`."""
-        answer = self.searcher.search(tenant, query, k, mode)
+        Each hit carries its document's `original_url`. Raises Throttled while the tenant has
+        INTAKE_TENANT_SEARCHES searches running, SearchTimedOut when a read replica did not
+        answer in time."""
+        with self.search_slots.held(tenant):
+            answer = self.searcher.search(tenant, query, k, mode)
         return replace(answer, results=library.with_original_urls(answer.results))
 
     def worker_count(self) -> int:

@@ -11,7 +11,7 @@ from flask import Blueprint, Response, request, send_file
 
 from jobs import (LAST_RUN_FAILED, MAX_SEARCH_K, SEARCH_MODES, STATUSES, compact_json,
                   held_logs, write_logs)
-from webapp import tenancy
+from webapp import limits, tenancy
 from webapp.dashboard import is_operator, operator_denial
 from webapp.errors import ApiError
 from webapp.extensions import intake, settings
@@ -113,12 +113,13 @@ def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dic
 @bp.get("/documents")
 def list_documents() -> Response:
     """The tenant's documents, newest first; `q` filters by name, `status` by the latest
-    task's status."""
-    page = intake().documents(tenancy.current_tenant(),
-                              offset=_int_arg("offset", 0, 0, 10**6),
-                              limit=_int_arg("limit", 50, 1, 100),
-                              query=(request.args.get("q") or "").strip() or None,
-                              status=_status_arg())
+    task's status. A filter reads the whole library: an expensive read (webapp.limits)."""
+    tenant = tenancy.current_tenant()
+    offset, limit = _int_arg("offset", 0, 0, 10**6), _int_arg("limit", 50, 1, 100)
+    query, status = (request.args.get("q") or "").strip() or None, _status_arg()
+    if query is not None or status is not None:
+        limits.charge(tenant, "the document library filtered by name or status")
+    page = intake().documents(tenant, offset=offset, limit=limit, query=query, status=status)
     return json_response(page)
 
 
@@ -170,7 +171,8 @@ def list_batches() -> Response:
 
 @bp.get("/batches/<hexid:batch_id>")
 def get_batch(batch_id: str) -> Response:
-    text = intake().batches.get_json(tenancy.current_tenant(), batch_id)
+    tenant = tenancy.current_tenant()
+    text = intake().batches.get_json(tenant, batch_id, limits.batch_meter(tenant))
     return json_response(None, etag=True, text=text)
 
 

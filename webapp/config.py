@@ -14,8 +14,10 @@ from typing import Any, Mapping
 
 from jobs import MIB, Settings, redis_dashboard_url
 
+# FORWARDED_ALLOW_IPS: the proxies gunicorn believes, whose X-Forwarded-For names the client
+# whose failed keys are counted (webapp.limits).
 ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL",
-             "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER")
+             "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "FORWARDED_ALLOW_IPS")
 INSTANCE_DIR = Path(__file__).resolve().parent.parent / "instance"  # the dev runner's
 
 

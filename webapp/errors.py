@@ -4,7 +4,9 @@ The domain's outcomes (jobs.core.exceptions) become HTTP here and nowhere else: 
 status that does not allow the action → 409, a limit → 503 while the whole service is busy
 (work waiting, all tenants), 429 for what a tenant or the knowledge base holds, with
 Retry-After; an upload no replica confirmed → 503 with Retry-After (send it again: a
-duplicate). Redis being unreachable is an outage, not a bug: 503 with Retry-After
+duplicate); a tenant or a client past its share for now (too many searches at once,
+expensive reads, failed keys) → 429 with Retry-After; a search a read replica did not finish in
+time → 503 with Retry-After. Redis being unreachable is an outage, not a bug: 503 with Retry-After
 and a reason; so is a failover under way (no primary yet, or a demoted one).
 """
 from __future__ import annotations
@@ -16,8 +18,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from jobs import (LimitReached, NotFound, NotNow, NotReplicated, StorageUnavailable,
-                  is_redis_outage)
+from jobs import (LimitReached, NotFound, NotNow, NotReplicated, SearchTimedOut,
+                  StorageUnavailable, Throttled, is_redis_outage)
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +70,14 @@ def init_app(app: Flask) -> None:
         return error_response(503 if exc.busy else 429, exc.code, exc.message,
                               retry_after=exc.retry_after)
 
+    @app.errorhandler(Throttled)
+    def _throttled(exc: Throttled) -> Response:
+        return error_response(429, exc.code, exc.message, retry_after=exc.retry_after)
+
     @app.errorhandler(NotReplicated)
     @app.errorhandler(StorageUnavailable)
-    def _not_replicated(exc: NotReplicated | StorageUnavailable) -> Response:
+    @app.errorhandler(SearchTimedOut)
+    def _not_replicated(exc: NotReplicated | StorageUnavailable | SearchTimedOut) -> Response:
         return error_response(503, exc.code, exc.message, retry_after=exc.retry_after)
 
     @app.errorhandler(HTTPException)

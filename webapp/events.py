@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping
 from flask import Blueprint, Response, current_app, request, stream_with_context
 
 from jobs import BATCH_LIVE, TERMINAL, Intake, NoSuchBatch, compact_json
-from webapp import tenancy
+from webapp import limits, tenancy
 from webapp.errors import ApiError
 from webapp.extensions import intake
 from webapp.ids import is_id
@@ -75,9 +75,12 @@ def broadcaster(service: Intake, config: Mapping[str, Any]) -> Broadcaster:
 
 @bp.get("/batches/<hexid:batch_id>/events")
 def batch_events(batch_id: str) -> Response:
-    """Scoped like GET /api/batches/<id>: an unknown or another tenant's batch is a JSON 404."""
+    """Scoped like GET /api/batches/<id>: an unknown or another tenant's batch is a JSON 404.
+    Each open reads the whole batch: a large one's is an expensive read (webapp.limits), 429
+    past the limit."""
     tenant, service = tenancy.current_tenant(), intake()
-    batch = service.batches.get(tenant, batch_id)  # NoSuchBatch: a JSON 404 (webapp.errors)
+    # NoSuchBatch: a JSON 404 (webapp.errors)
+    batch = service.batches.get(tenant, batch_id, limits.batch_meter(tenant, "event streams"))
     only = request.args.get("task") or None
     if only is not None and (not is_id(only) or not any(t["id"] == only for t in batch["tasks"])):
         raise ApiError(404, "not_found", "No such task in this batch.")

@@ -214,6 +214,17 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(code): _json("Error", "Error") for code in codes}
 
 
+def _later(status: int, codes: str) -> dict[str, Any]:
+    """A refusal for now (429 or 503): the Error object and a Retry-After in seconds."""
+    return {str(status): {**_json("Error", f"Error ({codes}); try again after Retry-After"),
+                          "headers": {"Retry-After": {"schema": {"type": "integer"}}}}}
+
+
+# What a tenant may ask for before it is refused for now (webapp.limits): 429 with Retry-After.
+_TOO_MANY_READS = _later(429, "too_many_reads: a large batch or a filtered library, too "
+                                "often; or too_many_failures")
+
+
 def _id(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
@@ -237,7 +248,7 @@ PATHS: dict[str, Any] = {
              "description": "keeps documents whose id or file name holds it (any case)"},
             {**_query("status", "string"), "schema": _STATUS,
              "description": "keeps documents whose latest task has this status"}],
-        "responses": {"200": _json("Documents"), **_errors(400, 401)}},
+        "responses": {"200": _json("Documents"), **_errors(400, 401), **_TOO_MANY_READS}},
         "post": {
         "summary": "Upload documents (multipart field `files`, repeatable)",
         "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object",
@@ -288,13 +299,13 @@ PATHS: dict[str, Any] = {
     "/api/batches/{batch_id}": {"get": {
         "summary": "A batch with every task", "parameters": [_id("batch_id")],
         "responses": {"200": _json("Batch"), "304": {"description": "Not modified"},
-                      **_errors(401, 404)}}},
+                      **_errors(401, 404), **_TOO_MANY_READS}}},
     "/api/batches/{batch_id}/events": {"get": {
         "summary": "The batch's changes as Server-Sent Events (a bounded stream)",
         "parameters": [_id("batch_id")],
         "responses": {"200": {"description": "text/event-stream",
                               "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                      **_errors(401, 404)}}},
+                      **_errors(401, 404), **_TOO_MANY_READS}}},
     "/api/batches/{batch_id}/retry-failed": {"post": {
         "summary": "Retry the batch's retryable failed tasks", "parameters": [_id("batch_id")],
         "responses": {"202": _json(_LIST, "{retried, skipped}"), **_errors(401, 404)}}},
@@ -336,7 +347,10 @@ PATHS: dict[str, Any] = {
              "description": "the ranking; absent: hybrid where dense vectors exist, else "
                             "lexical (a mode that cannot be served answers lexical, with a "
                             "notice)"}],
-        "responses": {"200": _json("SearchResults"), **_errors(400, 401)}}},
+        "responses": {"200": _json("SearchResults"), **_errors(400, 401),
+                      **_later(429, "too_many_searches: the tenant's searches at once; or "
+                                    "too_many_failures"),
+                      **_later(503, "search_timeout: a read replica did not finish it")}}},
     "/api/health": {"get": {
         "summary": "Redis, workers, queue depths, scheduler, and each dependency's state",
         "responses": {"200": _json("Health", "The queue's Redis answers (status ok or "
@@ -348,6 +362,21 @@ PATHS: dict[str, Any] = {
         "description": "Prometheus text format",
         "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
 }
+
+
+def _with_failed_keys(paths: dict[str, Any]) -> dict[str, Any]:
+    """Every operation that takes a key may answer 429 too_many_failures: a client past its
+    failed keys is refused whatever key it sends (webapp.limits)."""
+    failed = _later(429, "too_many_failures: too many wrong keys from this client")
+    for item in paths.values():
+        for operation in item.values():
+            responses = operation["responses"]
+            if "401" in responses and "429" not in responses:
+                responses.update(failed)
+    return paths
+
+
+PATHS = _with_failed_keys(PATHS)
 
 
 def document() -> dict[str, Any]:

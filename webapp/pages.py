@@ -10,8 +10,8 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from jobs import (BATCH_LIVE, MAX_SEARCH_K, SEARCH_MODES, STATUSES, TERMINAL, LimitReached,
-                  NoChunks, NotNow, NotReplicated, StorageUnavailable, held_logs,
-                  write_logs)
+                  NoChunks, NotNow, NotReplicated, SearchTimedOut, StorageUnavailable,
+                  Throttled, held_logs, write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -145,9 +145,11 @@ def task(task_id: str) -> str:
 
 
 @bp.get("/search")
-def search() -> str:
+def search() -> str | tuple[str, int, dict[str, str]]:
     """A GET form: the query stays in the URL, so a search can be bookmarked and shared. A
-    mode it does not know is the default one, as an impossible `k` is the nearest possible."""
+    mode it does not know is the default one, as an impossible `k` is the nearest possible.
+    A search refused for now (too many at once, a replica's timeout) shows the form again with
+    the reason, under the API's status and Retry-After."""
     query = (request.args.get("q") or "").strip()[:1000]
     try:
         k = max(1, min(int(request.args.get("k") or 10), MAX_SEARCH_K))
@@ -156,9 +158,15 @@ def search() -> str:
     asked = request.args.get("mode")
     mode = asked if asked in SEARCH_MODES else None
     results, notice, used = [], "", None
+    page = partial(render_template, "search.html", query=query, k=k, max_k=MAX_SEARCH_K,
+                   mode=mode, modes=SEARCH_MODE_NAMES)
     if query:
-        found = intake().search(tenancy.current_tenant(), query, k, mode)
+        try:
+            found = intake().search(tenancy.current_tenant(), query, k, mode)
+        except (Throttled, SearchTimedOut) as exc:
+            status = 429 if isinstance(exc, Throttled) else 503
+            return (page(refused=exc.message, used=None, results=[], notice=""), status,
+                    {"Retry-After": str(exc.retry_after)})
         # notice: answered by words, and why; used: the ranking that answered
         results, notice, used = found.results, found.notice, found.mode
-    return render_template("search.html", query=query, k=k, max_k=MAX_SEARCH_K, mode=mode,
-                           modes=SEARCH_MODE_NAMES, used=used, results=results, notice=notice)
+    return page(used=used, results=results, notice=notice, refused="")

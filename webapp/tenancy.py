@@ -19,11 +19,12 @@ from urllib.parse import quote
 
 from flask import Flask, Response, current_app, g, redirect, request, session
 
-from webapp import sessions
+from webapp import limits, sessions
 from webapp.errors import ApiError
 
 DEFAULT_TENANT = "default"
 TENANT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MIN_KEY_LENGTH = 24
 # Reachable without a tenant: sign-in itself, static files, operator pages (their own auth) and
 # what monitoring polls.
 OPEN_ENDPOINTS = frozenset({"auth.signin", "auth.signout", "static", "api.health",
@@ -33,13 +34,22 @@ OPERATOR_ENDPOINTS = frozenset({"api.list_failed"})
 
 
 def parse_api_keys(raw: str | None) -> dict[str, str]:
-    """`tenant:key,tenant:key` → {key: tenant}; a malformed entry is a configuration error."""
+    """`tenant:key,tenant:key` → {key: tenant}; a malformed entry is a configuration error.
+
+    Keys are at least MIN_KEY_LENGTH characters (docs/architecture.md §10): with the attempt
+    limit per client (webapp.limits) no online guessing gets near a key that long. The error
+    names the tenant whose key is short, never the key: the message ends up in logs."""
     keys: dict[str, str] = {}
     for entry in filter(None, (part.strip() for part in (raw or "").split(","))):
         tenant, sep, key = entry.partition(":")
-        if not sep or not TENANT_NAME.match(tenant) or len(key) < 8:
+        if not sep or not TENANT_NAME.match(tenant) or not key:
             raise ValueError("INTAKE_API_KEYS must be `tenant:key,…` with tenant names of "
-                             "letters, digits, - or _ and keys of 8 characters or more")
+                             f"letters, digits, - or _ and keys of {MIN_KEY_LENGTH} characters "
+                             "or more")
+        if len(key) < MIN_KEY_LENGTH:
+            raise ValueError(f"INTAKE_API_KEYS: the key of tenant {tenant!r} has {len(key)} "
+                             f"characters; keys must have at least {MIN_KEY_LENGTH} (make one "
+                             "with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
         keys[key] = tenant
     return keys
 
@@ -100,15 +110,20 @@ def _identify() -> Response | None:
 
 
 def _from_bearer(keys: Mapping[str, str]) -> str | None:
+    """The tenant of the request's Bearer key. A client past its failed attempts is refused
+    (429) before the key is compared, and each wrong key counts (webapp.limits)."""
     auth = request.headers.get("Authorization", "")
     scheme, _, key = auth.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         if auth and request.path.startswith("/api/") and scheme.lower() == "bearer":
             raise ApiError(401, "unauthorized", "That API key is not valid.")
         return None
+    client = limits.check_client()
     tenant = tenant_for_key(key.strip(), keys)
-    if tenant is None and request.path.startswith("/api/"):
-        raise ApiError(401, "unauthorized", "That API key is not valid.")
+    if tenant is None:
+        limits.failed(client)
+        if request.path.startswith("/api/"):
+            raise ApiError(401, "unauthorized", "That API key is not valid.")
     return tenant
 
 

@@ -159,3 +159,28 @@ class NotReplicated(IntakeRefusal):
         super().__init__(f"The upload was stored but no replica confirmed it within {wait_ms} "
                          "ms; send it again (it will be recognised as a duplicate).")
         self.wait_ms = wait_ms
+
+
+class Throttled(IntakeRefusal):
+    """A tenant or a client asked for more than its share for now (jobs.core.throttle): 429,
+    with `retry_after` in whole seconds. Nothing was done for the refused request."""
+
+    def __init__(self, code: str, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.code, self.retry_after = code, max(1, int(retry_after))
+
+
+class SearchTimedOut(IntakeRefusal):
+    """A search that a read replica did not answer in time (docs/architecture.md §18): 503.
+
+    Why not run it again on the primary: the replica may still be running it, and a search
+    slow enough to stall a replica would stall the primary, which every upload and every task
+    needs, the same way. The replica is left alone for a while (jobs.kb.read_replicas), so the
+    search sent again goes elsewhere."""
+
+    code = "search_timeout"
+    retry_after = 5
+
+    def __init__(self) -> None:
+        super().__init__("The search did not finish in time on the knowledge base's replica; "
+                         "try again in a few seconds.")

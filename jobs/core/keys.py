@@ -297,6 +297,22 @@ def search_breaker() -> str:
     return f"{PREFIX}search:breaker"
 
 
+def search_slots(tenant: str) -> str:
+    """The tenant's searches running now (a sorted set of tokens by when their lease ends, ms
+    of Redis time): INTAKE_TENANT_SEARCHES."""
+    return f"{PREFIX}limits:searches:{tenant}"
+
+
+def expensive_reads(tenant: str) -> str:
+    """The tenant's expensive reads in the current window (a counter expiring with it)."""
+    return f"{PREFIX}limits:reads:{tenant}"
+
+
+def auth_failures(client: str) -> str:
+    """Failed sign-ins and API keys of one client address in the current window."""
+    return f"{PREFIX}limits:auth:{client}"
+
+
 def embedding_window() -> str:
     """The embedding requests of the last minute (a sorted set of tokens by Redis time, ms)."""
     return f"{PREFIX}embedding:window"

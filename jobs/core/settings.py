@@ -97,6 +97,18 @@ class Settings:
     # (jobs.core.redis_client.WEB), or the wait would look like a stalled Redis.
     replica_wait_ms: int = 500
 
+    # ---- Per-tenant and per-client limits held in Redis (jobs.core.throttle; docs/deploying.md,
+    # "Limits and backpressure"). Many web processes share them, so none is kept in memory.
+    # Searches one tenant may have running at once, all web processes together: one more is 429.
+    tenant_searches: int = 4
+    # Expensive reads per tenant per minute (a batch of more than 250 tasks read or its event
+    # stream opened, the library filtered by name or status), counted over 10 s windows: 1200
+    # lets 20 open pages poll a large batch every second.
+    tenant_expensive_reads: int = 1200
+    # Failed sign-ins and failed API keys per client address per minute; then 429 for a minute.
+    client_auth_failures: int = 10
+    # ---- end of the limits
+
     @property
     def queue_reserve(self) -> int:
         """The last tenth of `queue_limit`, kept for tenants whose backlog (this upload
@@ -197,6 +209,10 @@ class Settings:
                              "(0 = unlimited)")
         if self.embedding_batch_size < 1:
             raise ValueError("INTAKE_EMBEDDING_BATCH_SIZE must be at least 1")
+        if self.tenant_searches < 1 or self.tenant_expensive_reads < 1 \
+                or self.client_auth_failures < 1:
+            raise ValueError("INTAKE_TENANT_SEARCHES, INTAKE_TENANT_EXPENSIVE_READS and "
+                             "INTAKE_CLIENT_AUTH_FAILURES must be at least 1")
         if not 1 <= self.replica_wait_ms <= 1500:
             raise ValueError("INTAKE_REPLICA_WAIT_MS must be between 1 and 1500 (milliseconds)")
         unknown = [code for code in self.ocr_language_list if code not in OCR_LANGUAGES]

@@ -9,6 +9,13 @@ A replica that does not answer (down, still loading its copy, or stalled past th
 read timeout) is left alone for DOWN_SECONDS while its turns go to the primary, so a lost
 replica costs one slow search, not every one after it. A replica may lag its primary by a few
 milliseconds: there a document is found a moment after its task succeeded.
+
+A refused connection (the replica down or loading) ran nothing, so that search goes on on the
+primary at once. A timeout is different (docs/architecture.md §18): the replica may still be
+running the search, and whatever made it slow there (a stalled replica, or a search that costs
+that much) would hold the primary, which every upload and task needs, the same way. So that
+search is not run again: it answers SearchTimedOut (503 with Retry-After), and only the searches
+after it take the primary's turn while the replica is left alone.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ from typing import Callable, TypeVar
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from jobs.core.exceptions import SearchTimedOut
 from jobs.kb.retrieval import Retriever
 
 T = TypeVar("T")
@@ -33,12 +41,16 @@ class ReadReplicas:
         self.turn = itertools.count()
 
     def read(self, call: Callable[[Retriever], T]) -> T:
-        """`call` on the next replica in turn unless it is left alone, else on the primary."""
+        """`call` on the next replica in turn unless it is left alone, else on the primary.
+        Raises SearchTimedOut when the replica timed out (not run again on the primary)."""
         if self.replicas:
             number = next(self.turn) % len(self.replicas)
             if self.down_until[number] <= time.monotonic():
                 try:
                     return call(self.replicas[number])
-                except (RedisConnectionError, RedisTimeoutError):  # LOADING is one too
+                except RedisTimeoutError:
+                    self.down_until[number] = time.monotonic() + DOWN_SECONDS
+                    raise SearchTimedOut() from None
+                except RedisConnectionError:  # refused, reset, LOADING: nothing ran there
                     self.down_until[number] = time.monotonic() + DOWN_SECONDS
         return call(self.primary)

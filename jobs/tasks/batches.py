@@ -11,7 +11,7 @@ import itertools
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from redis import Redis
 
@@ -97,17 +97,24 @@ class BatchReader:
         self.connection = connection
         self.cache = TaskJsonCache()
 
-    def get(self, tenant: str, batch_id: str) -> dict[str, Any]:
-        """The batch with every task: two round trips whatever its size. Raises NoSuchBatch."""
-        head, entries = self._read(tenant, batch_id)
+    def get(self, tenant: str, batch_id: str,
+            before_tasks: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """The batch with every task: two round trips whatever its size. Raises NoSuchBatch.
+        `before_tasks`: as for `get_json`."""
+        head, entries = self._read(tenant, batch_id, before_tasks)
         return {**head, "tasks": [json.loads(entry.text) for entry in entries]}
 
-    def get_json(self, tenant: str, batch_id: str) -> str:
-        """`get` as compact JSON text, joined from each task's JSON as last rendered."""
-        head, entries = self._read(tenant, batch_id)
+    def get_json(self, tenant: str, batch_id: str,
+                 before_tasks: Callable[[int], None] | None = None) -> str:
+        """`get` as compact JSON text, joined from each task's JSON as last rendered.
+        `before_tasks(count)` is called once the batch is known and before its tasks are read
+        (most of a large batch's cost): a rate limit raises there (webapp.api)."""
+        head, entries = self._read(tenant, batch_id, before_tasks)
         return f'{compact(head)[:-1]},"tasks":[' + ",".join(e.text for e in entries) + "]}"
 
-    def _read(self, tenant: str, batch_id: str) -> tuple[dict[str, Any], list[TaskJson]]:
+    def _read(self, tenant: str, batch_id: str,
+              before_tasks: Callable[[int], None] | None = None,
+              ) -> tuple[dict[str, Any], list[TaskJson]]:
         """The batch's view without "tasks", and every task's JSON: the batch, then one
         pipelined HMGET of the view's fields per task."""
         if not tasks.is_id(batch_id):
@@ -120,6 +127,8 @@ class BatchReader:
         if batch.get("tenant") != tenant:
             raise NoSuchBatch()
         ids = [t.decode() for t in task_ids]
+        if before_tasks is not None:
+            before_tasks(len(ids))
         entries = [entry for entry in (self.cache.render(task_id, fields) for task_id, fields
                                        in zip(ids, tasks.load_view_fields(self.connection, ids)))
                    if entry is not None]

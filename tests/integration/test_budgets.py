@@ -29,7 +29,7 @@ from tests.samples import make_pdf_of_size, make_scan_of_size
 pytestmark = pytest.mark.integration
 
 MIB = 1024 * 1024
-TENANTS = {"alpha": "alpha-key-1234", "beta": "beta-key-12345", "gamma": "gamma-key-1234"}
+TENANTS = {"alpha": "alpha-key-1234-0123456789ab", "beta": "beta-key-12345-0123456789ab", "gamma": "gamma-key-1234-0123456789ab"}
 SHARED_BUDGET = 5 * MIB
 TENANT_BUDGET = 5 * MIB // 2
 CHUNK_LIMIT = 10

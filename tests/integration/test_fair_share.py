@@ -32,7 +32,7 @@ from tests.integration.intake_api import get_json, iso, txt, unique_word, upload
 pytestmark = pytest.mark.integration
 
 DATABASE = 11  # nothing else uses this one (the webhooks stack has 7)
-TENANTS = {name: f"{name}-key-{n}2345678" for n, name in enumerate(
+TENANTS = {name: f"{name}-key-{n}2345678-0123456789ab" for n, name in enumerate(
     ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"))}
 ADMIN_PASSWORD = "fair-share-operator"
 OPERATOR = {"Authorization": "Basic " + base64.b64encode(

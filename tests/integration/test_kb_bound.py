@@ -20,7 +20,7 @@ from tests.integration.test_budgets import text_of_chunks
 pytestmark = pytest.mark.integration
 
 DATABASE = 13  # nothing else uses this one
-TENANTS = {"alpha": "alpha-key-1234", "beta": "beta-key-12345"}
+TENANTS = {"alpha": "alpha-key-1234-0123456789ab", "beta": "beta-key-12345-0123456789ab"}
 KB_LIMIT = 4
 
 

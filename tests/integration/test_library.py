@@ -18,9 +18,9 @@ from tests.integration.intake_api import get_json, txt, unique_word, upload, wai
 pytestmark = pytest.mark.integration
 
 DATABASE = 10  # nothing else uses this one
-TENANTS = {"shelf": "shelf-key-12345", "other": "other-key-12345",
-           "versions": "versions-key-123", "drop": "drop-key-123456",
-           "earlier": "earlier-key-1234"}
+TENANTS = {"shelf": "shelf-key-12345-0123456789ab", "other": "other-key-12345-0123456789ab",
+           "versions": "versions-key-123-0123456789ab", "drop": "drop-key-123456-0123456789ab",
+           "earlier": "earlier-key-1234-0123456789ab"}
 FIELDS = {"document_id", "filename", "status", "version", "pipeline_version", "chunks", "bytes",
           "content_type", "created_at", "updated_at", "task_id", "url", "original_url"}
 

@@ -23,7 +23,7 @@ from tests.integration.servers import WebServer
 
 PASSWORD = "Zauberwörter-☃-op"  # non-ASCII on purpose: it crosses the environment into gunicorn
 OPERATOR = (b"admin", PASSWORD.encode("utf-8"))  # as curl -u sends it from a UTF-8 terminal
-KEY = "acme-key-123"
+KEY = "acme-key-123-0123456789ab"
 BEARER = {"Authorization": f"Bearer {KEY}"}
 DATABASE = 3  # the fault stack has 1; nothing else uses this one
 
@@ -34,7 +34,7 @@ def secured(redis_server, tmp_path_factory) -> Iterator[tuple[WebServer, redis.R
     store = redis.Redis.from_url(redis_url, socket_timeout=5)
     store.flushdb()  # our own database on the test's own redis-server: start from empty
     env = base_env({"REDIS_URL": redis_url, "SECRET_KEY": SECRET_KEY,
-                    "INTAKE_API_KEYS": f"acme:{KEY},globex:globex-key-456",
+                    "INTAKE_API_KEYS": f"acme:{KEY},globex:globex-key-456-0123456789ab",
                     "INTAKE_ADMIN_PASSWORD": PASSWORD})
     web = WebServer(_group(tmp_path_factory, "secure-web"), env)
     try:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 DATABASE = 7
 SECRET = "whsec-integration-secret"
-KEYS = {"acme": "acme-webhook-key-123", "globex": "globex-webhook-key-456"}
+KEYS = {"acme": "acme-webhook-key-123-0123456789ab", "globex": "globex-webhook-key-456-0123456789ab"}
 DELIVERY_TIMEOUT = 30.0   # an event reaches a healthy receiver well within this
 RETRIED_TIMEOUT = 40.0    # three attempts: ~2 s + ~4 s of backoff, RQ's scheduling, forks
 

@@ -31,5 +31,5 @@ def test_metrics_count_submits_outcomes_and_steps(client, run_jobs):
 
 
 def test_metrics_need_no_tenant_key(make_app):
-    client = make_app(INTAKE_API_KEYS="acme:acme-key-123").test_client()
+    client = make_app(INTAKE_API_KEYS="acme:acme-key-123-0123456789ab").test_client()
     assert client.get("/metrics").status_code == 200

@@ -1,6 +1,6 @@
-"""Searches on read replicas (jobs.kb.read_replicas): turns, and a replica that does not answer
-left alone while the primary answers. (tests/integration/test_kb_apart.py runs them on a real
-replica, stalled by SIGSTOP.)"""
+"""Searches on read replicas (jobs.kb.read_replicas): turns, a replica that refuses left alone
+while the primary answers, and a search that timed out on a replica not run again on the
+primary. (tests/integration/test_kb_apart.py runs them on a real replica, stalled by SIGSTOP.)"""
 from __future__ import annotations
 
 import pytest
@@ -32,7 +32,6 @@ def test_searches_take_turns_on_the_replicas_and_the_primary_only_without_any():
 
 
 @pytest.mark.parametrize("failure", [RedisConnectionError("refused"),
-                                     RedisTimeoutError("stalled"),
                                      BusyLoadingError("loading its copy")])
 def test_a_replica_that_does_not_answer_is_left_alone_while_the_primary_answers(
         monkeypatch, failure):
@@ -47,6 +46,34 @@ def test_a_replica_that_does_not_answer_is_left_alone_while_the_primary_answers(
     now[0] += read_replicas.DOWN_SECONDS
     readers.read(Named.answer)
     assert readers.read(Named.answer) == "r1", "then it has its turns again"
+
+
+class Counted(Named):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.reads = 0
+
+    def answer(self) -> str:
+        self.reads += 1
+        return super().answer()
+
+
+def test_a_search_that_timed_out_on_a_replica_is_not_run_again_on_the_primary(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(read_replicas.time, "monotonic", lambda: now[0])
+    primary = Counted("primary")
+    stalled = Counted("r1")
+    stalled.fails = RedisTimeoutError("Timeout reading from 127.0.0.1:6380")
+    readers = ReadReplicas(primary, [stalled])
+    with pytest.raises(Exception) as refused:   # SearchTimedOut: 503 (webapp.errors)
+        readers.read(Counted.answer)
+    assert primary.reads == 0, "the timed-out search never reached the primary"
+    assert type(refused.value).__name__ == "SearchTimedOut", refused.value
+    assert refused.value.code == "search_timeout" and refused.value.retry_after > 0
+    assert readers.read(Counted.answer) == "primary", "the next search: the replica left alone"
+    now[0] += read_replicas.DOWN_SECONDS
+    stalled.fails = None
+    assert readers.read(Counted.answer) == "r1"
 
 
 def test_other_errors_are_not_taken_for_a_lost_replica():

@@ -18,9 +18,9 @@ from tests.unit.conftest import upload
 DOCUMENT_FIELDS = {"document_id", "filename", "status", "version", "pipeline_version", "chunks",
                    "bytes", "content_type", "created_at", "updated_at", "task_id", "url",
                    "original_url"}
-KEYS = "acme:acme-key-123,globex:globex-key-456"
-ACME = {"Authorization": "Bearer acme-key-123"}
-GLOBEX = {"Authorization": "Bearer globex-key-456"}
+KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
+ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
+GLOBEX = {"Authorization": "Bearer globex-key-456-0123456789ab"}
 
 
 def listed(client, query: str = "", **headers) -> dict:

@@ -24,16 +24,16 @@ def test_queue_limit_refuses_the_whole_batch_with_503(make_app, redis):
 
 
 def test_tenant_limit_is_429_for_that_tenant_only(make_app):
-    keys_ = "acme:acme-key-123,globex:globex-key-456"
+    keys_ = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
     client = make_app(INTAKE_API_KEYS=keys_, INTAKE_TENANT_QUEUE_LIMIT=2).test_client()
 
     def as_tenant(key, *files):
         client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
         return upload(client, *files)
-    assert as_tenant("acme-key-123", *_files(2)).status_code == 202
-    refused = as_tenant("acme-key-123", *_files(1, size=30))
+    assert as_tenant("acme-key-123-0123456789ab", *_files(2)).status_code == 202
+    refused = as_tenant("acme-key-123-0123456789ab", *_files(1, size=30))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
-    assert as_tenant("globex-key-456", *_files(2)).status_code == 202, "others still upload"
+    assert as_tenant("globex-key-456-0123456789ab", *_files(2)).status_code == 202, "others still upload"
 
 
 def test_blob_budget_counts_waiting_bytes_and_gives_them_back(make_app, redis, run_jobs):
@@ -63,18 +63,18 @@ def test_a_finished_or_canceled_task_frees_its_place(make_app, redis):
 
 
 def test_each_tenant_has_its_own_share_of_the_upload_storage(make_app, redis):
-    keys_ = "acme:acme-key-123,globex:globex-key-456"
+    keys_ = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
     client = make_app(INTAKE_API_KEYS=keys_, INTAKE_TENANT_BLOB_BUDGET_BYTES=100,
                       INTAKE_BLOB_BUDGET_BYTES=1000).test_client()
 
     def as_tenant(key, *files):
         client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
         return upload(client, *files)
-    assert as_tenant("acme-key-123", *_files(1, size=80)).status_code == 202
-    refused = as_tenant("acme-key-123", *_files(1, size=30))
+    assert as_tenant("acme-key-123-0123456789ab", *_files(1, size=80)).status_code == 202
+    refused = as_tenant("acme-key-123-0123456789ab", *_files(1, size=30))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
     assert refused.get_json()["error"]["code"] == "tenant_storage_full"
-    assert as_tenant("globex-key-456", *_files(1, size=90)).status_code == 202
+    assert as_tenant("globex-key-456-0123456789ab", *_files(1, size=90)).status_code == 202
     assert int(redis.get(keys.tenant_blob_bytes("acme"))) == 80
     assert int(redis.get(keys.blob_bytes())) == 170
 
@@ -115,7 +115,7 @@ def _chunks_of(word, count):
     return text.encode()
 
 
-TWO_TENANTS = "acme:acme-key-123,globex:globex-key-456"
+TWO_TENANTS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
 
 
 def _as(client, key):
@@ -128,29 +128,29 @@ def test_a_full_knowledge_base_of_all_tenants_refuses_every_upload_and_nothing_e
     monkeypatch.setenv("INTAKE_KB_CHUNK_LIMIT", "2")  # the web's and the workers'
     client = make_app(INTAKE_API_KEYS=TWO_TENANTS).test_client()
     index.ensure_chunk_counts(redis)  # what a worker's housekeeping does as it starts
-    acme = upload(_as(client, "acme-key-123"), ("a.txt", _chunks_of("zebrafox", 1)),
+    acme = upload(_as(client, "acme-key-123-0123456789ab"), ("a.txt", _chunks_of("zebrafox", 1)),
                   ("b.txt", _chunks_of("quorblax", 1))).get_json()
     run_jobs()
-    refused = upload(_as(client, "globex-key-456"), ("g.txt", _chunks_of("wombat", 1)))
+    refused = upload(_as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 1)))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
     error = refused.get_json()["error"]
     assert error["code"] == "knowledge_base_full"
     assert "service's knowledge base is full" in error["message"], error
     assert "Your" not in error["message"], "not this tenant's own limit"
-    assert upload(_as(client, "acme-key-123"), ("c.txt", b"More.")).status_code == 429
+    assert upload(_as(client, "acme-key-123-0123456789ab"), ("c.txt", b"More.")).status_code == 429
 
-    globex = _as(client, "globex-key-456")
+    globex = _as(client, "globex-key-456-0123456789ab")
     assert globex.get("/api/search?q=wombat").status_code == 200
     assert globex.get("/api/batches").status_code == 200
     assert globex.get("/api/health").status_code == 200
-    acme_client = _as(client, "acme-key-123")
+    acme_client = _as(client, "acme-key-123-0123456789ab")
     task = acme["tasks"][0]
     assert acme_client.get(f"/api/tasks/{task['id']}").get_json()["status"] == "succeeded"
     assert acme_client.get(f"/api/batches/{acme['batch_id']}").status_code == 200
     assert acme_client.get("/api/search?q=zebrafox").get_json()["results"]
     assert acme_client.delete("/api/documents/a.txt").status_code == 204
 
-    accepted = upload(_as(client, "globex-key-456"), ("g.txt", _chunks_of("wombat", 1)))
+    accepted = upload(_as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 1)))
     assert accepted.status_code == 202, accepted.get_json()
     run_jobs()
     task_id = accepted.get_json()["tasks"][0]["id"]
@@ -163,10 +163,10 @@ def test_a_document_that_would_pass_the_limit_of_all_tenants_fails_at_indexing(
     monkeypatch.setenv("INTAKE_KB_CHUNK_LIMIT", "3")
     client = make_app(INTAKE_API_KEYS=TWO_TENANTS).test_client()
     index.ensure_chunk_counts(redis)
-    assert upload(_as(client, "acme-key-123"), ("a.txt", _chunks_of("zebrafox", 2))
+    assert upload(_as(client, "acme-key-123-0123456789ab"), ("a.txt", _chunks_of("zebrafox", 2))
                   ).status_code == 202
     run_jobs()
-    task_id = upload(_as(client, "globex-key-456"), ("g.txt", _chunks_of("wombat", 2))
+    task_id = upload(_as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 2))
                      ).get_json()["tasks"][0]["id"]   # 2 of 3 held: still accepted
     run_jobs()
     failed = client.get(f"/api/tasks/{task_id}").get_json()
@@ -179,8 +179,8 @@ def test_a_document_that_would_pass_the_limit_of_all_tenants_fails_at_indexing(
 
     assert client.post(f"/api/tasks/{task_id}/retry").status_code == 202
     assert client.post(f"/api/tasks/{task_id}/cancel").status_code == 202
-    assert _as(client, "acme-key-123").delete("/api/documents/a.txt").status_code == 204
-    assert _as(client, "globex-key-456").post(f"/api/tasks/{task_id}/retry").status_code == 202
+    assert _as(client, "acme-key-123-0123456789ab").delete("/api/documents/a.txt").status_code == 204
+    assert _as(client, "globex-key-456-0123456789ab").post(f"/api/tasks/{task_id}/retry").status_code == 202
     run_jobs()
     done = client.get(f"/api/tasks/{task_id}").get_json()
     assert done["status"] == "succeeded" and done["result"]["chunks"] == 2, done

@@ -15,7 +15,7 @@ from jobs.core.settings import Settings
 from jobs.tasks import originals
 from tests.unit.conftest import upload
 
-KEYS = "acme:acme-key-123,globex:globex-key-456"
+KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
 
 
 def _as(client, key):
@@ -51,10 +51,10 @@ def test_an_id_with_slashes_downloads_its_own_original(client):
 
 def test_another_tenants_original_is_not_found(make_app):
     client = make_app(INTAKE_API_KEYS=KEYS).test_client()
-    assert upload(_as(client, "acme-key-123"), ("plan.txt", b"acme's plan")).status_code == 202
-    response = _as(client, "globex-key-456").get("/api/originals/plan.txt")
+    assert upload(_as(client, "acme-key-123-0123456789ab"), ("plan.txt", b"acme's plan")).status_code == 202
+    response = _as(client, "globex-key-456-0123456789ab").get("/api/originals/plan.txt")
     assert response.status_code == 404 and response.get_json()["error"]["code"] == "not_found"
-    assert _as(client, "acme-key-123").get("/api/originals/plan.txt").data == b"acme's plan"
+    assert _as(client, "acme-key-123-0123456789ab").get("/api/originals/plan.txt").data == b"acme's plan"
 
 
 def test_a_new_version_is_what_downloads_and_a_delete_deletes_every_original(client, run_jobs,

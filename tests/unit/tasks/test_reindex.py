@@ -13,7 +13,7 @@ from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
 TEXT = ("The turbine hall inspection found the valve seals worn. " * 40).encode()
-KEYS = "acme:acme-key-123,globex:globex-key-456"
+KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
 
 
 def _reindex(client, **body):
@@ -77,15 +77,15 @@ def test_a_document_indexed_under_todays_pipeline_is_a_duplicate_unless_forced(c
 
 def test_unknown_and_other_tenants_documents_are_refused_by_id(make_app, run_jobs):
     client = make_app(INTAKE_API_KEYS=KEYS).test_client()
-    client.environ_base["HTTP_AUTHORIZATION"] = "Bearer acme-key-123"
+    client.environ_base["HTTP_AUTHORIZATION"] = "Bearer acme-key-123-0123456789ab"
     upload(client, ("plan.txt", TEXT))
-    client.environ_base["HTTP_AUTHORIZATION"] = "Bearer globex-key-456"
+    client.environ_base["HTTP_AUTHORIZATION"] = "Bearer globex-key-456-0123456789ab"
     refused = _reindex(client, document_ids=["plan.txt"])
     assert refused.status_code == 404
     assert refused.get_json()["rejected"] == [{"document_id": "plan.txt", "code": "not_found",
                                                "message": "No such document."}]
     assert _reindex(client, all=True).status_code == 404, "globex has no documents"
-    client.environ_base["HTTP_AUTHORIZATION"] = "Bearer acme-key-123"
+    client.environ_base["HTTP_AUTHORIZATION"] = "Bearer acme-key-123-0123456789ab"
     mixed = _reindex(client, document_ids=["plan.txt", "missing.txt"], force=True)
     assert mixed.status_code == 202
     assert [r["document_id"] for r in mixed.get_json()["rejected"]] == ["missing.txt"]

@@ -14,8 +14,8 @@ import pytest
 from jobs.core import keys
 from tests.unit.conftest import upload
 
-KEYS = "acme:acme-key-123,globex:globex-key-456"
-ACME = {"Authorization": "Bearer acme-key-123"}
+KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
+ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
 ID = "0123456789abcdef0123456789abcdef"
 BAD_IDS = (f"{ID}:tasks", ID.upper(), ID[:31], ID + "0", "x" * 32, "..", "%2e%2e")
 
@@ -30,7 +30,7 @@ def csrf_token(client, path: str = "/signin") -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
 
 
-def sign_in(client, key: str = "acme-key-123"):
+def sign_in(client, key: str = "acme-key-123-0123456789ab"):
     return client.post("/signin", data={"key": key, "csrf_token": csrf_token(client)})
 
 
@@ -136,7 +136,7 @@ def test_session_cookie_is_secure_over_https_only(make_app):
     page = secure.get("/signin", base_url=https).get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
     answer = secure.post("/signin", base_url=https, headers={"Referer": f"{https}/signin"},
-                         data={"key": "acme-key-123", "csrf_token": token})
+                         data={"key": "acme-key-123-0123456789ab", "csrf_token": token})
     assert answer.status_code == 303
     assert "; Secure" in _session_cookie(answer)
 

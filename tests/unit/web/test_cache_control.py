@@ -9,8 +9,8 @@ import pytest
 
 from tests.unit.conftest import upload
 
-KEYS = "acme:acme-key-123"
-ACME = {"Authorization": "Bearer acme-key-123"}
+KEYS = "acme:acme-key-123-0123456789ab"
+ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
 NO_STORE = "private, no-store"
 REVALIDATE = "private, no-cache"
 
@@ -35,7 +35,7 @@ def upload_as(client, *files):
 def sign_in(client) -> None:
     page = client.get("/signin").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    assert client.post("/signin", data={"key": "acme-key-123", "csrf_token": token}
+    assert client.post("/signin", data={"key": "acme-key-123-0123456789ab", "csrf_token": token}
                        ).status_code == 303
 
 

@@ -257,9 +257,9 @@ def test_every_form_needs_its_csrf_token(client, run_jobs, path, form):
 
 
 def test_another_tenants_document_can_be_neither_deleted_nor_reindexed(make_app, run_jobs):
-    client = make_app(INTAKE_API_KEYS="acme:acme-key-123,globex:globex-key-456").test_client()
-    acme = {"Authorization": "Bearer acme-key-123"}
-    globex = {"Authorization": "Bearer globex-key-456"}
+    client = make_app(INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab").test_client()
+    acme = {"Authorization": "Bearer acme-key-123-0123456789ab"}
+    globex = {"Authorization": "Bearer globex-key-456-0123456789ab"}
     client.post("/api/documents", headers=acme, content_type="multipart/form-data",
                 data={"files": [(io.BytesIO(b"Acme's secret words."), "secret.txt")]})
     run_jobs()

@@ -48,9 +48,9 @@ def test_unknown_batch_or_task_is_a_json_404(fast_client):
 
 
 def test_another_tenants_batch_is_a_404(make_app):
-    client = make_app(INTAKE_API_KEYS="acme:acme-key-123,globex:globex-key-456", **FAST).test_client()
-    mine = {"Authorization": "Bearer acme-key-123"}
-    theirs = {"Authorization": "Bearer globex-key-456"}
+    client = make_app(INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab", **FAST).test_client()
+    mine = {"Authorization": "Bearer acme-key-123-0123456789ab"}
+    theirs = {"Authorization": "Bearer globex-key-456-0123456789ab"}
     batch = client.post("/api/documents", headers=mine, content_type="multipart/form-data",
                         data={"files": [(io.BytesIO(b"Secret words."), "a.txt")]}
                         ).get_json()

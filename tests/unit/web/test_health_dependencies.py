@@ -14,8 +14,8 @@ from typing import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-KEYS = "acme:acme-key-123"
-ACME = {"Authorization": "Bearer acme-key-123"}
+KEYS = "acme:acme-key-123-0123456789ab"
+ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
 OPERATOR = {"Authorization": "Basic " + base64.b64encode(b"admin:operator-secret").decode()}
 #: Nothing listens there: refused at once.
 NOWHERE = "redis://:kb-secret@127.0.0.1:1/0"

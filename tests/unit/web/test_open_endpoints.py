@@ -9,10 +9,10 @@ import io
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-KEYS = "acme:acme-key-123,globex:globex-key-456"
+KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
 PASSWORD = "operator-secret"
-ACME = {"Authorization": "Bearer acme-key-123"}
-GLOBEX = {"Authorization": "Bearer globex-key-456"}
+ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
+GLOBEX = {"Authorization": "Bearer globex-key-456-0123456789ab"}
 OPERATOR = {"Authorization": "Basic " + base64.b64encode(f"admin:{PASSWORD}".encode()).decode()}
 TENANTS = ("acme", "globex")
 

@@ -69,3 +69,17 @@ def test_health_documents_its_status_and_each_dependency(client):
     assert set(dependencies["required"]) == set(found["dependencies"])
     store = dependencies["properties"]["store"]["allOf"][1]["properties"]
     assert store["kind"]["enum"] == ["file", "s3"]
+
+
+def test_the_limits_answers_are_documented_with_retry_after(client):
+    paths = client.get("/api/openapi.json").get_json()["paths"]
+    limited = {("/api/search", "429"), ("/api/search", "503"), ("/api/documents", "429"),
+               ("/api/batches/{batch_id}", "429"), ("/api/batches/{batch_id}/events", "429")}
+    for path, status in limited:
+        answer = paths[path]["get"]["responses"][status]
+        assert "Retry-After" in answer["headers"], (path, status)
+    assert "too_many_searches" in paths["/api/search"]["get"]["responses"]["429"]["description"]
+    for path, item in paths.items():   # a client past its failed keys: 429 wherever a key goes
+        for method, operation in item.items():
+            if "401" in operation["responses"]:
+                assert "429" in operation["responses"], (path, method)

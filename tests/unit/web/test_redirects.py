@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.conftest import upload
 
-KEYS = "acme:acme-key-123"
+KEYS = "acme:acme-key-123-0123456789ab"
 # Each is taken as another host (or a scheme) by a browser once it strips tabs and newlines,
 # trims controls and spaces and reads a backslash as a slash; sent as the raw query value.
 HOSTILE = ("/%09/evil.com", "/\t/evil.com", "/\\evil.com", "\\/evil.com", "//evil.com",
@@ -28,7 +28,7 @@ def _csrf(client, path: str) -> str:
 def _sign_in(client, target: str):
     token = _csrf(client, "/signin")
     return client.post(f"/signin?next={_raw(target)}",
-                       data={"key": "acme-key-123", "csrf_token": token})
+                       data={"key": "acme-key-123-0123456789ab", "csrf_token": token})
 
 
 def _raw(target: str) -> str:

@@ -9,9 +9,9 @@ import pytest
 
 from tests.samples import make_pdf_no_text
 
-KEYS = "acme:acme-key-123,globex:globex-key-456"
-A = {"Authorization": "Bearer acme-key-123"}
-B = {"Authorization": "Bearer globex-key-456"}
+KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
+A = {"Authorization": "Bearer acme-key-123-0123456789ab"}
+B = {"Authorization": "Bearer globex-key-456-0123456789ab"}
 
 
 @pytest.fixture
@@ -69,9 +69,9 @@ def test_pages_sign_in_with_a_key_and_out_again(client):
     assert response.status_code == 303 and response.headers["Location"].startswith("/signin")
     form = client.get("/signin").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
-    refused = client.post("/signin", data={"key": "wrong-key-000", "csrf_token": token})
+    refused = client.post("/signin", data={"key": "wrong-key-000-0123456789ab", "csrf_token": token})
     assert refused.status_code == 401
-    signed = client.post("/signin", data={"key": "acme-key-123", "csrf_token": token,
+    signed = client.post("/signin", data={"key": "acme-key-123-0123456789ab", "csrf_token": token,
                                           "next": "/failed"})
     assert signed.status_code == 303 and signed.headers["Location"] == "/failed"
     page = client.get("/").get_data(as_text=True)

@@ -194,10 +194,10 @@ def test_a_batch_of_finished_duplicates_is_complete_at_submit(hooked, run_jobs, 
 def test_deliveries_are_per_tenant(make_app, receiver, run_jobs, redis, monkeypatch):
     monkeypatch.setenv("INTAKE_WEBHOOK_URL", receiver.url)
     webhooks.install(None)
-    client = make_app(INTAKE_API_KEYS="acme:acme-key-123,globex:globex-key-456",
+    client = make_app(INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab",
                       INTAKE_WEBHOOK_URL=receiver.url).test_client()
-    a = {"Authorization": "Bearer acme-key-123"}
-    b = {"Authorization": "Bearer globex-key-456"}
+    a = {"Authorization": "Bearer acme-key-123-0123456789ab"}
+    b = {"Authorization": "Bearer globex-key-456-0123456789ab"}
     response = client.post("/api/documents", headers=a, content_type="multipart/form-data",
                            data={"files": [(io.BytesIO(TEXT), "a.txt")]})
     assert response.status_code == 202

@@ -17,9 +17,9 @@ from jobs.core.settings import QUEUE_NAMES
 from jobs.tasks.submit import choose_queue
 from jobs.worker.fairshare import wanted_queues
 
-KEYS = "acme:acme-key-123,globex:globex-key-456"
-ACME = {"Authorization": "Bearer acme-key-123"}
-GLOBEX = {"Authorization": "Bearer globex-key-456"}
+KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
+ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
+GLOBEX = {"Authorization": "Bearer globex-key-456-0123456789ab"}
 
 
 def test_default_keeps_the_static_names_and_other_tenants_get_their_own():
