@@ -37,7 +37,7 @@ from redis import Redis
 from jobs.core import keys
 from jobs.core.exceptions import LimitReached
 from jobs.core.settings import Settings
-from jobs.tasks import lifecycle, originals, states
+from jobs.tasks import library, lifecycle, originals, states
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.tasks.submit import Upload, measure
@@ -128,6 +128,9 @@ def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
             rejected.append(_refused(document_id, LAST_RUN_FAILED, "Its last run failed; "
                                      "re-index it by itself, or with force, to run it again."))
             continue
+        if record.get(task_record.STATUS) in (states.FAILED, states.CANCELED):
+            task_id, record = _stored_version(connection, kb, settings, tenant, document_id,
+                                              task_id, record)
         sha256 = record.get(task_record.SHA256) or _digest(connection, settings, tenant,
                                                            document_id, task_id)
         if sha256 is None:
@@ -139,6 +142,24 @@ def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
                               size=int(record.get(task_record.SIZE) or 0), sha256=sha256,
                               original_of=task_id, rerun=force))
     return Chosen(uploads, rejected)
+
+
+def _stored_version(connection: Redis, kb: Redis, settings: Settings, tenant: str,
+                    document_id: str, task_id: str,
+                    record: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """A failed or canceled version keeps its original only for the upload retention
+    (jobs.tasks.originals): past it, the newest older version whose original is stored runs
+    instead (the one indexed, most often); the version itself when none is."""
+    if originals.stored(connection, settings, tenant, document_id, task_id,
+                        record.get(task_record.ORIGINAL_OF, "")):
+        return task_id, record
+    for older in library.older_versions(connection, kb, tenant, document_id, task_id):
+        [found] = tasks.load_many(connection, [older])
+        if found is not None and found.get(task_record.TENANT) == tenant and originals.stored(
+                connection, settings, tenant, document_id, older,
+                found.get(task_record.ORIGINAL_OF, "")):
+            return older, found
+    return task_id, record
 
 
 def _digest(connection: Redis, settings: Settings, tenant: str, document_id: str,

@@ -93,3 +93,23 @@ def test_a_download_falls_back_to_the_newest_version_whose_original_is_stored(
     download = client.get(document["original_url"])
     assert download.status_code == 200, download.get_json()
     assert download.data == b"Version one of the guide.", first
+
+
+def test_a_reindex_runs_the_newest_version_whose_original_is_stored(client, redis, run_jobs):
+    """A canceled (or failed) upload's original goes after the upload retention: re-indexing
+    the document then runs the version before it, not a run that fails upload_expired."""
+    upload(client, ("manual.txt", b"The manual, first edition."))
+    run_jobs()
+    second = upload(client, ("manual.txt", b"A second edition, canceled.")).get_json()
+    second_id = second["tasks"][0]["id"]
+    assert client.post(f"/api/tasks/{second_id}/cancel").status_code == 202
+    originals.delete(Settings(), "default", "manual.txt", [second_id])  # as the sweep would
+    answer = client.post("/api/documents/reindex", json={"document_ids": ["manual.txt"],
+                                                          "force": True})
+    assert answer.status_code == 202, answer.get_json()
+    [task] = answer.get_json()["tasks"]
+    run_jobs()
+    final = client.get(f"/api/tasks/{task['id']}").get_json()
+    assert final["status"] == "succeeded", final
+    hits = client.get("/api/search?q=edition").get_json()["results"]
+    assert [h["text"] for h in hits] == ["The manual, first edition."], hits
