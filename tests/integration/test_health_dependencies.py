@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")]
 
 DATABASE, S3_DATABASE = 6, 8  # nothing else uses these
-TENANT, KEY = "healthco", "healthco-key-123456"
+TENANT, KEY = "healthco", "healthco-key-123456-0123456789ab"
 #: A probe's bound (1 s) and a loaded machine's HTTP round trip beside it.
 BOUND_S = 2.5
 
