@@ -30,8 +30,8 @@ from redis import Redis, WatchError
 
 from jobs.core import keys
 from jobs.core.redis_client import COMMAND, connect
-from jobs.embedding.embedders import Embedding
 from jobs.kb import index, postings
+from jobs.text.terms import TERMS
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,8 @@ def legacy_document(fields: dict[bytes, bytes], tenant: str) -> index.IndexedDoc
     places: list[dict[str, Any]] = (json.loads(fields[b"locations"]) if b"locations" in fields
                                     else [{} for _ in texts])
     dim = int(fields.get(b"dim") or 0)
-    vectors: Embedding
-    if (fields.get(b"format") or b"dense") == b"sparse":
-        vectors = index.LEXICAL.embed(texts)   # the stored cosine weights are no term counts
-    else:
+    vectors: np.ndarray | None = None  # sparse: the stored cosine weights are no term counts,
+    if (fields.get(b"format") or b"dense") != b"sparse":  # which staging counts from the texts
         vectors = np.frombuffer(fields[b"vectors"], dtype=np.float32).reshape(len(texts), dim)
     return index.IndexedDocument(
         tenant, fields[b"document_id"].decode(), fields[b"filename"].decode(),
@@ -145,7 +143,7 @@ def _index_words_again(connection: Redis, tenant: str, doc_key: bytes, first: in
         return pipe.hget(doc_key, "first") == str(first).encode() and pipe.hget(
             doc_key, "lexical") != b"bm25"
 
-    if not index.write_lexical(connection, tenant, first, index.LEXICAL.embed(texts),
+    if not index.write_lexical(connection, tenant, first, TERMS.count(texts),
                                float(reference), guard=still_this_version):
         return False
     with connection.pipeline(transaction=True) as pipe:

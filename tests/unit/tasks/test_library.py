@@ -8,7 +8,6 @@ import fakeredis
 import pytest
 
 from jobs.core import keys
-from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb import index
 from jobs.kb.index import IndexedDocument
 from jobs.tasks import library
@@ -248,7 +247,6 @@ def test_backfill_keeps_the_time_an_upload_placed_a_document_at(client, redis):
 
 # -- the knowledge base on a Redis of its own --------------------------------------------------
 
-EMBEDDER = LocalEmbedder()
 
 
 def test_with_the_knowledge_base_apart_its_entries_stand_in_and_are_backfilled():
@@ -256,7 +254,7 @@ def test_with_the_knowledge_base_apart_its_entries_stand_in_and_are_backfilled()
     kb = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     texts = ["kept in the knowledge base alone"]
     index.write(kb, IndexedDocument("acme", "dir/kept.pdf", "kept.pdf", "f" * 32,
-                                    1_700_000_000_000_000, texts, EMBEDDER.embed(texts)))
+                                    1_700_000_000_000_000, texts, None))
     assert library.backfill(queue, kb) == 1
     page = library.page(queue, kb, "acme")
     assert page["total"] == 1
