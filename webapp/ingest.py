@@ -13,8 +13,9 @@ from flask import current_app
 from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
-from jobs import (BATCH_LIVE, LAST_RUN_FAILED, TERMINAL, FolderRecord, LimitReached, NotFound,
-                  NotNow, NotReplicated, display_url, documents_gone)
+from jobs import (BATCH_LIVE, LAST_RUN_FAILED, PRIORITIES, REINDEX_PRIORITY, TERMINAL,
+                  FolderRecord, LimitReached, NotFound, NotNow, NotReplicated, display_url,
+                  documents_gone)
 from webapp.display import eta_text
 from webapp.uploads import accept, clean_path
 
@@ -43,7 +44,7 @@ def _files(paths: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
 @with_appcontext
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--priority", type=click.Choice(["high", "normal", "bulk"]))
+@click.option("--priority", type=click.Choice(PRIORITIES))
 @click.option("--force", is_flag=True, help="Ingest again even if unchanged.")
 @click.option("--sync", "sync", is_flag=True,
               help="Make the knowledge base follow ONE folder: new and changed files are "
@@ -227,7 +228,7 @@ def _summary(batch: dict) -> int:
 @click.option("--force", is_flag=True,
               help="Also the documents already indexed under the current pipeline version "
                    "and, with --all, those whose last run failed.")
-@click.option("--priority", type=click.Choice(["high", "normal", "bulk"]), default="bulk",
+@click.option("--priority", type=click.Choice(PRIORITIES), default=REINDEX_PRIORITY,
               show_default=True)
 @click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
 def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: str, force: bool,

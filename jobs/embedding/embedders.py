@@ -21,12 +21,12 @@ import re
 import time
 from email.utils import parsedate_to_datetime
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
+from jobs.core.addresses import display_url
 from jobs.core.failures import PermanentError, TransientError
 from jobs.core.settings import Settings
 from jobs.text.terms import TERM_SPACE, TermCounter
@@ -169,15 +169,6 @@ def too_many_inputs(response: requests.Response) -> bool:
     if response.status_code not in (400, 422):
         return False
     return bool(_TOO_MANY.search(_service_detail(response) or response.text[:500]))
-
-
-def display_url(url: str) -> str:
-    """`url` without any user:password part, fit for a message."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", "")) if parts.scheme else url
 
 
 def _service_detail(response: requests.Response) -> str:
