@@ -1,5 +1,6 @@
-"""`flask --app webapp ingest PATH…`, `reindex` and friends: Intake from a terminal, through the same code
-as the API (the same file checks, the same submit, the same task JSON)."""
+"""`flask --app webapp ingest PATH…`, `reindex`, `failed` and `retry`: Intake's documents from a
+terminal, through the same code as the API (the same file checks, the same submit, the same
+task JSON)."""
 from __future__ import annotations
 
 import logging
@@ -10,12 +11,12 @@ from typing import Iterator
 
 import click
 from flask import current_app
-from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
 from jobs import (BATCH_LIVE, LAST_RUN_FAILED, PRIORITIES, REINDEX_PRIORITY, TERMINAL,
                   FolderRecord, LimitReached, NotFound, NotNow, NotReplicated, display_url,
                   documents_gone)
+from webapp.cli.app import with_app
 from webapp.display import eta_text
 from webapp.uploads import accept, clean_path
 
@@ -41,7 +42,7 @@ def _files(paths: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
 
 
 @click.command("ingest")
-@with_appcontext
+@with_app
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--priority", type=click.Choice(PRIORITIES))
@@ -221,7 +222,7 @@ def _summary(batch: dict) -> int:
 
 
 @click.command("reindex")
-@with_appcontext
+@with_app
 @click.argument("document_ids", nargs=-1)
 @click.option("--all", "reindex_all", is_flag=True, help="Every document of the tenant.")
 @click.option("--tenant", default="default", show_default=True)
@@ -264,7 +265,7 @@ def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: st
 
 
 @click.command("failed")
-@with_appcontext
+@with_app
 @click.option("--tenant", default="default", show_default=True)
 def failed_command(tenant: str) -> None:
     """List the dead letters: id, document, step and reason."""
@@ -276,7 +277,7 @@ def failed_command(tenant: str) -> None:
 
 
 @click.command("retry")
-@with_appcontext
+@with_app
 @click.argument("task_ids", nargs=-1)
 @click.option("--all", "retry_all", is_flag=True, help="Every retryable dead letter.")
 @click.option("--tenant", default="default", show_default=True)
