@@ -311,10 +311,11 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
     (chunks, length, document frequencies) they add to, so that collecting the rows later
     (`_delete_runs`) takes away exactly what was added, whatever crashed in between. `guard`, a
     callable given the pipeline, may queue a check that makes the piece's statistics and rows
-    land only while it holds (jobs.kb.migration: the chunks are still the document's). Postings
-    follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends more than
-    a millisecond or two on one call; sent PIECE_BYTES at a time. A small document (one piece
-    of rows, one call of postings) sends its postings in its rows' MULTI: one round trip.
+    land only while it holds (jobs.upgrades.kb_layout: the chunks are still the document's).
+    Postings follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends
+    more than a millisecond or two on one call; sent PIECE_BYTES at a time. A small document
+    (one piece of rows, one call of postings) sends its postings in its rows' MULTI: one round
+    trip.
     """
     encoded = postings.encode(rows, first, reference)
     rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
@@ -377,7 +378,7 @@ def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = Fa
 
     The caller adds its task's `succeeded` write to the same pipeline, so both land together.
     The script's reply is 0 when a newer version was already indexed (that one stays).
-    `keep_legacy` (jobs.kb.migration) leaves the old layout's fields in the document's hash.
+    `keep_legacy` (jobs.upgrades.kb_layout) leaves the old layout's fields in the document's hash.
     """
     pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args,
               "1" if keep_legacy else "0")

@@ -1,5 +1,5 @@
 """Upgrading an index written before chunk ids (docs/architecture.md §11), on a real redis-server
-with the real web: `python -m jobs.kb.migration` gives every old-layout document the new layout,
+with the real web: `python -m jobs.upgrades.kb_layout` gives every old-layout document the new layout,
 from its stored texts and vectors, and leaves the old fields for the previous release's web
 processes, so a search finds the document before, during and after the switch."""
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
     search = f"/api/search?q={quote(word)}"
     assert get_json(api, search)["results"] == [], "not in the new layout yet"
 
-    done = subprocess.run([sys.executable, "-m", "jobs.kb.migration"], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "jobs.upgrades.kb_layout"], cwd=REPO_ROOT,
                           env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -75,7 +75,7 @@ def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(
     connection.set(prefix + "p:0000abcd:200", b"\0" * 4)
     assert retriever.lexical(tenant, TERMS.count_query(word), 10).hits == []
 
-    done = subprocess.run([sys.executable, "-m", "jobs.kb.migration"], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "jobs.upgrades.kb_layout"], cwd=REPO_ROOT,
                           env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -10,11 +10,11 @@ import pytest
 
 from jobs.core import keys
 from jobs.kb import index, postings
-from jobs.kb import migration as kb_migration
 from jobs.kb.index import IndexedDocument
 from jobs.kb.retrieval import Retriever
 from jobs.kb.search import Searcher
 from jobs.text.terms import TERMS
+from jobs.upgrades import kb_layout as kb_migration
 from tests.unit.sparse_reference import InvertedIndex, top_k
 
 
