@@ -1,6 +1,6 @@
 """Upgrading an index written before chunk ids (docs/architecture.md §11), on a real redis-server
-with the real web: `python -m jobs.upgrades.kb_layout` gives every old-layout document the new layout,
-from its stored texts and vectors, and leaves the old fields for the previous release's web
+with the real web: `python -m jobs.upgrades.kb_layout` gives every old-layout document the new
+layout, from its stored texts and vectors, and leaves the old fields for the previous release's web
 processes, so a search finds the document before, during and after the switch."""
 from __future__ import annotations
 

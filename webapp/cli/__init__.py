@@ -36,8 +36,7 @@ def dev_command(host: str, port: int, workers: int, instance_dir: Path | None) -
 
 def register_cli(app: Flask) -> None:
     """Add Intake's commands to `flask --app webapp …`."""
-    from webapp.cli.documents import (failed_command, ingest_command, reindex_command,
-                                      retry_command)
+    from webapp.cli.documents import failed_command, ingest_command, reindex_command, retry_command
 
     for command in (dev_command, ingest_command, reindex_command, failed_command,
                     retry_command):

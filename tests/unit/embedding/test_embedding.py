@@ -1,16 +1,9 @@
 import contextlib
-import hashlib
 import json
-import os
-import random
 import socket
-import subprocess
-import sys
 import threading
 import time
-import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +12,6 @@ from jobs.core.failures import PermanentError, TransientError
 from jobs.core.settings import Settings
 from jobs.embedding.embedders import HttpEmbedder, LocalEmbedder, make_embedder
 
-ROOT = Path(__file__).resolve().parents[3]
 CORPUS = [
     "The invoice for March is attached; payment is due in thirty days.",
     "Our cat sleeps on the warm windowsill every afternoon.",

@@ -18,7 +18,6 @@ from jobs.upgrades import kb_layout as kb_migration
 from tests.unit.sparse_reference import InvertedIndex, top_k
 
 
-
 class MemoryVectors:
     """A vector engine in a dict, for unit tests of the index's bookkeeping only (the real one,
     PostgreSQL with pgvector, is tested in tests/integration/test_vector_store.py)."""

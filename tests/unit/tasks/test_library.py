@@ -236,7 +236,8 @@ def test_backfill_lists_what_was_uploaded_before_the_list_existed(client, redis,
         "within the grace, later passes look at latest tasks again, not the index")
     redis.set(keys.tenant_documents_filled(), 1.0)
     redis.delete(keys.tenant_documents("default"))
-    assert library_backfill.backfill(redis) == 0 and listed(client)["total"] == 0, "then never again"
+    assert library_backfill.backfill(redis) == 0 and listed(client)["total"] == 0, (
+        "then never again")
 
 
 def test_backfill_keeps_the_time_an_upload_placed_a_document_at(client, redis):

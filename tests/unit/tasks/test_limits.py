@@ -5,8 +5,8 @@ from __future__ import annotations
 from jobs.core import keys
 from jobs.kb import index
 from jobs.tasks import upload_budgets
-from jobs.upgrades import upload_sizes
 from jobs.text.chunking import chunk_text
+from jobs.upgrades import upload_sizes
 from tests.unit.conftest import upload
 
 
