@@ -1,9 +1,10 @@
-"""A large synthetic knowledge base, built fast: the chunk texts and their `LocalEmbedder` rows
-made with numpy from word ids instead of one text at a time.
+"""A large synthetic knowledge base: the chunk texts made with numpy from word ids, and their
+term rows (jobs.text.terms) computed the same way for checks.
 
-Why not embed the texts: 1,000,000 chunks of 110 words through the embedder's regex and CRC-32
-take minutes of one core; from word ids the same rows (checked against the embedder on a sample,
-`check_rows`) take seconds. Words are drawn from bench.search's Zipf-like vocabulary, so the
+The index step counts every chunk's terms from its text (jobs.kb.index.stage), so a build pays
+the counter's regex and CRC-32 (minutes of one core for 1,000,000 chunks of 110 words); the
+rows made from word ids (`rows_of`, checked against the counter on a sample, `check_rows`)
+take seconds. Words are drawn from bench.search's Zipf-like vocabulary, so the
 query shape (one word in ~60 % of the chunks, one in ~7 %) is the same at every size.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from bench.search import VOCABULARY, WORDS_PER_CHUNK, vocabulary
-from jobs.embedding.embedders import LocalEmbedder, SparseRows
+from jobs.text.terms import TERMS, SparseRows
 from jobs.text.tokens import document_terms
 
 WORDS = vocabulary(VOCABULARY)
@@ -38,7 +39,7 @@ def texts_of(ids: np.ndarray) -> list[str]:
 
 
 def rows_of(ids: np.ndarray) -> SparseRows:
-    """What LocalEmbedder().embed(texts_of(ids)) returns, computed from the ids."""
+    """What TERMS.count(texts_of(ids)) returns, computed from the ids."""
     n = len(ids)
     rows = np.repeat(np.arange(n, dtype=np.int64), ids.shape[1])
     buckets = _BUCKETS[ids.ravel()]
@@ -54,9 +55,9 @@ def rows_of(ids: np.ndarray) -> SparseRows:
 def check_rows(seed: int = 3) -> None:
     """Raise unless `rows_of` agrees with the embedder itself."""
     ids = word_ids(np.random.default_rng(seed), 200)
-    mine, real = rows_of(ids), LocalEmbedder().embed(texts_of(ids))
+    mine, real = rows_of(ids), TERMS.count(texts_of(ids))
     if mine.to_bytes() != real.to_bytes():
-        raise RuntimeError("bench.corpus rows differ from LocalEmbedder's")
+        raise RuntimeError("bench.corpus rows differ from TERMS.count's")
 
 
 def documents(seed: int, chunks: int, per_document: int) -> Iterator[tuple[list[str], SparseRows]]:
@@ -80,7 +81,7 @@ def _build_part(job: tuple[str, str, int, int, int, int]) -> float:
         number = offset + n
         if not index.write(connection, index.IndexedDocument(
                 tenant, f"{tenant}-{number}.txt", f"{tenant}-{number}.txt", f"{number:032x}",
-                1, texts, rows)):
+                1, texts, None)):  # the index counts the terms (rows: check_rows)
             raise RuntimeError("an index write was refused")
     connection.close()
     return time.perf_counter() - start

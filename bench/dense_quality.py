@@ -12,7 +12,7 @@ Intake: install one by hand to measure it (`CANDIDATES[...].install` says how).
 What it measures, on the chunks `bench.search_quality` uses (CISI's 1,460 abstracts chunked
 with the default settings; 76 judged queries; a document ranks as its best chunk):
 
-* lexical alone: every document is chunked (`chunk_text`), embedded by `LocalEmbedder` and
+* lexical alone: every document is chunked (`chunk_text`), its terms counted (jobs.text.terms) and
   written by `jobs.kb.index.write` into a redis-server of this run, as
   `bench.search_quality.intake_side` does, and each query is a lexical `Searcher.search`
   (k = 200). The wall time of those three steps, over all documents, divided by the number of
@@ -226,9 +226,8 @@ def package_info(candidate: Candidate) -> dict[str, Any]:
 
 def index_lexically(connection: redis.Redis, documents: dict[int, str], settings: Settings,
                     redis_pid: int) -> tuple[list[tuple[int, str]], dict[str, float]]:
-    """Chunk, embed (LocalEmbedder) and write every document as the pipeline does, timed; the
+    """Chunk, count terms and write every document as the pipeline does, timed; the
     chunks in the order of `bench.search_quality.chunks_of`, and the cost per chunk."""
-    embedder = LocalEmbedder()
     chunks: list[tuple[int, str]] = []
     redis_cpu = cpu_seconds(redis_pid)
     cpu, wall = time.process_time(), time.perf_counter()
@@ -236,7 +235,7 @@ def index_lexically(connection: redis.Redis, documents: dict[int, str], settings
         texts = chunk_text(body, settings.chunk_size, settings.chunk_overlap)
         written = index.write(connection, index.IndexedDocument(
             tenant=TENANT, document_id=str(doc), filename=f"cisi-{doc}.txt",
-            task_id=f"{doc:032x}", version=1, texts=texts, vectors=embedder.embed(texts)))
+            task_id=f"{doc:032x}", version=1, texts=texts, vectors=None))
         if not written:
             raise RuntimeError(f"document {doc} was not indexed")
         chunks += [(doc, text) for text in texts]

@@ -124,8 +124,8 @@ def exact_queries(seed: int = 17) -> list[str]:
 
 def exact_share(base: str, redis_url: str) -> dict[str, Any]:
     """How many searches of the large tenant are exact; the inexact ones against the truth."""
-    from jobs.embedding.embedders import LocalEmbedder
     from jobs.kb.retrieval import Retriever
+    from jobs.text.terms import TERMS
     session, latencies, exact, overlaps = _session("large"), [], 0, []
     connection = redis.Redis.from_url(redis_url)
     unbounded = Retriever(connection, budget=10 ** 9)
@@ -136,7 +136,7 @@ def exact_share(base: str, redis_url: str) -> dict[str, Any]:
         if answer["exact"]:
             exact += 1
             continue
-        truth = unbounded.lexical("large", LocalEmbedder().embed_query(query), 10).hits
+        truth = unbounded.lexical("large", TERMS.count_query(query), 10).hits
         got = {(h["document_id"], h["chunk"]) for h in answer["results"]}
         overlaps.append(len(got & {(h["document_id"], h["chunk"]) for h in truth}) / 10)
     session.close()

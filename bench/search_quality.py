@@ -3,7 +3,7 @@ on a public test collection, in the same run.
 
 The collection is CISI (1,460 abstracts of information science, 76 queries with relevance
 judgments; `shared/data/cisi` beside the repository, or INTAKE_CISI_DIR). Each abstract is a
-document: chunked with the default chunk settings, embedded by the default `LocalEmbedder`
+document: chunked with the default chunk settings, indexed by its terms (no dense model)
 and written with `jobs.kb.index.write` into a redis-server of this run, then every query goes
 through `jobs.kb.search.Searcher`, as GET /api/search does. The baseline is the `bm25s`
 package (k1 = 1.5, b = 0.75, Lucene's idf, English stop words, Snowball stemming) over the
@@ -105,17 +105,16 @@ def chunks_of(documents: dict[int, str], settings: Settings) -> list[tuple[int, 
 
 def intake_side(connection: redis.Redis, chunks: list[tuple[int, str]]) -> Callable[[str], list[int]]:
     """Index every document as the pipeline does; a search function over it."""
-    embedder = LocalEmbedder()
     by_doc: dict[int, list[str]] = collections.defaultdict(list)
     for doc, text in chunks:
         by_doc[doc].append(text)
     for doc, texts in by_doc.items():
         written = index.write(connection, index.IndexedDocument(
             tenant=TENANT, document_id=str(doc), filename=f"cisi-{doc}.txt",
-            task_id=f"{doc:032x}", version=1, texts=texts, vectors=embedder.embed(texts)))
+            task_id=f"{doc:032x}", version=1, texts=texts, vectors=None))
         if not written:
             raise RuntimeError(f"document {doc} was not indexed")
-    searcher = Searcher(connection, embedder)
+    searcher = Searcher(connection, LocalEmbedder())
 
     def search(query: str) -> list[int]:
         started = time.perf_counter()

@@ -18,7 +18,7 @@ from jobs.core.dependencies import Probes
 from jobs.core.exceptions import NoChunks, NoSuchDocument, NoSuchTask, NotNow
 from jobs.core.queues import Queues
 from jobs.core.redis_client import PROBE, WEB
-from jobs.core.settings import Settings
+from jobs.core.settings import REINDEX_PRIORITY, Settings
 from jobs.core.throttle import AuthFailures, ExpensiveReads, SearchSlots
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
@@ -98,7 +98,7 @@ class Intake:
         if not chosen.uploads:
             return None, chosen.rejected
         # Never a forced claim: `force` made each upload a re-run, which answers a live task.
-        return self.submit(tenant, chosen.uploads, priority=priority or "bulk",
+        return self.submit(tenant, chosen.uploads, priority=priority or REINDEX_PRIORITY,
                            trace_id=trace_id), chosen.rejected
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:

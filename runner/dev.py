@@ -195,7 +195,7 @@ def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
 
 
 def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: int, workers: int,
-        instance_dir: Path = PROJECT_ROOT / "instance") -> None:
+        instance_dir: Path = record.INSTANCE_DIR) -> None:
     """Start Redis, the workers and the web app; on Ctrl-C or SIGTERM stop them all and return.
 
     SIGTERM and SIGHUP act like Ctrl-C. During the cleanup every stop signal is ignored, so a

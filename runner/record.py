@@ -2,8 +2,9 @@
 
 Why: `flask --app webapp ingest` in another terminal, with no REDIS_URL set, would otherwise
 talk to the machine's Redis on 6379 (or none) while the runner's workers wait on their own
-Redis on another port. The runner writes its Redis URL and pid here; the web config reads it
-when REDIS_URL is not set and that pid is alive (webapp.config), and says so.
+Redis on another port. The runner writes its Redis URL and pid here; a terminal's document
+command reads it when no Redis is named and that pid is alive (webapp.cli.app), and says so.
+No web process reads it: their configuration is the environment's.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import os
 from pathlib import Path
 
 RECORD_NAME = "dev-runner.json"
+#: Where `make run` keeps its state (runner.dev), beside the code.
+INSTANCE_DIR = Path(__file__).resolve().parent.parent / "instance"
 
 
 def write(instance_dir: Path, redis_url: str) -> Path:

@@ -9,8 +9,8 @@ from typing import Any
 
 from flask import Blueprint, Response, request, send_file
 
-from jobs import (LAST_RUN_FAILED, MAX_SEARCH_K, SEARCH_MODES, STATUSES, compact_json,
-                  held_logs, write_logs)
+from jobs import (LAST_RUN_FAILED, MAX_SEARCH_K, PRIORITIES, SEARCH_MODES, STATUSES,
+                  compact_json, held_logs, write_logs)
 from webapp import limits, tenancy
 from webapp.dashboard import is_operator, operator_denial
 from webapp.errors import ApiError
@@ -18,9 +18,9 @@ from webapp.extensions import intake, settings
 from webapp.uploads import accept
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-PRIORITIES = ("high", "normal", "bulk")
 TRACE_ID = re.compile(r"[A-Za-z0-9._-]{8,64}")
 REINDEX_IDS = 10_000  # document ids one re-index request may name
+_PRIORITY_MESSAGE = f"priority must be one of {', '.join(PRIORITIES)}."
 
 
 def json_response(payload: Any, status: int = 200, *, etag: bool = False,
@@ -46,7 +46,7 @@ def upload_documents() -> Response:
         raise ApiError(413, "too_many_files", f"At most {limit} files per request.")
     priority = request.form.get("priority") or None
     if priority is not None and priority not in PRIORITIES:
-        raise ApiError(400, "bad_priority", "priority must be one of high, normal, bulk.")
+        raise ApiError(400, "bad_priority", _PRIORITY_MESSAGE)
     checked = accept(files, request.form.getlist("document_id"), settings())
     if not checked.uploads:
         first = checked.rejected[0]
@@ -79,7 +79,7 @@ def reindex_documents() -> Response:
                                            "document ids.")
     priority = body.get("priority")
     if priority is not None and priority not in PRIORITIES:
-        raise ApiError(400, "bad_priority", "priority must be one of high, normal, bulk.")
+        raise ApiError(400, "bad_priority", _PRIORITY_MESSAGE)
     with held_logs() as lines:  # LimitReached: webapp.errors answers 429 or 503
         batch, rejected = intake().reindex(tenancy.current_tenant(), ids, priority=priority,
                                            force=body.get("force") is True, trace_id=_trace_id())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from pathlib import Path
 from typing import Any, Mapping
 
 from jobs import MIB, Settings, redis_dashboard_url
@@ -18,7 +17,6 @@ from jobs import MIB, Settings, redis_dashboard_url
 # whose failed keys are counted (webapp.limits).
 ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL",
              "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "FORWARDED_ALLOW_IPS")
-INSTANCE_DIR = Path(__file__).resolve().parent.parent / "instance"  # the dev runner's
 
 
 def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -26,13 +24,6 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     source: dict[str, Any] = {k: v for k, v in os.environ.items()
                               if k in ENV_NAMES or k.startswith("INTAKE_")}
     source.update(overrides or {})
-    # No REDIS_URL anywhere: a dev runner running in this checkout is where the work goes.
-    found_runner = None
-    if not any(source.get(name) for name in ("REDIS_URL", "REDIS_SENTINELS", "REDIS_CONNECTION")):
-        from runner.record import running_redis_url
-        found_runner = running_redis_url(INSTANCE_DIR)
-        if found_runner:
-            source["REDIS_URL"] = found_runner
     settings = Settings.from_mapping(source)
     config: dict[str, Any] = dict(source)
     config.update(
@@ -52,7 +43,8 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         SESSION_COOKIE_SECURE=_flag(source, "INTAKE_SECURE_COOKIES"),
         SESSION_COOKIE_HTTPONLY=True,
         JSON_SORT_KEYS=False,
-        REDIS_URL_FROM_DEV_RUNNER=found_runner is not None,
+        # A terminal's command on a dev runner's Redis says so (webapp.cli.app).
+        REDIS_URL_FROM_DEV_RUNNER=(overrides or {}).get("REDIS_URL_FROM_DEV_RUNNER") is True,
     )
     return config
 

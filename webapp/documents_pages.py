@@ -14,8 +14,8 @@ from typing import Any, Mapping
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (LAST_RUN_FAILED, STATUSES, LimitReached, NotFound, NotReplicated,
-                  StorageUnavailable, held_logs, write_logs)
+from jobs import (LAST_RUN_FAILED, NORMAL_PRIORITY, STATUSES, LimitReached, NotFound,
+                  NotReplicated, StorageUnavailable, held_logs, write_logs)
 from webapp import tenancy
 from webapp.extensions import intake
 
@@ -61,7 +61,7 @@ def reindex() -> Response:
             batch, rejected = (
                 intake().reindex(tenancy.current_tenant(), None) if everything else
                 intake().reindex(tenancy.current_tenant(), [document_id], force=True,
-                                 priority="normal"))
+                                 priority=NORMAL_PRIORITY))
         except REFUSALS as exc:  # see their docstrings
             flash(exc.message, "error")
             return redirect(back, 303)

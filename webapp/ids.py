@@ -1,4 +1,4 @@
-"""The shape of task and batch ids in URLs: 32 lowercase hex characters (jobs.tasks.records.new_id).
+"""Task and batch ids in URLs: the shape jobs makes them in (jobs.ID_PATTERN, jobs.is_id).
 
 Why check the shape at the edge: an id is spliced into Redis key names, so `<id>:tasks` would
 name another record (a list, not a hash) and the read would fail with WRONGTYPE. A route that
@@ -9,18 +9,16 @@ from __future__ import annotations
 from flask import Flask
 from werkzeug.routing import BaseConverter
 
-from jobs import is_id
-
-PATTERN = "[0-9a-f]{32}"  # what jobs.is_id accepts
+from jobs import ID_PATTERN, is_id
 
 
 class HexIdConverter(BaseConverter):
     """`<hexid:task_id>`: matches an id and nothing else, so other paths fall through to 404."""
 
-    regex = PATTERN
+    regex = ID_PATTERN
 
 
-__all__ = ["HexIdConverter", "PATTERN", "init_app", "is_id"]
+__all__ = ["HexIdConverter", "init_app", "is_id"]
 
 
 def init_app(app: Flask) -> None:

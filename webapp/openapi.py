@@ -6,12 +6,11 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from jobs import BATCH_STATUSES, MAX_SEARCH_K, SEARCH_MODES, STATUSES
-from webapp.ids import PATTERN
+from jobs import BATCH_STATUSES, ID_PATTERN, MAX_SEARCH_K, PRIORITIES, SEARCH_MODES, STATUSES
 
 bp = Blueprint("openapi", __name__)
 
-_ID = {"type": "string", "pattern": f"^{PATTERN}$"}
+_ID = {"type": "string", "pattern": f"^{ID_PATTERN}$"}
 _STATUS = {"type": "string", "enum": list(STATUSES)}
 _ALLOWED = {"type": "boolean"}
 _NULLABLE_TEXT = {"type": ["string", "null"]}
@@ -255,7 +254,7 @@ PATHS: dict[str, Any] = {
             "properties": {"files": {"type": "array", "items": {"type": "string",
                                                                 "format": "binary"}},
                            "document_id": {"type": "array", "items": {"type": "string"}},
-                           "priority": {"type": "string", "enum": ["high", "normal", "bulk"]},
+                           "priority": {"type": "string", "enum": list(PRIORITIES)},
                            "force": {"type": "string"}}}}}},
         "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
                       **_errors(400, 401, 403, 413, 415, 429, 503)}}},
@@ -281,7 +280,7 @@ PATHS: dict[str, Any] = {
             "type": "object", "properties": {
                 "document_ids": {"type": "array", "items": {"type": "string"}},
                 "all": {"type": "boolean"}, "force": {"type": "boolean"},
-                "priority": {"type": "string", "enum": ["high", "normal", "bulk"]}}}}}},
+                "priority": {"type": "string", "enum": list(PRIORITIES)}}}}}},
         "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
                       **_errors(400, 401, 404, 409, 429, 503)}}},
     "/api/originals/{document_id}": {"get": {

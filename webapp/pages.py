@@ -9,9 +9,9 @@ from functools import partial
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (BATCH_LIVE, MAX_SEARCH_K, SEARCH_MODES, STATUSES, TERMINAL, LimitReached,
-                  NoChunks, NotNow, NotReplicated, SearchTimedOut, StorageUnavailable,
-                  Throttled, held_logs, write_logs)
+from jobs import (BATCH_LIVE, EXTENSIONS, MAX_SEARCH_K, SEARCH_MODES, STATUSES, TERMINAL,
+                  LimitReached, NoChunks, NotNow, NotReplicated, SearchTimedOut,
+                  StorageUnavailable, Throttled, held_logs, write_logs)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -23,17 +23,13 @@ NOSCRIPT_REFRESH_SECONDS = 3
 PREVIEW_CHUNKS = 5  # the first chunks a succeeded task's page shows
 # How the search page names each ranking (docs/architecture.md §12): what it offers, what answered.
 SEARCH_MODE_NAMES = {"hybrid": "words and meaning", "lexical": "words", "dense": "meaning"}
-# What the file picker offers; the server checks content and extension (jobs.detect_kind).
-ACCEPTED_EXTENSIONS = (".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx",
-                       ".pptx", ".xlsx", ".csv", ".tsv", ".epub", ".eml", ".png", ".jpg",
-                       ".jpeg", ".tif", ".tiff", ".webp")
 
 
 @bp.get("/")
 def index() -> str:
     batches = intake().batches.recent(tenancy.current_tenant(), limit=20)["batches"]
     return render_template("upload.html", batches=batches, limits=settings(),
-                           accept=ACCEPTED_EXTENSIONS)
+                           accept=EXTENSIONS)
 
 
 @bp.post("/upload")

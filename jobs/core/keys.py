@@ -100,7 +100,7 @@ def kb_lexical_stats(tenant: str) -> str:
 
 def kb_cosine_keys(tenant: str) -> list[str]:
     """Patterns of the lexical index before BM25 (cosine weights: ``rows``, ``p:…``, ``l:…``),
-    deleted once the tenant's documents are indexed again (jobs.kb.migration)."""
+    deleted once the tenant's documents are indexed again (jobs.upgrades.kb_layout)."""
     return [f"{kb_prefix(tenant)}rows", f"{kb_prefix(tenant)}p:*", f"{kb_prefix(tenant)}l:*"]
 
 
@@ -283,7 +283,7 @@ def tenant_documents(tenant: str) -> str:
 
 def tenant_documents_filled() -> str:
     """Set once the one-shot backfill has put every document that existed before
-    `tenant_documents` into it (jobs.tasks.library.backfill)."""
+    `tenant_documents` into it (jobs.upgrades.library_backfill)."""
     return f"{PREFIX}documents-backfilled"
 
 

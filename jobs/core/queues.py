@@ -22,11 +22,10 @@ from redis.client import Pipeline
 from rq import Queue
 
 from jobs.core import keys
-from jobs.core.settings import PRIORITY_QUEUES, QUEUE_NAMES
+from jobs.core.settings import PRIORITIES, PRIORITY_QUEUES, QUEUE_NAMES
 
 DEFAULT_TENANT = "default"
 SEPARATOR = "."
-PRIORITIES: tuple[str, ...] = tuple(PRIORITY_QUEUES)  # high, normal, bulk: the order taken
 _PRIORITY_OF = {name: priority for priority, name in PRIORITY_QUEUES.items()}
 
 

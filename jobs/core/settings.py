@@ -19,8 +19,14 @@ DEFAULT_STORAGE_DIR = Path(__file__).resolve().parents[2] / "instance" / "origin
 #: What the OCR models in the wheel read (jobs.text.ocr); INTAKE_OCR_LANGUAGES picks among them.
 OCR_LANGUAGES: tuple[str, ...] = ("en", "zh")
 
-QUEUE_NAMES: tuple[str, ...] = ("intake-high", "intake", "intake-bulk")
+#: Each priority an upload may ask for and its queue (a tenant's: jobs.core.queues), most urgent
+#: first: the one place their names are spelled (the API, its OpenAPI and the CLI read them here).
 PRIORITY_QUEUES: dict[str, str] = {"high": "intake-high", "normal": "intake", "bulk": "intake-bulk"}
+PRIORITIES: tuple[str, ...] = tuple(PRIORITY_QUEUES)
+QUEUE_NAMES: tuple[str, ...] = tuple(PRIORITY_QUEUES.values())
+#: An upload's priority unless asked (a page's click too); a re-index's, which never holds up
+#: uploads.
+NORMAL_PRIORITY, REINDEX_PRIORITY = "normal", "bulk"
 
 
 @dataclass(frozen=True)

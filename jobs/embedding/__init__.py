@@ -1,2 +1,3 @@
-"""Chunks to vectors: the local and HTTP embedders, and the embedding budget every worker of
-the fleet shares."""
+"""Chunks to dense vectors: the `Embedder` protocol, the local embedder (no dense model) and the
+HTTP one, and the embedding budget every worker of the fleet shares. A chunk's search terms are
+no embedding: jobs.text.terms counts them."""

@@ -1,11 +1,9 @@
 """Embedders: turn chunks of text (and search queries) into unit vectors.
 
-The pipeline and the search depend only on the small `Embedder` protocol. `LocalEmbedder` is the
-default: it needs no network and no model download: its rows are the chunk's terms themselves
-(feature hashing, with a stable hash so every process agrees) with their counts, which the
-knowledge base ranks by BM25. Its space is the whole CRC-32 range (2**32 buckets), so two terms
-rarely share a bucket, which is why its rows are sparse (`SparseRows`): a chunk touches ~100
-buckets, not a million.
+The pipeline and the search depend only on the small `Embedder` protocol. Dense vectors only:
+a chunk's search terms are no embedding (jobs.text.terms counts them at indexing, whatever the
+embedder). `LocalEmbedder` is the default: no network, no model download, and no dense model:
+chunks are then searched by their terms alone.
 `HttpEmbedder` talks to any OpenAI-compatible ``/embeddings`` endpoint and returns dense
 vectors; it turns each way a call can fail into a `TransientError` (retry later) or a
 `PermanentError` (fix the configuration, then Retry). Vectors are float32 and L2-normalised,
@@ -21,19 +19,17 @@ import contextlib
 import math
 import re
 import time
-import zlib
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
+from jobs.core.addresses import display_url
 from jobs.core.failures import PermanentError, TransientError
 from jobs.core.settings import Settings
-from jobs.text.tokens import document_terms, query_terms
+from jobs.text.terms import TERM_SPACE, TermCounter
 
 DEFAULT_HTTP_MODEL = "text-embedding-3-small"
 #: The longest Retry-After an attempt waits out and then resends within itself; a longer one
@@ -43,69 +39,8 @@ MAX_RETRY_AFTER_SECONDS = 300.0
 MAX_RESENDS = 5
 
 
-@dataclass(frozen=True, eq=False)
-class SparseRows:
-    """Rows of a very large hashed space, stored CSR-style: only the buckets a row touches.
-
-    Row ``i`` has the buckets ``indices[indptr[i]:indptr[i + 1]]`` (uint32, sorted and unique
-    within the row) with ``values[...]`` (float32: `LocalEmbedder`'s term counts).
-    A text without words is an empty row. (``eq=False``: arrays have no truth value, so rows
-    compare by identity.)
-    """
-
-    indptr: np.ndarray   # int64, len(rows) + 1, starts at 0
-    indices: np.ndarray  # uint32 bucket ids
-    values: np.ndarray   # float32
-    dimension: int
-
-    def __post_init__(self) -> None:
-        indptr = np.asarray(self.indptr, dtype=np.int64)
-        indices = np.asarray(self.indices, dtype=np.uint32)
-        values = np.asarray(self.values, dtype=np.float32)
-        if (indptr.ndim != 1 or len(indptr) == 0 or indptr[0] != 0
-                or indptr[-1] != len(indices) or len(indices) != len(values)):
-            raise ValueError("SparseRows arrays do not describe the same rows")
-        object.__setattr__(self, "indptr", indptr)
-        object.__setattr__(self, "indices", indices)
-        object.__setattr__(self, "values", values)
-
-    def __len__(self) -> int:
-        return len(self.indptr) - 1
-
-    @classmethod
-    def empty(cls, dimension: int) -> SparseRows:
-        """No rows at all (an empty batch)."""
-        return cls(np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.float32),
-                   dimension)
-
-    @classmethod
-    def concatenate(cls, blocks: Sequence[SparseRows]) -> SparseRows:
-        """The rows of every block, in order (the pipeline embeds in batches)."""
-        if not blocks:
-            raise ValueError("nothing to concatenate")
-        dimension = blocks[0].dimension
-        if any(block.dimension != dimension for block in blocks):
-            raise ValueError("cannot concatenate SparseRows of different dimensions")
-        offsets = np.cumsum([0] + [len(block.indices) for block in blocks])
-        indptr = np.concatenate([np.zeros(1, np.int64)] + [
-            block.indptr[1:] + offset for block, offset in zip(blocks, offsets)])
-        return cls(indptr, np.concatenate([block.indices for block in blocks]),
-                   np.concatenate([block.values for block in blocks]), dimension)
-
-    def to_bytes(self) -> tuple[bytes, bytes, bytes]:
-        """``(indptr, indices, values)`` as raw little-endian-native bytes, for Redis."""
-        return self.indptr.tobytes(), self.indices.tobytes(), self.values.tobytes()
-
-    @classmethod
-    def from_bytes(cls, indptr: bytes, indices: bytes, values: bytes,
-                   dimension: int) -> SparseRows:
-        """The inverse of `to_bytes` (read-only views on the bytes, no copy)."""
-        return cls(np.frombuffer(indptr, dtype=np.int64), np.frombuffer(indices, dtype=np.uint32),
-                   np.frombuffer(values, dtype=np.float32), dimension)
-
-
-#: What `Embedder.embed` returns: dense rows, or sparse rows of a hashed space.
-Embedding = np.ndarray | SparseRows
+#: What `Embedder.embed` returns: one dense float32 row per text.
+Embedding = np.ndarray
 
 
 class Embedder(Protocol):
@@ -119,8 +54,8 @@ class Embedder(Protocol):
     batch_size: int
 
     def embed(self, texts: Sequence[str]) -> Embedding:
-        """One L2-normalised row per text: either a dense float32 array of shape
-        ``(len(texts), dimension)`` or `SparseRows` with ``len(texts)`` rows."""
+        """One L2-normalised row per text: a dense float32 array of shape
+        ``(len(texts), dimension)`` (no columns for `LocalEmbedder`: it has no model)."""
         ...
 
 
@@ -132,49 +67,24 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
 
 
 class LocalEmbedder:
-    """The lexical index's rows: each chunk's terms, feature-hashed into 2**32 buckets (the whole
-    CRC-32 range) with their counts, as sparse rows.
+    """The embedder where no service is configured: no dense model at all. A chunk is searched
+    by its terms alone, which the index step counts for every embedder (jobs.text.terms), so
+    this one has nothing to make: its `embed` gives rows of no columns.
 
-    Terms are what Lucene's English analyzer keeps (jobs.text.tokens.document_terms: stemmed,
-    without stop words; CJK by characters and pairs). A bucket is the term's CRC-32, the same in
-    every process and on every machine, and with this many buckets two terms rarely share one.
-    The values are term frequencies, not weights: what a term weighs depends on the collection
-    (how rare it is, how long chunks are on average), which changes as documents come and go, so
-    the knowledge base computes BM25 at search time from these counts (jobs.kb.retrieval).
+    Its `model` and `dimension` are the term counter's: the pipeline version has carried them
+    since the terms were this embedder's rows, and keeping them keeps every knowledge base made
+    before from being ingested again as a new version.
     """
 
-    model = "local-bm25-v1"
+    model = TermCounter.model
 
-    def __init__(self, dimension: int = 2 ** 32, batch_size: int = 256) -> None:
-        if not 0 < dimension <= 2 ** 32:
-            raise ValueError("dimension must be between 1 and 2**32 (uint32 bucket ids)")
-        self.dimension = dimension
+    def __init__(self, batch_size: int = 256) -> None:
+        self.dimension = TERM_SPACE
         self.batch_size = batch_size
 
-    def embed(self, texts: Sequence[str]) -> SparseRows:
-        """One row per chunk: its terms' buckets and how often each occurs."""
-        return self._counted([document_terms(text) for text in texts])
-
-    def embed_query(self, query: str) -> SparseRows:
-        """One row: the query's terms and how often it names each (a word asked twice weighs
-        twice, as in Lucene's BM25)."""
-        return self._counted([query_terms(query)])
-
-    def _counted(self, term_lists: list[list[str]]) -> SparseRows:
-        hashes: list[int] = []
-        rows: list[int] = []
-        for row, words in enumerate(term_lists):
-            hashes.extend(zlib.crc32(word.encode("utf-8")) for word in words)
-            rows.extend([row] * len(words))
-        buckets = np.array(hashes, dtype=np.int64) % self.dimension
-        # One (row, bucket) key per occurrence; np.unique sorts by row, then bucket, and counts.
-        cells, counts = np.unique(np.array(rows, dtype=np.int64) << 32 | buckets,
-                                  return_counts=True)
-        cell_rows = cells >> 32
-        indptr = np.zeros(len(term_lists) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(cell_rows, minlength=len(term_lists)), out=indptr[1:])
-        return SparseRows(indptr, (cells & 0xFFFFFFFF).astype(np.uint32),
-                          counts.astype(np.float32), self.dimension)
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """No dense vectors: an empty row per text."""
+        return np.zeros((len(texts), 0), dtype=np.float32)
 
 
 class Gate(Protocol):
@@ -259,15 +169,6 @@ def too_many_inputs(response: requests.Response) -> bool:
     if response.status_code not in (400, 422):
         return False
     return bool(_TOO_MANY.search(_service_detail(response) or response.text[:500]))
-
-
-def display_url(url: str) -> str:
-    """`url` without any user:password part, fit for a message."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", "")) if parts.scheme else url
 
 
 def _service_detail(response: requests.Response) -> str:

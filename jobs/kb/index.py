@@ -28,8 +28,8 @@ from redis.client import Pipeline
 
 from jobs.core import keys
 from jobs.core.failures import PermanentError
-from jobs.embedding.embedders import Embedding, LocalEmbedder, SparseRows
 from jobs.kb import postings
+from jobs.text.terms import TERMS, SparseRows
 
 #: Bytes of rows and texts per round trip while staging, and (term, level) groups of postings
 #: per script call: small enough that Redis serves searches in between (a call of 1,000 groups
@@ -43,7 +43,6 @@ STAGED_TTL_SECONDS = 3600
 RUNS_PER_COLLECTION = 64
 #: How long a garbage collector's lock outlives its last step (a collector that died frees it).
 COLLECTOR_LOCK_MS = 30_000
-LEXICAL = LocalEmbedder()
 
 
 class VectorWriter(Protocol):
@@ -218,8 +217,9 @@ return 1
 
 @dataclass(frozen=True)
 class IndexedDocument:
-    """One document's chunks, their L2-normalised vectors (dense float32 or sparse rows) and
-    where each chunk starts (`locations`, one per chunk; none given: all ``{}``)."""
+    """One document's chunks, their L2-normalised dense vectors (float32; None without a dense
+    model) and where each chunk starts (`locations`, one per chunk; none given: all ``{}``).
+    Their search terms are no input: `stage` counts them, for every embedder alike."""
 
     tenant: str
     document_id: str
@@ -227,7 +227,7 @@ class IndexedDocument:
     task_id: str
     version: int
     texts: list[str]
-    vectors: Embedding
+    vectors: np.ndarray | None
     locations: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -249,15 +249,15 @@ class StagedDocument:
 
 def _check(doc: IndexedDocument) -> tuple[str, int, np.ndarray | None, list[dict[str, Any]]]:
     """(format, dimension, dense vectors or None, locations); raises ValueError on a mismatch."""
-    if isinstance(doc.vectors, SparseRows):
-        form, dim, dense = "sparse", doc.vectors.dimension, None
+    if doc.vectors is None:  # searched by its terms alone (the format names their space)
+        form, dim, dense = "sparse", TERMS.dimension, None
     else:
         dense = np.ascontiguousarray(doc.vectors, dtype=np.float32)
         if dense.ndim != 2:
             raise ValueError("dense vectors must be a 2-D array")
         form, dim = "dense", dense.shape[1]
-    if len(doc.vectors) != len(doc.texts):
-        raise ValueError(f"{len(doc.texts)} chunks but {len(doc.vectors)} vectors")
+        if len(dense) != len(doc.texts):
+            raise ValueError(f"{len(doc.texts)} chunks but {len(dense)} vectors")
     locations = doc.locations or [{} for _ in doc.texts]
     if len(locations) != len(doc.texts):
         raise ValueError(f"{len(doc.texts)} chunks but {len(locations)} locations")
@@ -273,8 +273,7 @@ def stage(connection: Redis, doc: IndexedDocument,
     a vector engine they are not kept and the document is searched by its words alone.
     """
     form, dim, dense, locations = _check(doc)
-    lexical = doc.vectors if isinstance(doc.vectors, SparseRows) and (
-        doc.vectors.dimension == LEXICAL.dimension) else LEXICAL.embed(doc.texts)
+    lexical = TERMS.count(doc.texts)  # a chunk's search terms: made here, and only here
     size = (len(doc.texts) + 7) // 8 * 8 or 8
     tenant = doc.tenant
     stop, reference = connection.eval(_RESERVE, 3, keys.kb_next_chunk(tenant),
@@ -312,10 +311,11 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
     (chunks, length, document frequencies) they add to, so that collecting the rows later
     (`_delete_runs`) takes away exactly what was added, whatever crashed in between. `guard`, a
     callable given the pipeline, may queue a check that makes the piece's statistics and rows
-    land only while it holds (jobs.kb.migration: the chunks are still the document's). Postings
-    follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends more than
-    a millisecond or two on one call; sent PIECE_BYTES at a time. A small document (one piece
-    of rows, one call of postings) sends its postings in its rows' MULTI: one round trip.
+    land only while it holds (jobs.upgrades.kb_layout: the chunks are still the document's).
+    Postings follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends
+    more than a millisecond or two on one call; sent PIECE_BYTES at a time. A small document
+    (one piece of rows, one call of postings) sends its postings in its rows' MULTI: one round
+    trip.
     """
     encoded = postings.encode(rows, first, reference)
     rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
@@ -378,7 +378,7 @@ def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = Fa
 
     The caller adds its task's `succeeded` write to the same pipeline, so both land together.
     The script's reply is 0 when a newer version was already indexed (that one stays).
-    `keep_legacy` (jobs.kb.migration) leaves the old layout's fields in the document's hash.
+    `keep_legacy` (jobs.upgrades.kb_layout) leaves the old layout's fields in the document's hash.
     """
     pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args,
               "1" if keep_legacy else "0")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jobs.embedding.embedders import SparseRows
+from jobs.text.terms import SparseRows
 
 #: The ranking's parameters: tf saturation and how much length normalises (bm25s's and
 #: Lucene's usual 1.5 and 0.75), and BM25L's shift of the normalised tf (Lv & Zhai's 0.5).

@@ -27,8 +27,8 @@ from typing import Any, Sequence
 from redis import Redis
 
 from jobs.core import keys
-from jobs.embedding.embedders import SparseRows
 from jobs.kb.postings import B, DELTA, K1, bucket_name, query_terms
+from jobs.text.terms import SparseRows
 
 #: Most chunks one lexical search scores (each is one row read and a few string finds, ~5 µs),
 #: and at least this many per hit asked for: a larger k needs more candidates to be exact.

@@ -28,11 +28,10 @@ from redis import Redis
 from jobs.core import keys
 from jobs.core.failures import IntakeError
 from jobs.embedding.budget import EmbeddingBudget, NowGate
-from jobs.embedding.embedders import (BudgetUnavailable, Embedder, HttpEmbedder, LocalEmbedder,
-                                      SparseRows)
-from jobs.kb.index import LEXICAL
+from jobs.embedding.embedders import BudgetUnavailable, Embedder, HttpEmbedder, LocalEmbedder
 from jobs.kb.read_replicas import ReadReplicas
 from jobs.kb.retrieval import Found, Retriever
+from jobs.text.terms import TERMS, SparseRows
 
 MAX_SEARCH_K = 200
 LEXICAL_MODE, DENSE_MODE, HYBRID_MODE = "lexical", "dense", "hybrid"
@@ -190,7 +189,7 @@ class Searcher:
 
     def _lexical_found(self, tenant: str, query: str, k: int) -> Found:
         """The lexical ranking's top k: the one place a query's words become its query row."""
-        row: SparseRows = LEXICAL.embed_query(query)
+        row: SparseRows = TERMS.count_query(query)
         return self.readers.read(lambda retriever: retriever.lexical(tenant, row, k))
 
 

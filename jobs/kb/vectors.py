@@ -39,8 +39,8 @@ from typing import Callable, TypeVar
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 
+from jobs.core.addresses import display_url
 from jobs.core.failures import PermanentError, TransientError
 
 log = logging.getLogger("intake.vectors")
@@ -57,25 +57,6 @@ MAX_EF_SEARCH = 1000
 MIN_EF_SEARCH = 40
 #: The advisory lock key (any constant bigint) that serialises this module's DDL.
 DDL_LOCK = 7_310_402_117
-
-
-def display_url(url: str) -> str:
-    """`url` without its password (or any other parameter), fit for a message.
-
-    pgserver's URLs name a Unix socket directory in ``?host=``; that is kept, since without it
-    the URL says nothing about where the server is.
-    """
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "(an unparsable URL)"
-    user = f"{params['user']}@" if params.get("user") else ""
-    host = str(params.get("host") or "")
-    port = f":{params['port']}" if params.get("port") else ""
-    dbname = str(params.get("dbname") or "")
-    if host.startswith("/"):
-        return f"postgresql://{user}{port}/{dbname}?host={host}"
-    return f"postgresql://{user}{host}{port}/{dbname}"
 
 
 def _vector_literal(vector: np.ndarray) -> str:

@@ -4,8 +4,8 @@ content left it, and one document with every task of it.
 Why a sorted set of its own (keys.tenant_documents: document id → when new content of it was
 last submitted): nothing else names a tenant's documents. The upload's claim adds a document
 whenever it creates a task for it (jobs.tasks.submit), the document's delete takes it out in
-the same MULTI as its other records (jobs.tasks.lifecycle), and `backfill` puts in, once, the
-documents that existed before the set did.
+the same MULTI as its other records (jobs.tasks.lifecycle), and jobs.upgrades.library_backfill
+puts in, once, the documents that existed before the set did.
 
 A document reads as its latest task (keys.document_latest) says: that task's status, name,
 size and version, whatever an older version indexed. Its latest task's record expires with the
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote
@@ -46,9 +45,6 @@ from jobs.text.filetypes import extension_kind, media_type
 VIEW_GROUP = 200
 #: Documents read per round trip while a filter reads them all.
 SCAN_PIECE = 1000
-#: How long after its first pass `backfill` goes on adding what web processes of the release
-#: before the set (still serving during a rolling deploy) uploaded without adding it.
-BACKFILL_GRACE_SECONDS = 3600
 
 #: What a listing reads of each document's latest task.
 LIST_FIELDS: tuple[str, ...] = (TENANT, DOCUMENT_ID, FILENAME, STATUS, KIND, SIZE, CREATED_AT,
@@ -335,72 +331,3 @@ def _forget(connection: Redis, kb: Redis, tenant: str, document_ids: list[str]) 
             named.append(keys.kb_document(tenant, document_id))
         pipe.eval(_FORGET, 1 + len(named), keys.tenant_documents(tenant), *named, document_id)
     return sum(int(gone) for gone in pipe.execute())
-
-
-def backfill(connection: Redis, kb: Redis | None = None) -> int:
-    """Put into each tenant's set the documents it lacks: those with a latest task (scored by
-    that task's last change) and, the first time, those only the knowledge base still holds
-    (scored by their version's time); returns how many were added.
-
-    Once, where other upgrades run (housekeeping): for BACKFILL_GRACE_SECONDS after the first
-    pass, later passes look at the latest tasks again, for uploads through web processes of
-    the previous release; then each call is one GET."""
-    kb = connection if kb is None else kb
-    marked = connection.get(keys.tenant_documents_filled())
-    if marked is not None and float(marked) < time.time() - BACKFILL_GRACE_SECONDS:
-        return 0
-    added = _add_latest(connection)
-    if marked is None:
-        added += _add_indexed(connection, kb)
-        connection.set(keys.tenant_documents_filled(), time.time(), nx=True)
-    return added
-
-
-def _add_latest(connection: Redis) -> int:
-    added, batch = 0, []
-    for key in connection.scan_iter(match=keys.all_document_latest(), count=500):
-        batch.append(key.decode())
-        if len(batch) == 500:
-            added += _add_latest_batch(connection, batch)
-            batch = []
-    return added + (_add_latest_batch(connection, batch) if batch else 0)
-
-
-def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
-    pipe = connection.pipeline(transaction=False)
-    for key, row in zip(latest_keys, _latest_rows(connection, latest_keys)):
-        record = {name: v.decode() for name, v in zip(LIST_FIELDS, row[1:]) if v is not None}
-        tenant, document_id = record.get(TENANT), record.get(DOCUMENT_ID)
-        if tenant is None or document_id is None:
-            continue  # its task's record expired
-        if keys.document_latest(tenant, document_id) != key:
-            continue  # a record that does not belong to this key: leave it alone
-        score = timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (
-            time.time())
-        pipe.eval(_ADD, 2, keys.tenant_documents(tenant), key, score, document_id)
-    return sum(int(done) for done in pipe.execute())
-
-
-def _add_indexed(connection: Redis, kb: Redis) -> int:
-    """Documents only the knowledge base holds (their task records expired): checked on the
-    same Redis when it is the queue's, else left for a read to forget if deleted meanwhile."""
-    together = not apart(kb, connection)
-    head, tail = keys.kb_documents("\0").split("\0")
-    added = 0
-    for set_key in kb.scan_iter(match=keys.kb_documents("*"), count=500):
-        name = set_key.decode()
-        tenant = name[len(head):len(name) - len(tail)]
-        doc_keys = [k.decode() for k in kb.smembers(set_key)]
-        read = kb.pipeline(transaction=False)
-        for doc_key in doc_keys:
-            read.hmget(doc_key, "document_id", "version")
-        pipe = connection.pipeline(transaction=False)
-        for doc_key, (document_id, version) in zip(doc_keys, read.execute()):
-            if document_id is None:
-                continue
-            score = (_int(version) or 0) / 1e6 or time.time()
-            named = [doc_key] if together else []
-            pipe.eval(_ADD, 1 + len(named), keys.tenant_documents(tenant), *named, score,
-                      document_id.decode())
-        added += sum(int(done) for done in pipe.execute())
-    return added

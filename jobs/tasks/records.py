@@ -8,26 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any, Iterable, Mapping
 
 from redis import Redis
 from redis.exceptions import NoScriptError
 
 from jobs.core import keys
-from jobs.core.ids import new_id  # noqa: F401  (callers take it from here too)
+from jobs.core.ids import is_id, new_id  # noqa: F401  (callers take them from here too)
 from jobs.tasks import states
 
-_HEX = re.compile(r"[0-9a-f]{32}")
 _INT_FIELDS = ("progress", "attempts", "max_attempts")
 _WAITING = {states.PENDING: "Waiting for a worker"}
 _JSON_FIELDS = ("error", "result")
 _OPTIONAL_FIELDS = ("next_attempt_at", "started_at", "ended_at")
-
-
-def is_id(value: str | None) -> bool:
-    """The shape of every task and batch id: anything else names no task (nor another key)."""
-    return value is not None and _HEX.fullmatch(value) is not None
 
 
 def decode(raw: Mapping[bytes, bytes]) -> dict[str, str]:

@@ -60,9 +60,9 @@ def release(pipe: Pipeline | Redis, tenant: str, task_id: str) -> None:
 
 
 def recount(connection: Redis) -> int:
-    """Recount what every tenant has waiting from the tasks still live; returns the total. Run now and then by the housekeeping. Sizes recorded before
-    per-tenant budgets are moved to their tenant first."""
-    _migrate_legacy_sizes(connection)
+    """Recount what every tenant has waiting from the tasks still live; returns the total.
+    Run now and then by the housekeeping (after jobs.upgrades.upload_sizes, which moves sizes
+    recorded before per-tenant budgets to their tenant)."""
     total = 0
     head, tail = keys.tenant_blob_sizes("\0").split("\0")
     for key in connection.scan_iter(match=keys.tenant_blob_sizes("*"), count=500):
@@ -71,20 +71,3 @@ def recount(connection: Redis) -> int:
                                      keys.blob_bytes(), keys.TASK_PREFIX, len(states.LIVE),
                                      *states.LIVE))
     return total
-
-
-def _migrate_legacy_sizes(connection: Redis) -> None:
-    legacy = connection.hgetall(keys.legacy_blob_sizes())
-    if not legacy:
-        return
-    pipe = connection.pipeline(transaction=False)
-    for task_id in legacy:
-        pipe.hget(keys.task(task_id.decode()), "tenant")
-    tenants = pipe.execute()
-    pipe = connection.pipeline()
-    for (task_id, size), tenant in zip(legacy.items(), tenants):
-        owner = (tenant or b"default").decode()
-        pipe.hset(keys.tenant_blob_sizes(owner), task_id, size)
-        pipe.incrby(keys.tenant_blob_bytes(owner), int(size))
-    pipe.delete(keys.legacy_blob_sizes())
-    pipe.execute()

@@ -27,6 +27,9 @@ _EXTENSIONS: dict[str, str] = {
     "epub": "epub", "eml": "eml",
     "png": "png", "jpg": "jpeg", "jpeg": "jpeg", "tif": "tiff", "tiff": "tiff", "webp": "webp",
 }
+#: Every extension a supported kind goes by, dot first: what a file picker offers (the content
+#: is checked all the same, `detect_kind`).
+EXTENSIONS: tuple[str, ...] = tuple(f".{extension}" for extension in _EXTENSIONS)
 
 _KIND_NAMES: dict[str, str] = {
     "txt": "a text file", "md": "a Markdown file", "html": "an HTML page",

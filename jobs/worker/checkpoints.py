@@ -1,7 +1,8 @@
 """Outputs of completed steps, kept so that a retry resumes where the last attempt stopped.
 
 One hash per task holds the chunks with their locations (and what the parse found: pages, OCR'd
-pages, warnings) and each embedding batch.
+pages, warnings) and each batch of dense vectors (a chunk's search terms are counted at
+indexing, never kept here).
 Chunking is fast and deterministic, so the parsed text itself is not kept. It is bounded
 (chunks above MAX_CHUNK_CHARS in all are not kept: re-parsing is cheaper than holding them),
 expires with the retention period, and is deleted in the transaction that marks the task
@@ -19,7 +20,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from jobs.core import keys
-from jobs.embedding.embedders import Embedding, SparseRows
+from jobs.embedding.embedders import Embedding
 from jobs.text.chunking import Chunk
 from jobs.text.parsers import ParsedDocument
 
@@ -101,42 +102,30 @@ _MAGIC = b"intake-embedding-1\n"
 
 
 def encode_embedding(block: Embedding) -> bytes:
-    """Arrays only (no pickle): a dense matrix, or the three arrays of sparse rows, as raw
-    little-endian bytes behind a JSON header. Not np.savez: its zip writer costs more than the
-    rest of a small document's checkpoint (in a forked work-horse above all)."""
-    if isinstance(block, SparseRows):
-        arrays = [block.indptr.astype("<i8"), block.indices.astype("<u4"),
-                  block.values.astype("<f4")]
-        header = {"form": "sparse", "dimension": int(block.dimension),
-                  "lengths": [len(array) for array in arrays]}
-    else:
-        dense = np.asarray(block, dtype="<f4")
-        arrays, header = [dense], {"form": "dense", "shape": list(dense.shape)}
-    head = json.dumps(header).encode()
+    """Arrays only (no pickle): a dense matrix as raw little-endian bytes behind a JSON header.
+    Not np.savez: its zip writer costs more than the rest of a small document's checkpoint (in
+    a forked work-horse above all)."""
+    dense = np.asarray(block, dtype="<f4")
+    head = json.dumps({"form": "dense", "shape": list(dense.shape)}).encode()
     return b"".join([_MAGIC, len(head).to_bytes(4, "big"), head,
-                     *(np.ascontiguousarray(array).tobytes() for array in arrays)])
+                     np.ascontiguousarray(dense).tobytes()])
 
 
-def decode_embedding(raw: bytes) -> Embedding:
+def decode_embedding(raw: bytes) -> Embedding | None:
+    """The dense batch `raw` holds; None for the sparse rows the local embedder of an earlier
+    release kept here (its terms are counted at indexing now: nothing of them is reused)."""
     if not raw.startswith(_MAGIC):
         return _decode_npz(raw)
     at = len(_MAGIC) + 4
     end = at + int.from_bytes(raw[len(_MAGIC):at], "big")
     header = json.loads(raw[at:end])
-    if header["form"] == "dense":
-        rows, columns = header["shape"]
-        return np.frombuffer(raw, dtype="<f4", count=rows * columns, offset=end).reshape(
-            rows, columns).copy()
-    arrays, offset = [], end
-    for dtype, length in zip(("<i8", "<u4", "<f4"), header["lengths"]):
-        arrays.append(np.frombuffer(raw, dtype=dtype, count=length, offset=offset).copy())
-        offset += np.dtype(dtype).itemsize * length
-    return SparseRows(*arrays, int(header["dimension"]))
+    if header["form"] != "dense":
+        return None
+    rows, columns = header["shape"]
+    return np.frombuffer(raw, dtype="<f4", count=rows * columns, offset=end).reshape(
+        rows, columns).copy()
 
 
-def _decode_npz(raw: bytes) -> Embedding:
+def _decode_npz(raw: bytes) -> Embedding | None:
     with np.load(io.BytesIO(raw), allow_pickle=False) as arrays:
-        if "dense" in arrays:
-            return arrays["dense"]
-        return SparseRows(arrays["indptr"], arrays["indices"], arrays["values"],
-                          int(arrays["dimension"]))
+        return arrays["dense"] if "dense" in arrays else None

@@ -1,12 +1,13 @@
 """Housekeeping, about once a minute in one worker: what no single event takes care of.
 
 Reservations of tasks that ended without giving their bytes back return to the upload budgets
-(jobs.tasks.upload_budgets.recount); lists of batches and dead letters lose the entries
-older than the retention (their records have expired by then); knowledge bases written before
-their chunks were counted get counted, those written before chunk ids are migrated
-(jobs.kb.migration), and the garbage of replaced and deleted documents is collected (what a
-worker that died in the middle of it left). Documents uploaded before each tenant's list of
-documents existed are put into it (jobs.tasks.library.backfill, once). With the knowledge base
+(jobs.tasks.upload_budgets.recount, after jobs.upgrades.upload_sizes); lists of batches and
+dead letters lose the entries older than the retention (their records have expired by then);
+knowledge bases written before their chunks were counted get counted, those written before
+chunk ids or BM25 are migrated (jobs.upgrades.kb_layout), and the garbage of replaced and
+deleted documents is collected (what a worker that died in the middle of it left). Documents
+uploaded before each tenant's list of documents existed are put into it
+(jobs.upgrades.library_backfill, once). With the knowledge base
 on a Redis of its own, the flips that workers recorded but did not live to apply are applied
 (jobs.kb.pending_flips).
 """
@@ -19,8 +20,8 @@ from redis import Redis
 from jobs.core import keys
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart
-from jobs.kb import migration as kb_migration
-from jobs.tasks import library, upload_budgets
+from jobs.tasks import upload_budgets
+from jobs.upgrades import kb_layout, library_backfill, upload_sizes
 
 
 def run(connection: Redis, ttl_seconds: int,
@@ -34,13 +35,14 @@ def run(connection: Redis, ttl_seconds: int,
         for key in connection.scan_iter(match=pattern, count=500):
             pipe.zremrangebyscore(key, "-inf", horizon)
     pipe.execute()
+    upload_sizes.move_to_tenants(connection)
     upload_budgets.recount(connection)
-    library.backfill(connection, kb)
+    library_backfill.backfill(connection, kb)
     if apart(kb, connection):
         pending_flips.apply_left(kb, connection)
     index.ensure_chunk_counts(kb)
-    kb_migration.migrate(kb, vectors)
-    kb_migration.to_bm25(kb)
+    kb_layout.migrate(kb, vectors)
+    kb_layout.to_bm25(kb)
     for tenant in _tenants_with(kb, keys.kb_garbage, keys.kb_staged):
         index.collect_garbage(kb, tenant, vectors)
 

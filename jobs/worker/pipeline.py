@@ -30,7 +30,7 @@ from jobs.core.clock import iso_in, now_iso
 from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError
 from jobs.core.settings import MIB, Settings
 from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
-from jobs.embedding.embedders import Embedding, HttpEmbedder, SparseRows
+from jobs.embedding.embedders import Embedding, HttpEmbedder, LocalEmbedder
 from jobs.core.redis_client import WORKER
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart, kb_connection
@@ -289,12 +289,21 @@ def _parse_progress(update: Callable[[int, str], None]) -> Callable[[str], None]
     return progress
 
 
-def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
-    """Embed in batches; each batch is checkpointed and followed by an ownership check. An HTTP
-    embedder's requests pass the shared embedding budget (jobs.embedding.budget) first."""
+def _embed(attempt: Attempt, chunks: list[str]) -> Embedding | None:
+    """Dense vectors, in batches; each batch is checkpointed and followed by an ownership check.
+    An HTTP embedder's requests pass the shared embedding budget (jobs.embedding.budget) first.
+    The local embedder has no dense model: the step is shown and ends at once, with no vectors
+    (every chunk's search terms are counted at indexing, whatever the embedder)."""
     embedder = attempt.embedder
     reporter, total = attempt.reporter, len(chunks)
     reporter.begin_step("embedding", 30, f"Embedding chunks 0 of {total}")
+    if isinstance(embedder, LocalEmbedder):
+        pipe = attempt.connection.pipeline()
+        attempt.queue_unsent(pipe)
+        reporter.update(90, f"Embedding chunks {total} of {total}")
+        attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
+        reporter.end_step("embedding")
+        return None
     gate = _budget_gate(attempt, embedder) if isinstance(embedder, HttpEmbedder) else None
     blocks = []
     for start in range(0, total, embedder.batch_size):
@@ -312,8 +321,6 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
         attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
     reporter.end_step("embedding")
-    if isinstance(blocks[0], SparseRows):
-        return SparseRows.concatenate(blocks)
     return np.vstack(blocks)
 
 

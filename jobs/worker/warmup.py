@@ -7,12 +7,12 @@ other libraries the job uses), a fork of a parent that never ran it does again f
 done once in the parent, every fork inherits it (docs/benchmarks.md has what it saves).
 
 The steps that cost a first call run here without Redis: parsing (every parser's library
-imported; the text read in this process, as the sandbox's child would), chunking, the local
-embedder (never a configured service: a worker's start calls nothing) and the postings the
-index step writes. With OCR on, the OCR engine is built too (jobs.text.ocr.load), so that every
-document's fork reads with it instead of building its own (docs/architecture.md, "OCR"); with
-INTAKE_OCR=off it is never built. A warm-up that fails is reported and otherwise ignored: the
-worker starts either way (a parse's child then builds the engine it needs).
+imported; the text read in this process, as the sandbox's child would), chunking, counting
+search terms and the postings the index step writes (never a configured embedding service: a
+worker's start calls nothing). With OCR on, the OCR engine is built too (jobs.text.ocr.load),
+so that every document's fork reads with it instead of building its own (docs/architecture.md,
+"OCR"); with INTAKE_OCR=off it is never built. A warm-up that fails is reported and otherwise
+ignored: the worker starts either way (a parse's child then builds the engine it needs).
 """
 from __future__ import annotations
 
@@ -30,17 +30,17 @@ _TEXT = b"A few words to warm the pipeline up. They are parsed, chunked, embedde
 
 def warm_up() -> int:
     """Take WARM_UP_DOCUMENTS tiny documents through every step but Redis; how many made it."""
-    from jobs.embedding.embedders import LocalEmbedder
     from jobs.kb import postings
     from jobs.text.chunking import chunk_blocks
     from jobs.text.parsers import import_parsers, parse_document
+    from jobs.text.terms import TERMS
 
     import_parsers()
-    embedder, done = LocalEmbedder(), 0
+    done = 0
     for n in range(WARM_UP_DOCUMENTS):
         parsed = parse_document(_TEXT * (n + 1), "md" if n % 2 else "txt")
         chunks = chunk_blocks(parsed.blocks, 1000, 150)
-        rows = embedder.embed([chunk.text for chunk in chunks])
+        rows = TERMS.count([chunk.text for chunk in chunks])
         done += bool(postings.encode(rows, 0).rows)
     return done
 

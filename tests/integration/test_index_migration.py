@@ -1,6 +1,6 @@
 """Upgrading an index written before chunk ids (docs/architecture.md §11), on a real redis-server
-with the real web: `python -m jobs.kb.migration` gives every old-layout document the new layout,
-from its stored texts and vectors, and leaves the old fields for the previous release's web
+with the real web: `python -m jobs.upgrades.kb_layout` gives every old-layout document the new
+layout, from its stored texts and vectors, and leaves the old fields for the previous release's web
 processes, so a search finds the document before, during and after the switch."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from jobs.core import keys
-from jobs.embedding.embedders import LocalEmbedder
+from jobs.text.terms import TERMS
 from tests.integration.intake_api import get_json, unique_word
 from tests.integration.processes import REPO_ROOT, base_env
 
@@ -24,7 +24,7 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
         api, redis_server):
     word = unique_word()
     texts = [f"An old {word} contract.", "Its second chunk."]
-    indptr, indices, values = LocalEmbedder().embed(texts).to_bytes()
+    indptr, indices, values = TERMS.count(texts).to_bytes()
     connection = redis.Redis.from_url(redis_server.url)
     key = keys.kb_document("default", f"{word}-old.txt")
     connection.delete(keys.kb_layout_migrated())
@@ -37,7 +37,7 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
     search = f"/api/search?q={quote(word)}"
     assert get_json(api, search)["results"] == [], "not in the new layout yet"
 
-    done = subprocess.run([sys.executable, "-m", "jobs.kb.migration"], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "jobs.upgrades.kb_layout"], cwd=REPO_ROOT,
                           env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -55,14 +55,13 @@ def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(
     from jobs.kb.retrieval import Retriever
     tenant, word = f"t{unique_word()}", unique_word()
     connection = redis.Redis.from_url(redis_server.url)
-    embedder = LocalEmbedder()
     for name, texts in (("a", [f"The {word} inspection report", "valves and pumps"]),
                         ("b", [f"{word} inspected twice, inspected"])):
         index.write(connection, index.IndexedDocument(tenant, name, f"{name}.txt", name * 32, 1,
-                                                      texts, embedder.embed(texts)))
+                                                      texts, None))
     retriever = Retriever(connection)
     before = [(h["document_id"], h["score"]) for h in retriever.lexical(
-        tenant, embedder.embed_query(f"{word} inspections"), 10).hits]
+        tenant, TERMS.count_query(f"{word} inspections"), 10).hits]
     assert [d for d, _ in before] == ["b", "a"]
     # As the release before BM25 left it: no BM25 entries, documents unmarked, cosine keys.
     prefix = keys.kb_prefix(tenant)
@@ -74,14 +73,14 @@ def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(
     for member in connection.smembers(keys.kb_documents(tenant)):
         connection.hdel(member, "lexical")
     connection.set(prefix + "p:0000abcd:200", b"\0" * 4)
-    assert retriever.lexical(tenant, embedder.embed_query(word), 10).hits == []
+    assert retriever.lexical(tenant, TERMS.count_query(word), 10).hits == []
 
-    done = subprocess.run([sys.executable, "-m", "jobs.kb.migration"], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "jobs.upgrades.kb_layout"], cwd=REPO_ROOT,
                           env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     after = [(h["document_id"], h["score"]) for h in retriever.lexical(
-        tenant, embedder.embed_query(f"{word} inspections"), 10).hits]
+        tenant, TERMS.count_query(f"{word} inspections"), 10).hits]
     assert after == before
     assert not connection.exists(prefix + "p:0000abcd:200")
     assert connection.exists(keys.kb_lexical_migrated())

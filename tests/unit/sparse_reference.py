@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jobs.embedding.embedders import SparseRows
+from jobs.text.terms import SparseRows
 
 K1, B, DELTA = 1.5, 0.75, 0.5
 

@@ -44,7 +44,7 @@ def test_webapp_starts_no_processes_itself():
 
 #: The packages of jobs/, lowest first: each imports only those before it (and itself); the
 #: modules at the top (the facade, the paths RQ and the Procfile store) may import any.
-FLOORS = ("core", "text", "embedding", "kb", "tasks", "webhooks", "worker")
+FLOORS = ("core", "text", "embedding", "kb", "tasks", "upgrades", "webhooks", "worker")
 TOP_MODULES_AT_MOST = 12
 
 

@@ -9,15 +9,13 @@ import numpy as np
 import pytest
 
 from jobs.core import keys
-from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb import index, postings
-from jobs.kb import migration as kb_migration
 from jobs.kb.index import IndexedDocument
 from jobs.kb.retrieval import Retriever
 from jobs.kb.search import Searcher
+from jobs.text.terms import TERMS
+from jobs.upgrades import kb_layout as kb_migration
 from tests.unit.sparse_reference import InvertedIndex, top_k
-
-EMBEDDER = LocalEmbedder()
 
 
 class MemoryVectors:
@@ -48,12 +46,12 @@ def put(redis, document_id, texts, version=1, tenant="default", vectors=None, pl
     """Index one document as a finished task does; True when it became the indexed version."""
     return index.write(redis, IndexedDocument(
         tenant, document_id, f"{document_id}.txt", f"{version:032d}", version, texts,
-        EMBEDDER.embed(texts) if vectors is None else vectors, places or []), store)
+        vectors, places or []), store)
 
 
 def search(redis, text, k=10, tenant="default", budget=None):
     retriever = Retriever(redis) if budget is None else Retriever(redis, budget)
-    return retriever.lexical(tenant, EMBEDDER.embed_query(text), k)
+    return retriever.lexical(tenant, TERMS.count_query(text), k)
 
 
 def texts_of(redis, text, k=10, tenant="default"):
@@ -128,10 +126,10 @@ def test_the_search_is_exact_on_a_corpus_where_it_stops_early(redis):
     texts = [" ".join(rng.choices(vocabulary, weights=weights, k=40)) for _ in range(1500)]
     for n in range(0, len(texts), 100):
         put(redis, f"doc{n}", texts[n:n + 100])
-    reference = InvertedIndex(EMBEDDER.embed(texts))
+    reference = InvertedIndex(TERMS.count(texts))
     for words in ("w3 w120", "w0", "w250 w1 w17", "w42"):
         found = search(redis, words, k=10)
-        expected = reference.scores(EMBEDDER.embed([words]))
+        expected = reference.scores(TERMS.count([words]))
         best = [float(expected[i]) for i in top_k(expected, 10)]
         assert found.exact, words
         assert [h["score"] for h in found.hits] == pytest.approx(best, abs=2e-4), words
@@ -149,7 +147,7 @@ def test_a_search_past_its_budget_answers_from_the_highest_impacts(redis):
 
 def test_a_staged_document_is_invisible_until_its_flip(redis):
     doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"],
-                          EMBEDDER.embed(["zebrafox"]))
+                          None)
     staged = index.stage(redis, doc)
     assert texts_of(redis, "zebrafox") == []
     pipe = redis.pipeline()
@@ -209,7 +207,7 @@ def test_tenants_never_see_each_other(redis):
 
 def test_a_run_staged_by_a_worker_that_died_is_collected(redis, monkeypatch):
     doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"],
-                          EMBEDDER.embed(["zebrafox"]))
+                          None)
     index.stage(redis, doc)
     assert redis.hlen(keys.kb_rows("default")) == 1
     index.collect_garbage(redis, "default")
@@ -263,7 +261,7 @@ def test_search_hits_and_the_chunk_pages_carry_each_chunk_s_location(redis):
     texts = ["the cover", "refund terms apply", "delivery schedule"]
     places = [{"page": 1}, {"page": 2, "heading": "Terms"}, {}]
     index.write(redis, IndexedDocument("default", "contract", "contract.pdf", "t1", 1, texts,
-                                       EMBEDDER.embed(texts), places))
+                                       None, places))
     hit, = search(redis, "refund").hits
     assert (hit["chunk"], hit["location"]) == (1, {"page": 2, "heading": "Terms"})
     total, page = index.document_chunks(redis, "default", "contract", "t1", 1, 5)
@@ -277,7 +275,7 @@ def test_search_hits_and_the_chunk_pages_carry_each_chunk_s_location(redis):
 
 def test_documents_of_the_old_layout_are_migrated_and_stay_searchable(redis):
     texts = ["legacy zebrafox", "second chunk"]
-    rows = EMBEDDER.embed(texts)
+    rows = TERMS.count(texts)
     indptr, indices, values = rows.to_bytes()
     key = keys.kb_document("default", "old")
     redis.hset(key, mapping={"version": 3, "task_id": "t", "document_id": "old",
@@ -308,7 +306,7 @@ def test_documents_of_the_old_layout_are_migrated_and_stay_searchable(redis):
 
 def test_the_old_fields_go_once_their_grace_is_over(redis, monkeypatch):
     texts = ["legacy words"]
-    indptr, indices, values = EMBEDDER.embed(texts).to_bytes()
+    indptr, indices, values = TERMS.count(texts).to_bytes()
     key = keys.kb_document("default", "old")
     redis.hset(key, mapping={"version": 1, "task_id": "t", "document_id": "old",
                              "filename": "old.txt", "texts": json.dumps(texts),
@@ -326,17 +324,17 @@ def test_the_old_fields_go_once_their_grace_is_over(redis, monkeypatch):
 
 def test_mismatched_vectors_or_locations_are_refused(redis):
     with pytest.raises(ValueError):
-        put(redis, "doc", ["one", "two"], vectors=EMBEDDER.embed(["one"]))
+        put(redis, "doc", ["one", "two"], vectors=np.zeros((1, 4), np.float32))
     with pytest.raises(ValueError):
         put(redis, "doc", ["one"], vectors=np.zeros((2, 4), np.float32))
     with pytest.raises(ValueError):
         put(redis, "doc", ["a", "b"], places=[{"page": 1}])
     with pytest.raises(ValueError):
-        Retriever(redis).lexical("default", EMBEDDER.embed(["a", "b"]), 5)
+        Retriever(redis).lexical("default", TERMS.count(["a", "b"]), 5)
 
 
 def test_a_query_of_many_words_reads_only_its_most_repeated_terms():
-    row = EMBEDDER.embed_query(" ".join(f"word{n}" for n in range(100)) + " word1 word1")
+    row = TERMS.count_query(" ".join(f"word{n}" for n in range(100)) + " word1 word1")
     terms = postings.query_terms(row, limit=32)
     assert len(terms) == 32
     assert terms[0][1] == 3 == max(count for _, count in terms), "the most repeated first"
@@ -464,7 +462,7 @@ def test_one_collector_at_a_time_takes_a_run_out_of_the_statistics(redis):
     stats = redis.hgetall(keys.kb_lexical_stats("default"))
     assert (int(stats[b"chunks"]), int(stats[b"length"])) == (1, 1)
     assert redis.hgetall(keys.kb_term_chunks("default")) == {
-        postings.bucket_name(EMBEDDER.embed(["alpha"]).indices[0]).encode(): b"1"}
+        postings.bucket_name(TERMS.count(["alpha"]).indices[0]).encode(): b"1"}
 
 
 def test_a_search_goes_on_across_script_calls_to_the_same_exact_answer(redis, monkeypatch):

@@ -8,10 +8,10 @@ import fakeredis
 import pytest
 
 from jobs.core import keys
-from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb import index
 from jobs.kb.index import IndexedDocument
 from jobs.tasks import library
+from jobs.upgrades import library_backfill
 from jobs.worker.housekeeping import run as housekeeping
 from tests.unit.conftest import upload
 
@@ -236,19 +236,19 @@ def test_backfill_lists_what_was_uploaded_before_the_list_existed(client, redis,
         "within the grace, later passes look at latest tasks again, not the index")
     redis.set(keys.tenant_documents_filled(), 1.0)
     redis.delete(keys.tenant_documents("default"))
-    assert library.backfill(redis) == 0 and listed(client)["total"] == 0, "then never again"
+    assert library_backfill.backfill(redis) == 0 and listed(client)["total"] == 0, (
+        "then never again")
 
 
 def test_backfill_keeps_the_time_an_upload_placed_a_document_at(client, redis):
     one_by_one(client, ("a.txt", b"one"), ("b.txt", b"two"))
     placed = redis.zrange(keys.tenant_documents("default"), 0, -1, withscores=True)
-    assert library.backfill(redis) == 0
+    assert library_backfill.backfill(redis) == 0
     assert redis.zrange(keys.tenant_documents("default"), 0, -1, withscores=True) == placed
 
 
 # -- the knowledge base on a Redis of its own --------------------------------------------------
 
-EMBEDDER = LocalEmbedder()
 
 
 def test_with_the_knowledge_base_apart_its_entries_stand_in_and_are_backfilled():
@@ -256,8 +256,8 @@ def test_with_the_knowledge_base_apart_its_entries_stand_in_and_are_backfilled()
     kb = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     texts = ["kept in the knowledge base alone"]
     index.write(kb, IndexedDocument("acme", "dir/kept.pdf", "kept.pdf", "f" * 32,
-                                    1_700_000_000_000_000, texts, EMBEDDER.embed(texts)))
-    assert library.backfill(queue, kb) == 1
+                                    1_700_000_000_000_000, texts, None))
+    assert library_backfill.backfill(queue, kb) == 1
     page = library.page(queue, kb, "acme")
     assert page["total"] == 1
     kept = page["documents"][0]

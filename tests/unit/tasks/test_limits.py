@@ -6,6 +6,7 @@ from jobs.core import keys
 from jobs.kb import index
 from jobs.tasks import upload_budgets
 from jobs.text.chunking import chunk_text
+from jobs.upgrades import upload_sizes
 from tests.unit.conftest import upload
 
 
@@ -92,6 +93,7 @@ def test_recount_moves_sizes_of_earlier_releases_to_their_tenant(client, redis):
     redis.hdel(keys.tenant_blob_sizes("default"), task_id)   # as an earlier release wrote it:
     redis.set(keys.tenant_blob_bytes("default"), 0)          # one all-tenant table
     redis.hset(keys.legacy_blob_sizes(), task_id, 30)
+    upload_sizes.move_to_tenants(redis)
     assert upload_budgets.recount(redis) == 30
     assert int(redis.get(keys.tenant_blob_bytes("default"))) == 30
     assert not redis.exists(keys.legacy_blob_sizes())

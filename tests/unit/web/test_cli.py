@@ -51,7 +51,7 @@ def test_ingest_no_wait_prints_task_ids(app, tmp_path):
 
 def test_ingest_says_at_once_when_no_worker_listens_instead_of_waiting_forever(app, tmp_path,
                                                                             monkeypatch):
-    monkeypatch.setattr("webapp.ingest.NO_WORKER_SECONDS", 0.3)
+    monkeypatch.setattr("webapp.cli.documents.NO_WORKER_SECONDS", 0.3)
     (tmp_path / "a.txt").write_text("Words.")
     (tmp_path / "b.txt").write_text("More words.")
     result = app.test_cli_runner().invoke(args=["ingest", str(tmp_path)])
@@ -89,21 +89,27 @@ def test_without_redis_url_the_cli_finds_a_running_dev_runner_s_redis(tmp_path, 
     import subprocess
 
     from runner import record
+    from webapp import create_app
+    from webapp.cli.app import on_dev_runner
     from webapp.config import load_config
     monkeypatch.delenv("REDIS_URL", raising=False)
-    monkeypatch.setattr("webapp.config.INSTANCE_DIR", tmp_path)
+    monkeypatch.delenv("REDIS_SENTINELS", raising=False)
+    monkeypatch.setattr("runner.record.INSTANCE_DIR", tmp_path)
     record.write(tmp_path, "redis://127.0.0.1:47123/0")
-    config = load_config()
-    assert config["INTAKE"].redis_url == "redis://127.0.0.1:47123/0"
-    assert config["REDIS_URL_FROM_DEV_RUNNER"] is True
+    assert load_config()["REDIS_URL_FROM_DEV_RUNNER"] is False, "a web process never reads it"
+    app = on_dev_runner(create_app({"TESTING": True}))
+    assert app.config["INTAKE"].redis_url == "redis://127.0.0.1:47123/0"
+    assert app.config["REDIS_URL_FROM_DEV_RUNNER"] is True
     monkeypatch.setenv("REDIS_URL", "redis://elsewhere:6379/0")
-    assert load_config()["INTAKE"].redis_url == "redis://elsewhere:6379/0", "REDIS_URL wins"
+    app = on_dev_runner(create_app({"TESTING": True}))
+    assert app.config["INTAKE"].redis_url == "redis://elsewhere:6379/0", "REDIS_URL wins"
     monkeypatch.delenv("REDIS_URL")
     gone = subprocess.Popen(["true"])
     gone.wait()
     (tmp_path / record.RECORD_NAME).write_text(
         f'{{"redis_url": "redis://127.0.0.1:47123/0", "pid": {gone.pid}}}')
-    assert load_config()["REDIS_URL_FROM_DEV_RUNNER"] is False, "a runner that exited is not used"
+    app = on_dev_runner(create_app({"TESTING": True}))
+    assert app.config["REDIS_URL_FROM_DEV_RUNNER"] is False, "a runner that exited is not used"
     record.write(tmp_path, "redis://127.0.0.1:47123/0")
     record.remove(tmp_path)
     assert not (tmp_path / record.RECORD_NAME).exists()

@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-from jobs import detect_kind
+from jobs import EXTENSIONS, detect_kind
 from tests.samples import make_docx, make_pdf, make_pdf_no_text
 from tests.unit.conftest import upload
 from tests.unit.web.test_pages import INLINE_SCRIPT, INLINE_STYLE
 from webapp import display
-from webapp.pages import ACCEPTED_EXTENSIONS
 
 
 def _rows(html: str) -> dict[str, str]:
@@ -73,7 +72,7 @@ def test_the_accepted_extensions_are_what_the_server_accepts():
                "pdf": make_pdf("Words."), "docx": make_docx(["Words."]),
                "png": b"\x89PNG\r\n\x1a\n", "jpeg": b"\xff\xd8\xff\xe0",
                "tiff": b"II*\x00", "webp": b"RIFF\x00\x00\x00\x00WEBPVP8 "}
-    for extension in ACCEPTED_EXTENSIONS:
+    for extension in EXTENSIONS:
         assert any(detect_kind(f"a{extension}", data) for data in samples.values()), extension
 
 

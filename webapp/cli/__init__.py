@@ -1,5 +1,6 @@
 """Flask CLI commands of Intake: `flask --app webapp dev` runs everything on one machine;
-`ingest`, `failed` and `retry` (webapp/ingest.py) work with documents from a terminal.
+`ingest`, `reindex`, `failed` and `retry` (webapp.cli.documents) work with documents from a
+terminal, on the dev runner's Redis when none is named (webapp.cli.app).
 
 create_app() calls register_cli(app), so this module must not import create_app at its top: the
 commands import what they run (the app factory, the dev runner) only when they run.
@@ -26,15 +27,16 @@ def dev_command(host: str, port: int, workers: int, instance_dir: Path | None) -
     else an embedded fakeredis that is NOT durable. SECRET_KEY: from the environment, else one
     made for this run and shared with the workers. Ctrl-C stops everything it started.
     """
-    from runner.dev import PROJECT_ROOT, run
+    from runner.dev import run
+    from runner.record import INSTANCE_DIR
     from webapp import create_app
 
-    run(create_app, host, port, workers, instance_dir or PROJECT_ROOT / "instance")
+    run(create_app, host, port, workers, instance_dir or INSTANCE_DIR)
 
 
 def register_cli(app: Flask) -> None:
     """Add Intake's commands to `flask --app webapp …`."""
-    from webapp.ingest import failed_command, ingest_command, reindex_command, retry_command
+    from webapp.cli.documents import failed_command, ingest_command, reindex_command, retry_command
 
     for command in (dev_command, ingest_command, reindex_command, failed_command,
                     retry_command):

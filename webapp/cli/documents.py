@@ -1,5 +1,6 @@
-"""`flask --app webapp ingest PATH…`, `reindex` and friends: Intake from a terminal, through the same code
-as the API (the same file checks, the same submit, the same task JSON)."""
+"""`flask --app webapp ingest PATH…`, `reindex`, `failed` and `retry`: Intake's documents from a
+terminal, through the same code as the API (the same file checks, the same submit, the same
+task JSON)."""
 from __future__ import annotations
 
 import logging
@@ -10,11 +11,12 @@ from typing import Iterator
 
 import click
 from flask import current_app
-from flask.cli import with_appcontext
 from werkzeug.datastructures import FileStorage
 
-from jobs import (BATCH_LIVE, LAST_RUN_FAILED, TERMINAL, FolderRecord, LimitReached, NotFound,
-                  NotNow, NotReplicated, display_url, documents_gone)
+from jobs import (BATCH_LIVE, LAST_RUN_FAILED, PRIORITIES, REINDEX_PRIORITY, TERMINAL,
+                  FolderRecord, LimitReached, NotFound, NotNow, NotReplicated, display_url,
+                  documents_gone)
+from webapp.cli.app import with_app
 from webapp.display import eta_text
 from webapp.uploads import accept, clean_path
 
@@ -40,10 +42,10 @@ def _files(paths: tuple[str, ...]) -> Iterator[tuple[Path, str]]:
 
 
 @click.command("ingest")
-@with_appcontext
+@with_app
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--priority", type=click.Choice(["high", "normal", "bulk"]))
+@click.option("--priority", type=click.Choice(PRIORITIES))
 @click.option("--force", is_flag=True, help="Ingest again even if unchanged.")
 @click.option("--sync", "sync", is_flag=True,
               help="Make the knowledge base follow ONE folder: new and changed files are "
@@ -220,14 +222,14 @@ def _summary(batch: dict) -> int:
 
 
 @click.command("reindex")
-@with_appcontext
+@with_app
 @click.argument("document_ids", nargs=-1)
 @click.option("--all", "reindex_all", is_flag=True, help="Every document of the tenant.")
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--force", is_flag=True,
               help="Also the documents already indexed under the current pipeline version "
                    "and, with --all, those whose last run failed.")
-@click.option("--priority", type=click.Choice(["high", "normal", "bulk"]), default="bulk",
+@click.option("--priority", type=click.Choice(PRIORITIES), default=REINDEX_PRIORITY,
               show_default=True)
 @click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
 def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: str, force: bool,
@@ -263,7 +265,7 @@ def reindex_command(document_ids: tuple[str, ...], reindex_all: bool, tenant: st
 
 
 @click.command("failed")
-@with_appcontext
+@with_app
 @click.option("--tenant", default="default", show_default=True)
 def failed_command(tenant: str) -> None:
     """List the dead letters: id, document, step and reason."""
@@ -275,7 +277,7 @@ def failed_command(tenant: str) -> None:
 
 
 @click.command("retry")
-@with_appcontext
+@with_app
 @click.argument("task_ids", nargs=-1)
 @click.option("--all", "retry_all", is_flag=True, help="Every retryable dead letter.")
 @click.option("--tenant", default="default", show_default=True)

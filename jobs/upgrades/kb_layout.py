@@ -6,7 +6,7 @@ layout needs (texts, locations and the very vectors), so nothing is parsed or em
 and each document is re-written under its own version, so a newer version indexed meanwhile
 wins. The flip keeps the old fields in the hash, so web processes of the previous release keep
 finding the document while the new ones find it through the new layout: run
-``python -m jobs.kb.migration`` before switching (search never misses a document), or let
+``python -m jobs.upgrades.kb_layout`` before switching (search never misses a document), or let
 the new workers' housekeeping do it within seconds of their start (then, until a document is
 done, the new web processes miss it). Once a whole pass finds nothing left, a marker says when;
 LEGACY_GRACE_SECONDS later housekeeping deletes the old fields (the old release is gone by then).
@@ -15,7 +15,8 @@ The lexical index before BM25 kept cosine weights, which cannot give BM25's scor
 indexes each document's words again from the chunk texts the knowledge base keeps, under the
 same chunk ids (nothing to parse or embed, no flip: the document stays the same version), then
 deletes the cosine index. Until a document is done, search by words misses it; housekeeping
-does it within seconds of the new workers' start, or `python -m jobs.kb.migration` before.
+does it within seconds of the new workers' start, or `python -m jobs.upgrades.kb_layout`
+before.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from redis import Redis, WatchError
 
 from jobs.core import keys
 from jobs.core.redis_client import COMMAND, connect
-from jobs.embedding.embedders import Embedding
 from jobs.kb import index, postings
+from jobs.text.terms import TERMS
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,8 @@ def legacy_document(fields: dict[bytes, bytes], tenant: str) -> index.IndexedDoc
     places: list[dict[str, Any]] = (json.loads(fields[b"locations"]) if b"locations" in fields
                                     else [{} for _ in texts])
     dim = int(fields.get(b"dim") or 0)
-    vectors: Embedding
-    if (fields.get(b"format") or b"dense") == b"sparse":
-        vectors = index.LEXICAL.embed(texts)   # the stored cosine weights are no term counts
-    else:
+    vectors: np.ndarray | None = None  # sparse: the stored cosine weights are no term counts,
+    if (fields.get(b"format") or b"dense") != b"sparse":  # which staging counts from the texts
         vectors = np.frombuffer(fields[b"vectors"], dtype=np.float32).reshape(len(texts), dim)
     return index.IndexedDocument(
         tenant, fields[b"document_id"].decode(), fields[b"filename"].decode(),
@@ -145,7 +144,7 @@ def _index_words_again(connection: Redis, tenant: str, doc_key: bytes, first: in
         return pipe.hget(doc_key, "first") == str(first).encode() and pipe.hget(
             doc_key, "lexical") != b"bm25"
 
-    if not index.write_lexical(connection, tenant, first, index.LEXICAL.embed(texts),
+    if not index.write_lexical(connection, tenant, first, TERMS.count(texts),
                                float(reference), guard=still_this_version):
         return False
     with connection.pipeline(transaction=True) as pipe:
@@ -170,7 +169,7 @@ def drop_legacy_fields(connection: Redis) -> None:
 
 
 def main() -> int:
-    """`python -m jobs.kb.migration`: migrate the knowledge base now, before a deploy (on
+    """`python -m jobs.upgrades.kb_layout`: migrate the knowledge base now, before a deploy (on
     $INTAKE_KB_URL when it is set, else on $REDIS_URL)."""
     from jobs.core.settings import Settings
     from jobs.kb.vector_engine import vector_store
