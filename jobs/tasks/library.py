@@ -22,7 +22,6 @@ want an index of names, which this module does not keep.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from datetime import datetime, timezone
@@ -30,9 +29,8 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import quote
 
 from redis import Redis
-from redis.exceptions import NoScriptError
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.clock import iso, timestamp
 from jobs.core.exceptions import NoSuchDocument
 from jobs.kb.connection import apart
@@ -54,45 +52,12 @@ BACKFILL_GRACE_SECONDS = 3600
 LIST_FIELDS: tuple[str, ...] = (TENANT, DOCUMENT_ID, FILENAME, STATUS, KIND, SIZE, CREATED_AT,
                                 UPDATED_AT, VERSION, PIPELINE_VERSION, RESULT)
 
-# KEYS: each document's latest-task key. ARGV: 1 the task key prefix, then the fields to read.
-# Returns per document {its latest task's id, then the fields' values}, or {} without one.
-_LATEST = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  local id = redis.call('GET', key)
-  if id then
-    local row = redis.call('HMGET', ARGV[1] .. id, unpack(ARGV, 2))
-    table.insert(row, 1, id)
-    out[i] = row
-  else
-    out[i] = {}
-  end
-end
-return out
-"""
-_LATEST_SHA = hashlib.sha1(_LATEST.encode()).hexdigest()
-
-# KEYS: 1 a tenant's documents, then the document's keys that must all be gone (its latest
-# task; its indexed entry, when the knowledge base is on this Redis). ARGV: 1 the document's
-# id. Takes it out of the set only while nothing names it; returns 1 when it did.
-_FORGET = """
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
-end
-return redis.call('ZREM', KEYS[1], ARGV[1])
-"""
-
-# KEYS: 1 a tenant's documents, then keys of the document one of which must exist (none
-# given: nothing to check). ARGV: 1 the score, 2 the document's id. Adds a document not in the
-# set yet (one in it was placed by an upload, which knows better); returns 1 when it did.
-_ADD = """
-local known = #KEYS == 1
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then known = true end
-end
-if not known then return 0 end
-return redis.call('ZADD', KEYS[1], 'NX', ARGV[1], ARGV[2])
-"""
+_LATEST = scripts.load(__file__, "library_latest", {"LIST_FIELDS": LIST_FIELDS})
+# Takes a document out of a tenant's set only while nothing names it; returns 1 when it did.
+_FORGET = scripts.load(__file__, "library_forget")
+# Adds a document not in the set yet (one in it was placed by an upload, which knows better);
+# returns 1 when it did.
+_ADD = scripts.load(__file__, "library_add")
 
 
 def document_url(document_id: str) -> str:
@@ -229,19 +194,10 @@ def _read(connection: Redis, kb: Redis, tenant: str,
 def _latest_rows(connection: Redis, latest_keys: list[str]) -> list[list[Any]]:
     """_LATEST over `latest_keys`, VIEW_GROUP per call, in one round trip."""
     groups = [latest_keys[i:i + VIEW_GROUP] for i in range(0, len(latest_keys), VIEW_GROUP)]
-
-    def send() -> list[Any]:
-        pipe = connection.pipeline(transaction=False)
-        for group in groups:
-            pipe.evalsha(_LATEST_SHA, len(group), *group, keys.TASK_PREFIX, *LIST_FIELDS)
-        return pipe.execute()
-
-    try:
-        replies = send()
-    except NoScriptError:
-        connection.script_load(_LATEST)
-        replies = send()
-    return [row for reply in replies for row in reply]
+    pipe = connection.pipeline(transaction=False)
+    for group in groups:  # reads only: safe to send again (scripts.execute)
+        _LATEST.queue(pipe, args={"task_prefix": keys.TASK_PREFIX}, more_keys=group)
+    return [row for reply in scripts.execute(pipe) for row in reply]
 
 
 def _indexed(kb: Redis, tenant: str, document_ids: list[str]) -> list[list[bytes | None]]:
@@ -329,12 +285,13 @@ def _forget(connection: Redis, kb: Redis, tenant: str, document_ids: list[str]) 
         return 0
     together = not apart(kb, connection)
     pipe = connection.pipeline(transaction=False)
-    for document_id in document_ids:
+    for document_id in document_ids:  # each a ZREM on a condition: safe to send again
         named = [keys.document_latest(tenant, document_id)]
         if together:
             named.append(keys.kb_document(tenant, document_id))
-        pipe.eval(_FORGET, 1 + len(named), keys.tenant_documents(tenant), *named, document_id)
-    return sum(int(gone) for gone in pipe.execute())
+        _FORGET.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                      args={"document_id": document_id}, more_keys=named)
+    return sum(int(gone) for gone in scripts.execute(pipe))
 
 
 def backfill(connection: Redis, kb: Redis | None = None) -> int:
@@ -377,8 +334,9 @@ def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
             continue  # a record that does not belong to this key: leave it alone
         score = timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (
             time.time())
-        pipe.eval(_ADD, 2, keys.tenant_documents(tenant), key, score, document_id)
-    return sum(int(done) for done in pipe.execute())
+        _ADD.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                   args={"score": score, "document_id": document_id}, more_keys=[key])
+    return sum(int(done) for done in scripts.execute(pipe))  # ZADD NX: safe to send again
 
 
 def _add_indexed(connection: Redis, kb: Redis) -> int:
@@ -400,7 +358,8 @@ def _add_indexed(connection: Redis, kb: Redis) -> int:
                 continue
             score = (_int(version) or 0) / 1e6 or time.time()
             named = [doc_key] if together else []
-            pipe.eval(_ADD, 1 + len(named), keys.tenant_documents(tenant), *named, score,
-                      document_id.decode())
-        added += sum(int(done) for done in pipe.execute())
+            _ADD.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                       args={"score": score, "document_id": document_id.decode()},
+                       more_keys=named)
+        added += sum(int(done) for done in scripts.execute(pipe))
     return added
