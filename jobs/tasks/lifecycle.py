@@ -329,8 +329,8 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
                 continue
         cancels = [_decoded(r) for r in replies[:len(task_ids)]]
         if separate:
-            return task_ids, cancels, bool(kb.eval(*index.removal_call(
-                tenant, document_id, tombstone=True)))
+            return task_ids, cancels, bool(index.removal(kb, tenant, document_id,
+                                                         tombstone=True))
         return task_ids, cancels, bool(replies[len(task_ids)])
 
 
