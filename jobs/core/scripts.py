@@ -25,22 +25,24 @@ How a script is called:
   it again by itself.
 - on a pipeline, two ways. `SCRIPT(pipe, …)` is redis-py's way: the pipeline's `execute` first
   asks SCRIPT EXISTS in a round trip of its own, and loads what is missing; safe for any
-  pipeline. `SCRIPT.queue(pipe, …)` queues EVALSHA alone, and the pipeline must then be sent by
-  `execute(pipe)` below: one round trip, and when a script's reply is NOSCRIPT, the scripts are
-  loaded and the WHOLE pipeline is sent again. So `queue` is only for pipelines whose every
-  command may run twice: a command before the EVALSHA has run when NOSCRIPT comes back (a
-  pipeline is not undone), so each must be idempotent (SET, HSET of the same values, a script
-  that remembers what it did) — never an INCRBY, an RPUSH, or a script that counts.
+  pipeline, a MULTI included. `send(connection, build)` is one round trip: `build` queues the
+  pipeline's commands, its scripts with `SCRIPT.queue(pipe, …)` (EVALSHA alone), and when a
+  script's reply is NOSCRIPT, those scripts are loaded and the pipeline is built and sent
+  again, WHOLE. So `send` is only for pipelines whose every command may run twice: a command
+  before the EVALSHA has run when NOSCRIPT comes back (a pipeline is not undone), so each must
+  be idempotent (SET, SADD, HSET of the same values, a script that remembers what it did), an
+  announcement or a read — never an INCRBY, an RPUSH, or a script that counts.
 
-`execute` is Intake's only handling of NoScriptError; nothing else sends a script's text.
+`send` is Intake's only handling of NoScriptError; nothing else sends a script's text.
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 from redis import Redis
 from redis.client import Pipeline
@@ -53,7 +55,10 @@ Rendered = Union[str, int, float, Sequence[str]]
 _DECLARED = re.compile(r"^--!\s*(keys|args|include):(.*)$", re.M)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
-_BY_SHA: dict[str, "Script"] = {}
+_BY_SHA: dict[str, "Script"] = {}  # every script loaded, by its sha (the floor plan test)
+#: The scripts `Script.queue` queued while `send` builds its pipeline.
+_QUEUED: contextvars.ContextVar[set["Script"] | None] = contextvars.ContextVar(
+    "intake_queued_scripts", default=None)
 
 
 class ScriptCallError(TypeError):
@@ -97,7 +102,7 @@ def _locals(names: list[str], table: str) -> str:
     return f"local {', '.join(names)} = {slots}\n"
 
 
-@dataclass
+@dataclass(eq=False)
 class Script:
     """One loaded script: its declared KEYS and ARGV names and its rendered source."""
 
@@ -138,9 +143,13 @@ class Script:
     def queue(self, pipe: Pipeline, keys: Mapping[str, Any] | None = None,
               args: Mapping[str, Any] | None = None, *, more_keys: Sequence[Any] = (),
               rest: Sequence[Any] = ()) -> None:
-        """EVALSHA on `pipe`, without redis-py's SCRIPT EXISTS first: send `pipe` with
-        `execute` (re-sent whole on NOSCRIPT: every command of it must be safe to repeat)."""
+        """EVALSHA on `pipe`, without redis-py's SCRIPT EXISTS first: only inside the `build`
+        of `send`, which loads the script and sends the pipeline again on NOSCRIPT."""
+        queued = _QUEUED.get()
+        if queued is None:
+            raise ScriptCallError(f"script {self.name}: queue() is for the build of send()")
         key_slots, arg_slots = self.slots(keys, args, more_keys, rest)
+        queued.add(self)
         pipe.evalsha(self.sha, len(key_slots), *key_slots, *arg_slots)
 
 
@@ -165,24 +174,27 @@ def load(owner: str, name: str, names: Mapping[str, Rendered] | None = None) -> 
     return script
 
 
-def _shas(stack: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> set[str]:
-    return {str(args[1]) for args, _ in stack if str(args[0]).upper() == "EVALSHA"}
-
-
-def execute(pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
-    """Send `pipe` (with scripts queued by `Script.queue`) in one round trip; when a script's
-    reply is NOSCRIPT, load the pipeline's scripts and send the same commands once more.
+def send(connection: Redis, build: Callable[[Pipeline], None], *,
+         raise_on_error: bool = True) -> list[Any]:
+    """A pipeline (not a MULTI) that `build` queues, sent in one round trip; when a script's
+    reply is NOSCRIPT, the scripts `build` queued (`Script.queue`) are loaded and the pipeline
+    is built and sent once more. Returns its replies.
 
     Only for pipelines every command of which may run twice (this module's docstring)."""
-    stack = list(pipe.command_stack)
-    replies = pipe.execute(raise_on_error=False)
-    if any(isinstance(reply, NoScriptError) for reply in replies):
-        loader = Redis(connection_pool=pipe.connection_pool)
-        for sha in _shas(stack):
-            if sha in _BY_SHA:
-                loader.script_load(_BY_SHA[sha].source)
-        pipe.command_stack.extend(stack)
+    replies: list[Any] = []
+    for last_try in (False, True):
+        queued: set[Script] = set()
+        token = _QUEUED.set(queued)
+        try:
+            pipe = connection.pipeline(transaction=False)
+            build(pipe)
+        finally:
+            _QUEUED.reset(token)
         replies = pipe.execute(raise_on_error=False)
+        if last_try or not any(isinstance(reply, NoScriptError) for reply in replies):
+            break
+        for script in queued:
+            connection.script_load(script.source)
     if raise_on_error:
         for reply in replies:
             if isinstance(reply, Exception):

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import quote
 
 from redis import Redis
+from redis.client import Pipeline
 
 from jobs.core import keys, scripts
 from jobs.core.clock import iso, timestamp
@@ -194,10 +195,10 @@ def _read(connection: Redis, kb: Redis, tenant: str,
 def _latest_rows(connection: Redis, latest_keys: list[str]) -> list[list[Any]]:
     """_LATEST over `latest_keys`, VIEW_GROUP per call, in one round trip."""
     groups = [latest_keys[i:i + VIEW_GROUP] for i in range(0, len(latest_keys), VIEW_GROUP)]
-    pipe = connection.pipeline(transaction=False)
-    for group in groups:  # reads only: safe to send again (scripts.execute)
-        _LATEST.queue(pipe, args={"task_prefix": keys.TASK_PREFIX}, more_keys=group)
-    return [row for reply in scripts.execute(pipe) for row in reply]
+    def build(pipe: Pipeline) -> None:  # reads only: safe to send again (scripts.send)
+        for group in groups:
+            _LATEST.queue(pipe, args={"task_prefix": keys.TASK_PREFIX}, more_keys=group)
+    return [row for reply in scripts.send(connection, build) for row in reply]
 
 
 def _indexed(kb: Redis, tenant: str, document_ids: list[str]) -> list[list[bytes | None]]:
@@ -284,14 +285,14 @@ def _forget(connection: Redis, kb: Redis, tenant: str, document_ids: list[str]) 
     if not document_ids:
         return 0
     together = not apart(kb, connection)
-    pipe = connection.pipeline(transaction=False)
-    for document_id in document_ids:  # each a ZREM on a condition: safe to send again
-        named = [keys.document_latest(tenant, document_id)]
-        if together:
-            named.append(keys.kb_document(tenant, document_id))
-        _FORGET.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
-                      args={"document_id": document_id}, more_keys=named)
-    return sum(int(gone) for gone in scripts.execute(pipe))
+    def build(pipe: Pipeline) -> None:  # each a ZREM on a condition: safe to send again
+        for document_id in document_ids:
+            named = [keys.document_latest(tenant, document_id)]
+            if together:
+                named.append(keys.kb_document(tenant, document_id))
+            _FORGET.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                          args={"document_id": document_id}, more_keys=named)
+    return sum(int(gone) for gone in scripts.send(connection, build))
 
 
 def backfill(connection: Redis, kb: Redis | None = None) -> int:
@@ -334,9 +335,9 @@ def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
             continue  # a record that does not belong to this key: leave it alone
         score = timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (
             time.time())
-        _ADD.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
-                   args={"score": score, "document_id": document_id}, more_keys=[key])
-    return sum(int(done) for done in scripts.execute(pipe))  # ZADD NX: safe to send again
+        _ADD(pipe, keys={"documents": keys.tenant_documents(tenant)},
+             args={"score": score, "document_id": document_id}, more_keys=[key])
+    return sum(int(done) for done in pipe.execute())
 
 
 def _add_indexed(connection: Redis, kb: Redis) -> int:
@@ -358,8 +359,7 @@ def _add_indexed(connection: Redis, kb: Redis) -> int:
                 continue
             score = (_int(version) or 0) / 1e6 or time.time()
             named = [doc_key] if together else []
-            _ADD.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
-                       args={"score": score, "document_id": document_id.decode()},
-                       more_keys=named)
-        added += sum(int(done) for done in scripts.execute(pipe))
+            _ADD(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                 args={"score": score, "document_id": document_id.decode()}, more_keys=named)
+        added += sum(int(done) for done in pipe.execute())
     return added

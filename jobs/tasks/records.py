@@ -11,6 +11,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from redis import Redis
+from redis.client import Pipeline
 
 from jobs.core import keys, scripts
 from jobs.core.ids import new_id  # noqa: F401  (callers take it from here too)
@@ -75,10 +76,10 @@ def load_view_fields(connection: Redis, task_ids: list[str]) -> list[list[bytes 
         return []
     task_keys = [keys.task(task_id) for task_id in task_ids]
     groups = [task_keys[i:i + VIEW_GROUP] for i in range(0, len(task_keys), VIEW_GROUP)]
-    pipe = connection.pipeline(transaction=False)
-    for group in groups:  # reads only: safe to send again (scripts.execute)
-        _VIEW.queue(pipe, more_keys=group)
-    return [row for reply in scripts.execute(pipe) for row in reply]
+    def build(pipe: Pipeline) -> None:  # reads only: safe to send again (scripts.send)
+        for group in groups:
+            _VIEW.queue(pipe, more_keys=group)
+    return [row for reply in scripts.send(connection, build) for row in reply]
 
 
 def view_record(raw: list[bytes | None]) -> dict[str, str] | None:

@@ -298,8 +298,8 @@ def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str
     onto its queue only when it creates the task, so a job is never queued for a duplicate, a
     refusal, or a claim the server could not run: a server that lost its scripts (a restart, a
     failover) answers NOSCRIPT and queues nothing, and the whole is sent again once the script
-    is loaded (scripts.execute: every command of this pipeline may run twice, the queues'
-    registration being SADDs and RQ's enqueue the same job hash, pushed by the claim alone).
+    is loaded (scripts.send: every command of this pipeline may run twice, the queues'
+    registration being an SADD and RQ's enqueue the same job hash, pushed by the claim alone).
     When the claim does not create the task, its original is deleted."""
     stored = upload.original_of is None  # a re-index's worker copies its original itself
     if stored:
@@ -308,12 +308,12 @@ def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str
         except Exception as exc:  # nothing is claimed yet: nothing to undo
             raise StorageUnavailable() from exc
     job_keys = [queue.key, Job.key_for(task_id)]
-    pipe = connection.pipeline(transaction=False)
-    register_queues(pipe, tenant)
-    queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
-    _SUBMIT.queue(pipe, keys=call.keys, args=call.args,
-                  more_keys=[*call.file_keys, *job_keys], rest=call.rest)
-    reply = scripts.execute(pipe, raise_on_error=False)[-1]
+    def build(pipe: Pipeline) -> None:
+        register_queues(pipe, tenant)
+        queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
+        _SUBMIT.queue(pipe, keys=call.keys, args=call.args,
+                      more_keys=[*call.file_keys, *job_keys], rest=call.rest)
+    reply = scripts.send(connection, build, raise_on_error=False)[-1]
     if isinstance(reply, Exception) or reply[0] != b"ok" or reply[3]:
         if isinstance(reply, Exception):  # the claim never ran: its job's hash goes here
             connection.delete(Job.key_for(task_id))

@@ -80,19 +80,22 @@ class AttemptFence:
         start from, e.g. canceled just as it was dequeued).
         """
         move = states.START
-        pipe = self.connection.pipeline(transaction=False)
         started = task_record.started(self.attempt_id, now_iso())
-        _START.queue(pipe, keys={"task": self.key},
-                     args={"first_job": self.task_id, "job": job_id,
-                           "sources": len(move.sources)},
-                     rest=[*move.sources, *task_record.as_argv(started)])
-        if tenant is not None:
-            states.changed(pipe, tenant, self.task_id, move.target, settings=settings)
-        followed = len(pipe)
-        if prefetch is not None:
-            prefetch(pipe)
+        followed = 0
+
+        def build(pipe: Pipeline) -> None:
+            nonlocal followed
+            _START.queue(pipe, keys={"task": self.key},
+                         args={"first_job": self.task_id, "job": job_id,
+                               "sources": len(move.sources)},
+                         rest=[*move.sources, *task_record.as_argv(started)])
+            if tenant is not None:
+                states.changed(pipe, tenant, self.task_id, move.target, settings=settings)
+            followed = len(pipe)
+            if prefetch is not None:
+                prefetch(pipe)
         # The script first, then an announcement and reads: safe to send again on NOSCRIPT.
-        replies = scripts.execute(pipe)
+        replies = scripts.send(self.connection, build)
         self.prefetched = replies[followed:]
         reply = [v.decode() for v in replies[0]]
         outcome, value = reply[0], reply[1]
@@ -131,10 +134,10 @@ class AttemptFence:
             _WRITE(pipe, task, args, rest=rest)
             announce(pipe, self.task_id)
             return False
-        own = self.connection.pipeline(transaction=False)
-        _WRITE.queue(own, task, args, rest=rest)
-        announce(own, self.task_id)
-        applied = scripts.execute(own)[0] == 1  # a write and an announcement: safe twice
+        def build(own: Pipeline) -> None:  # a fenced write and an announcement: safe twice
+            _WRITE.queue(own, task, args, rest=rest)
+            announce(own, self.task_id)
+        applied = scripts.send(self.connection, build)[0] == 1
         if applied and owned_as == states.RUNNING:
             self.confirmed = time.monotonic()
         return applied

@@ -10,7 +10,7 @@ local live, at = {}, 12
 for i = 1, tonumber(live_count) do live[ARGV[at]] = true; at = at + 1 end
 for i = at, #ARGV do
   local id = ARGV[i]
-  if live[redis.call('HGET', task_prefix .. id, {{STATUS}})] then
+  if live[redis.call('HGET', task_prefix .. id, 'status')] then
     local waiting = waiting_head .. id .. waiting_tail
     redis.call('SADD', batch_live, id)
     redis.call('SADD', waiting, batch_id)
