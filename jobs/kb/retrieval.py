@@ -44,7 +44,7 @@ BLOCK = 256  # chunk ids read per GETRANGE
 # refuses BITFIELD, which may write, even with only GETs, so its scripts read the live bits with
 # BITFIELD_RO (Redis 6.2+), which only reads.
 def _searches(bitfield: str) -> tuple[scripts.Script, scripts.Script]:
-    names = {"BLOCK": BLOCK, "BITFIELD": bitfield}
+    names: dict[str, scripts.Rendered] = {"BLOCK": BLOCK, "BITFIELD": bitfield}
     return (scripts.load(__file__, "retrieval_lexical", names),
             scripts.load(__file__, "retrieval_dense", names))
 
