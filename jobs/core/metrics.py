@@ -12,10 +12,13 @@ from typing import Any, Iterable
 from redis import Redis
 from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.clock import timestamp
 
 STEP_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+# One command instead of one per bucket: a fast step fills every bucket.
+_OBSERVE = scripts.load(__file__, "metrics_observe")
 
 
 def field(name: str, **labels: str) -> str:
@@ -27,16 +30,6 @@ def field(name: str, **labels: str) -> str:
 def count(pipe: Pipeline | Redis, name: str, amount: int = 1, **labels: str) -> None:
     """Add to a counter; `labels` become Prometheus labels."""
     pipe.hincrby(keys.metrics(), field(name, **labels), amount)
-
-
-# KEYS: the step histogram hash. ARGV: n, then n pairs (sum field, seconds), then the bucket
-# fields to add one to. One command instead of one per bucket: a fast step fills every bucket.
-_OBSERVE = """
-local n = tonumber(ARGV[1])
-for i = 0, n - 1 do redis.call('HINCRBYFLOAT', KEYS[1], ARGV[2 + 2 * i], ARGV[3 + 2 * i]) end
-for i = 2 + 2 * n, #ARGV do redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
-return n
-"""
 
 
 def observe_steps(pipe: Pipeline, steps: Iterable[dict[str, Any]], attempt: int) -> None:
@@ -52,7 +45,8 @@ def observe_steps(pipe: Pipeline, steps: Iterable[dict[str, Any]], attempt: int)
         buckets.append(f"{name}|+Inf")
         sums += [f"{name}|sum", max(seconds, 0.0)]
     if sums:
-        pipe.eval(_OBSERVE, 1, keys.step_metrics(), len(sums) // 2, *sums, *buckets)
+        _OBSERVE(pipe, keys={"histogram": keys.step_metrics()}, args={"sums": len(sums) // 2},
+                 rest=[*sums, *buckets])
 
 
 def read(connection: Redis) -> tuple[dict[str, int], dict[str, float]]:

@@ -26,7 +26,7 @@ from typing import Iterator
 import redis
 from redis import Redis
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.exceptions import Throttled
 
 #: How long a search's slot is held at most: past every bound a search has (the web's 2 s read
@@ -38,31 +38,8 @@ SEARCH_LEASE_SECONDS = 60
 READS_WINDOW_SECONDS = 10
 AUTH_WINDOW_SECONDS = 60
 
-# KEYS: the slots. ARGV: the limit, the lease (ms), the token. Returns {1, 0} with the token
-# holding a slot, else {0, ms until the first lease ends}.
-_TAKE_SLOT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, math.max(1, math.floor(tonumber(first[2]) - now))}
-end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, 0}
-"""
-
-# KEYS: the counter. ARGV: the window (ms), how much to add. Returns {count, ms left}.
-_COUNT = """
-local count = redis.call('INCRBY', KEYS[1], ARGV[2])
-local left = redis.call('PTTL', KEYS[1])
-if left < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  left = tonumber(ARGV[1])
-end
-return {count, left}
-"""
+_TAKE_SLOT = scripts.load(__file__, "throttle_take_slot")
+_COUNT = scripts.load(__file__, "throttle_count")
 
 
 def _seconds(ms: int) -> int:
@@ -77,13 +54,13 @@ class SearchSlots:
         self.connection = connection
         self.limit = limit
         self.lease_ms = lease_seconds * 1000
-        self._take = connection.register_script(_TAKE_SLOT)
 
     def take(self, tenant: str) -> str:
         """A slot's token, or Throttled (429 too_many_searches) when every slot is taken."""
         token = uuid.uuid4().hex
-        taken, wait_ms = self._take(keys=[keys.search_slots(tenant)],
-                                    args=[self.limit, self.lease_ms, token])
+        taken, wait_ms = _TAKE_SLOT(self.connection, keys={"slots": keys.search_slots(tenant)},
+                                    args={"limit": self.limit, "lease_ms": self.lease_ms,
+                                          "token": token})
         if not taken:
             # A slot frees when a search ends, most often within a second; the lease is the
             # worst case, not the hint.
@@ -117,11 +94,11 @@ class ExpensiveReads:
         self.window_ms = window_seconds * 1000
         self.limit = max(1, per_minute * window_seconds // 60)
         self.per_minute = per_minute
-        self._count = connection.register_script(_COUNT)
 
     def charge(self, tenant: str, what: str) -> None:
         """Count one read before it is done; Throttled (429 too_many_reads) past the limit."""
-        count, left = self._count(keys=[keys.expensive_reads(tenant)], args=[self.window_ms, 1])
+        count, left = _COUNT(self.connection, keys={"counter": keys.expensive_reads(tenant)},
+                             args={"window_ms": self.window_ms, "amount": 1})
         if int(count) > self.limit:
             raise Throttled("too_many_reads",
                             f"Too many expensive reads ({what}) for now: at most "
@@ -141,7 +118,6 @@ class AuthFailures:
         self.connection = connection
         self.limit = per_minute
         self.window_ms = window_seconds * 1000
-        self._count = connection.register_script(_COUNT)
 
     def check(self, client: str) -> None:
         """Throttled (429 too_many_failures) while `client` is past its failures."""
@@ -153,4 +129,5 @@ class AuthFailures:
 
     def failed(self, client: str) -> None:
         """One more failure of `client`."""
-        self._count(keys=[keys.auth_failures(client)], args=[self.window_ms, 1])
+        _COUNT(self.connection, keys={"counter": keys.auth_failures(client)},
+               args={"window_ms": self.window_ms, "amount": 1})

@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 import redis
 from redis import Redis
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.settings import Settings
 from jobs.embedding.embedders import BudgetUnavailable
 
@@ -44,49 +44,8 @@ SLOT_POLL_SECONDS = 0.25
 #: How long a batch size learnt from a refusal is kept (the service's limit may be raised).
 BATCH_LIMIT_SECONDS = 3600
 
-# KEYS: the window log, the holders, the pause, the batch limit. ARGV: rpm, concurrency,
-# lease ms, window ms, token. Returns {1, 0, '', batch limit, ''} when the request may go (it is
-# logged and holds a slot), else {0, wait ms, reason ('pause' | 'rpm' | 'concurrency'), 0,
-# what asked for the pause}.
-_ADMIT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local paused = redis.call('PTTL', KEYS[3])
-if paused > 0 then return {0, paused, 'pause', 0, redis.call('GET', KEYS[3]) or ''} end
-local rpm, concurrency = tonumber(ARGV[1]), tonumber(ARGV[2])
-local lease, window = tonumber(ARGV[3]), tonumber(ARGV[4])
-if rpm > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-  if redis.call('ZCARD', KEYS[1]) >= rpm then
-    local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-    return {0, math.max(1, math.floor(tonumber(oldest[2]) + window - now)), 'rpm', 0, ''}
-  end
-end
-if concurrency > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if redis.call('ZCARD', KEYS[2]) >= concurrency then
-    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-    return {0, math.max(1, math.floor(tonumber(first[2]) - now)), 'concurrency', 0, ''}
-  end
-end
-if rpm > 0 then
-  redis.call('ZADD', KEYS[1], now, ARGV[5])
-  redis.call('PEXPIRE', KEYS[1], window)
-end
-if concurrency > 0 then
-  redis.call('ZADD', KEYS[2], now + lease, ARGV[5])
-  redis.call('PEXPIRE', KEYS[2], lease)
-end
-return {1, 0, '', tonumber(redis.call('GET', KEYS[4]) or '0'), ''}
-"""
-
-# KEYS: the pause. ARGV: ms, what asked for it. The longest pause asked for wins.
-_HOLD_OFF = """
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
-end
-return 0
-"""
+_ADMIT = scripts.load(__file__, "budget_admit")
+_HOLD_OFF = scripts.load(__file__, "budget_hold_off")
 
 
 @dataclass(frozen=True)
@@ -128,8 +87,6 @@ class EmbeddingBudget:
         self.window_ms = max(1, int(window_seconds * 1000))
         self._keys = (keys.embedding_window(), keys.embedding_holders(),
                       keys.embedding_pause(), keys.embedding_batch_limit())
-        self._admit = connection.register_script(_ADMIT)
-        self._hold_off = connection.register_script(_HOLD_OFF)
 
     @classmethod
     def from_settings(cls, connection: Redis, settings: Settings,
@@ -151,9 +108,10 @@ class EmbeddingBudget:
         if not self.limited:
             return self._unlimited()
         token = uuid.uuid4().hex
-        go, wait_ms, reason, limit, paused_by = self._admit(
-            keys=self._keys, args=[self.rpm, self.concurrency, self.lease_ms, self.window_ms,
-                                   token])
+        go, wait_ms, reason, limit, paused_by = _ADMIT(
+            self.connection, keys=dict(zip(("log", "holders", "pause", "batch_limit"), self._keys)),
+            args={"rpm_limit": self.rpm, "concurrency_limit": self.concurrency,
+                  "lease_ms": self.lease_ms, "window_ms": self.window_ms, "token": token})
         if go:
             return Admission(token, batch_limit=int(limit))
         return Admission(None, int(wait_ms) / 1000, _text(reason), paused_by=_text(paused_by))
@@ -179,7 +137,8 @@ class EmbeddingBudget:
     def hold_off(self, seconds: float, reason: str) -> None:
         """No request of anyone for `seconds` (the longest pause asked for wins)."""
         if seconds > 0:
-            self._hold_off(keys=[self._keys[2]], args=[math.ceil(seconds * 1000), reason])
+            _HOLD_OFF(self.connection, keys={"pause": self._keys[2]},
+                      args={"ms": math.ceil(seconds * 1000), "asked_by": reason})
 
     def limit_batch(self, size: int) -> None:
         self.connection.set(self._keys[3], max(1, int(size)), ex=BATCH_LIMIT_SECONDS)

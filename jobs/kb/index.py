@@ -26,7 +26,7 @@ import numpy as np
 from redis import Redis, WatchError
 from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.failures import PermanentError
 from jobs.kb import postings
 from jobs.text.terms import TERMS, SparseRows
@@ -44,6 +44,20 @@ RUNS_PER_COLLECTION = 64
 #: How long a garbage collector's lock outlives its last step (a collector that died frees it).
 COLLECTOR_LOCK_MS = 30_000
 
+# The knowledge base's scripts (jobs/kb/lua/index_*.lua say what each receives and answers).
+# Every one is called through redis-py's Script: on a MULTI (a flip, a piece of rows) its
+# pipeline checks the script exists before it is sent, since none of those may be sent twice.
+_FLIP = scripts.load(__file__, "index_flip")
+_REMOVE = scripts.load(__file__, "index_remove")
+_RESERVE = scripts.load(__file__, "index_reserve")
+_APPEND_POSTINGS = scripts.load(__file__, "index_append_postings")
+_COUNT_TERMS = scripts.load(__file__, "index_count_terms")
+_RELEASE = scripts.load(__file__, "index_release")
+_DISCARD = scripts.load(__file__, "index_discard")
+_HELD = scripts.load(__file__, "index_held")
+_COUNT_TENANT = scripts.load(__file__, "index_count_tenant")
+_COUNT_TOTAL = scripts.load(__file__, "index_count_total")
+
 
 class VectorWriter(Protocol):
     """What the index needs of a vector engine (jobs.kb.vectors.VectorStore is one)."""
@@ -51,168 +65,6 @@ class VectorWriter(Protocol):
     def write(self, tenant: str, first: int, vectors: np.ndarray) -> None: ...
 
     def delete(self, tenant: str, first: int, stop: int) -> None: ...
-
-
-# Shared by the flip and the removal: set a run of chunk ids live or dead in the bitmap (runs
-# are multiples of 8, so whole bytes), and hand a dead run to the garbage collector.
-_RUNS = """
-local function set_run(bitmap, first, stop, byte)
-  redis.call('SETRANGE', bitmap, math.floor(first / 8),
-             string.rep(byte, math.floor((stop - first) / 8)))
-end
-local function retire(bitmap, garbage, first, stop)
-  set_run(bitmap, tonumber(first), tonumber(stop), '\\0')
-  redis.call('RPUSH', garbage, first .. ':' .. stop)
-end
-"""
-
-# Moves the count of all tenants together by what a tenant's count moved, once it is counted
-# at all (absent, `ensure_chunk_counts` counts it from the tenants' counts, exactly once).
-_TOTAL = """
-local function add_to_total(total, chunks)
-  if redis.call('EXISTS', total) == 1 then redis.call('INCRBY', total, chunks) end
-end
-"""
-
-# KEYS: document hash, tenant's document set, generation, tenant's chunk count, live bitmap,
-#       staged runs, garbage runs, all tenants' chunk count.
-# ARGV: version, task_id, document_id, filename, chunks, first, stop, format, dim,
-#       vector_store ('store' | 'none'), run ("first:stop"), keep ('1': leave the fields of the
-#       layout before chunk ids in the hash, for web processes of that version; a migration).
-# Refused (0) when a newer version is indexed, or when the document was deleted after this run
-# was staged (a tombstone: chunk ids below `deleted_below` were reserved before the delete).
-_FLIP = _RUNS + _TOTAL + """
-local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop',
-                           'deleted_below')
-if current[4] == ARGV[6] then return 1 end  -- this very flip, sent again
-if (current[1] and tonumber(current[1]) > tonumber(ARGV[1]))
-    or (current[6] and tonumber(ARGV[6]) < tonumber(current[6])) then
-  if redis.call('ZREM', KEYS[6], ARGV[11]) == 1 then redis.call('RPUSH', KEYS[7], ARGV[11]) end
-  return 0
-end
-local before = tonumber(current[2] or '0')
-if current[1] and not current[2] and current[3] then before = #cjson.decode(current[3]) end
-if current[4] then retire(KEYS[5], KEYS[7], current[4], current[5]) end
-set_run(KEYS[5], tonumber(ARGV[6]), tonumber(ARGV[7]), '\\255')
-redis.call('ZREM', KEYS[6], ARGV[11])
-if ARGV[12] ~= '1' then redis.call('DEL', KEYS[1]) end
-redis.call('HSET', KEYS[1], 'version', ARGV[1], 'task_id', ARGV[2], 'document_id', ARGV[3],
-           'filename', ARGV[4], 'chunks', ARGV[5], 'first', ARGV[6], 'stop', ARGV[7],
-           'format', ARGV[8], 'dim', ARGV[9], 'vector_store', ARGV[10], 'lexical', 'bm25')
-redis.call('SADD', KEYS[2], KEYS[1])
-redis.call('INCR', KEYS[3])
-redis.call('INCRBY', KEYS[4], tonumber(ARGV[5]) - before)
-add_to_total(KEYS[8], tonumber(ARGV[5]) - before)
-return 1
-"""
-
-# KEYS: as _FLIP, then (with a tombstone) the tenant's next chunk id. ARGV: none, or how long
-# a tombstone stays: the document's hash then keeps `deleted_below` (the next chunk id), which
-# refuses the flip of any run staged before this delete (the knowledge base on a Redis of its
-# own: jobs.kb.pending_flips). A document indexed before chunk ids existed has only its hash.
-# Returns 1 when there was a document.
-_REMOVE = _RUNS + _TOTAL + """
-local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts', 'first', 'stop',
-                           'deleted_below')
-local removed = 0
-if redis.call('EXISTS', KEYS[1]) == 1 and not current[5] then
-  local chunks = tonumber(current[1] or '0')
-  if not current[1] and current[2] then chunks = #cjson.decode(current[2]) end
-  if current[3] then retire(KEYS[5], KEYS[7], current[3], current[4]) end
-  redis.call('DEL', KEYS[1])
-  redis.call('SREM', KEYS[2], KEYS[1])
-  redis.call('INCR', KEYS[3])
-  redis.call('DECRBY', KEYS[4], chunks)
-  add_to_total(KEYS[8], -chunks)
-  removed = 1
-end
-if ARGV[1] then
-  redis.call('HSET', KEYS[1], 'deleted_below', redis.call('GET', KEYS[9]) or '0')
-  redis.call('EXPIRE', KEYS[1], ARGV[1])
-end
-return removed
-"""
-
-# KEYS: next chunk id, staged runs, lexical statistics. ARGV: how many ids, now, the reference
-# length for a tenant that has none yet. Reserves a run, marked staged; returns its stop and the
-# tenant's reference length (kept from its first document on: jobs.kb.postings).
-_RESERVE = """
-local stop = redis.call('INCRBY', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[2], (stop - tonumber(ARGV[1])) .. ':' .. stop)
-redis.call('HSETNX', KEYS[3], 'reference', ARGV[3])
-return {stop, redis.call('HGET', KEYS[3], 'reference')}
-"""
-
-# KEYS: per group, a bucket's postings at one level and that bucket's levels (a hash: level →
-# "largest tf:shortest chunk" of its postings). ARGV: per group, the level, the chunk ids to
-# append, their largest tf and their shortest chunk.
-_APPEND_POSTINGS = """
-for i = 1, #KEYS, 2 do
-  local g = (i - 1) * 2 + 1
-  local level, tf, length = ARGV[g], tonumber(ARGV[g + 2]), tonumber(ARGV[g + 3])
-  redis.call('APPEND', KEYS[i], ARGV[g + 1])
-  local known = redis.call('HGET', KEYS[i + 1], level)
-  if known then
-    local old_tf, old_length = string.match(known, '^(%d+):(%d+)$')
-    tf, length = math.max(tf, tonumber(old_tf)), math.min(length, tonumber(old_length))
-  end
-  redis.call('HSET', KEYS[i + 1], level, string.format('%d:%d', tf, length))
-end
-"""
-
-# KEYS: document frequencies, lexical statistics. ARGV: sign (1 or -1), chunks, length, then
-# (bucket name, chunks) pairs. Moves the statistics by chunks written or deleted; a term in no
-# chunk any more leaves the hash.
-_COUNT_TERMS = """
-local sign = tonumber(ARGV[1])
-redis.call('HINCRBY', KEYS[2], 'chunks', sign * tonumber(ARGV[2]))
-redis.call('HINCRBY', KEYS[2], 'length', sign * tonumber(ARGV[3]))
-for i = 4, #ARGV, 2 do
-  if redis.call('HINCRBY', KEYS[1], ARGV[i], sign * tonumber(ARGV[i + 1])) <= 0 then
-    redis.call('HDEL', KEYS[1], ARGV[i])
-  end
-end
-"""
-
-# KEYS: a lock. ARGV: its holder's token. Frees the lock if this holder still has it.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-"""
-
-# KEYS: staged runs, garbage runs. ARGV: run.
-_DISCARD = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
-"""
-
-# KEYS: tenant's chunk count, document hash, all tenants' chunk count. What the tenant holds,
-# the document's own indexed version (counted from its texts where it was indexed before counts
-# were kept), and what all tenants hold.
-_HELD = """
-local current = redis.call('HMGET', KEYS[2], 'chunks', 'texts')
-local previous = tonumber(current[1] or '0')
-if not current[1] and current[2] then previous = #cjson.decode(current[2]) end
-return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous,
-        tonumber(redis.call('GET', KEYS[3]) or '0')}
-"""
-
-# KEYS: tenant's chunk count, all tenants' chunk count. ARGV: the tenant's chunks, counted from
-# its documents. A tenant counted for the first time adds what it holds to the total.
-_COUNT_TENANT = _TOTAL + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-add_to_total(KEYS[2], tonumber(ARGV[1]))
-return 1
-"""
-
-# KEYS: all tenants' chunk count, then every tenant's chunk count. Counted once: from then on
-# the flips and removals move it with each tenant's.
-_COUNT_TOTAL = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local total = 0
-for i = 2, #KEYS do total = total + tonumber(redis.call('GET', KEYS[i]) or '0') end
-redis.call('SET', KEYS[1], total)
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -276,9 +128,11 @@ def stage(connection: Redis, doc: IndexedDocument,
     lexical = TERMS.count(doc.texts)  # a chunk's search terms: made here, and only here
     size = (len(doc.texts) + 7) // 8 * 8 or 8
     tenant = doc.tenant
-    stop, reference = connection.eval(_RESERVE, 3, keys.kb_next_chunk(tenant),
-                                      keys.kb_staged(tenant), keys.kb_lexical_stats(tenant),
-                                      size, time.time(), postings.REFERENCE_LENGTH)
+    stop, reference = _RESERVE(connection, keys={"next_chunk": keys.kb_next_chunk(tenant),
+                                                 "staged": keys.kb_staged(tenant),
+                                                 "stats": keys.kb_lexical_stats(tenant)},
+                               args={"size": size, "now": time.time(),
+                                     "reference": postings.REFERENCE_LENGTH})
     stop, reference = int(stop), float(reference)
     first = stop - size
     run = f"{first}:{stop}"
@@ -341,7 +195,7 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
                 pipe.hset(texts_key, mapping={
                     first + n: json.dumps([digest, n, chunk_texts[n], locations[n]],
                                           ensure_ascii=False) for n in range(start, stop)})
-            pipe.eval(_COUNT_TERMS, 2, *stats, 1, stop - start, length, *terms)
+            _count_terms(pipe, stats, 1, stop - start, length, terms)
             if together and groups:
                 _append_postings(pipe, tenant, groups)
             try:
@@ -370,7 +224,7 @@ def _append_postings(pipe: Pipeline, tenant: str, groups: list[postings.Group]) 
         names += [keys.kb_postings(tenant, group.name, group.level),
                   keys.kb_levels(tenant, group.name)]
         args += [group.level, group.ids, group.max_tf, group.min_length]
-    pipe.eval(_APPEND_POSTINGS, len(names), *names, *args)
+    _APPEND_POSTINGS(pipe, more_keys=names, rest=args)
 
 
 def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = False) -> None:
@@ -380,15 +234,13 @@ def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = Fa
     The script's reply is 0 when a newer version was already indexed (that one stays).
     `keep_legacy` (jobs.upgrades.kb_layout) leaves the old layout's fields in the document's hash.
     """
-    pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args,
-              "1" if keep_legacy else "0")
+    _flip(pipe, staged.flip_keys, staged.flip_args, "1" if keep_legacy else "0")
 
 
 def discard(connection: Redis, staged: StagedDocument) -> None:
     """A staged version that will not be flipped (the attempt failed or lost its task); once
     flipped, it is no longer staged and this does nothing."""
-    connection.eval(_DISCARD, 2, keys.kb_staged(staged.tenant), keys.kb_garbage(staged.tenant),
-                    staged.run)
+    _discard(connection, staged.tenant, staged.run)
 
 
 def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None, *,
@@ -418,9 +270,10 @@ def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, c
     Its own earlier version is replaced, so only the difference counts. Deleting documents
     makes room; a Retry then indexes this one without parsing or embedding it again.
     """
-    held, previous, total = (int(v) for v in reader.eval(
-        _HELD, 3, keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
-        keys.kb_total_chunks()))
+    held, previous, total = (int(v) for v in _HELD(
+        reader, keys={"tenant_chunks": keys.tenant_chunks(tenant),
+                      "doc": keys.kb_document(tenant, document_id),
+                      "all_chunks": keys.kb_total_chunks()}))
     if held - previous + chunks > limit:
         raise PermanentError(
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
@@ -461,7 +314,7 @@ def remove_document(connection: Redis, tenant: str, document_id: str,
     """Delete a document's chunks; True when there was one. It leaves search at once; its
     entries are deleted right after. `tombstone`: no flip of a version staged before now
     lands afterwards (a flip on its way from another Redis: jobs.kb.pending_flips)."""
-    removed = bool(connection.eval(*removal_call(tenant, document_id, tombstone=tombstone)))
+    removed = bool(removal(connection, tenant, document_id, tombstone=tombstone))
     if removed:
         collect_garbage(connection, tenant, vectors)
     return removed
@@ -471,25 +324,45 @@ def queue_removal(pipe: Pipeline, tenant: str, document_id: str) -> None:
     """Queue remove_document's removal on a MULTI pipeline, so that it lands together with the
     caller's check of the document (read under WATCH); its reply is 1 when there was one.
     The caller collects the garbage afterwards (`collect_garbage`)."""
-    pipe.eval(*removal_call(tenant, document_id))
+    removal(pipe, tenant, document_id)
 
 
-def removal_call(tenant: str, document_id: str, *, tombstone: bool = False) -> list[Any]:
-    """The removal script with its key count, keys and argument, for an EVAL; its reply is 1
-    when there was a document. The caller collects the garbage afterwards."""
-    named = [keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
-             keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-             keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()]
-    if not tombstone:
-        return [_REMOVE, len(named), *named]
-    return [_REMOVE, len(named) + 1, *named, keys.kb_next_chunk(tenant), STAGED_TTL_SECONDS]
+def removal(target: Redis | Pipeline, tenant: str, document_id: str, *,
+            tombstone: bool = False) -> Any:
+    """The removal script, sent (a client) or queued (a pipeline); its reply is 1 when there
+    was a document. The caller collects the garbage afterwards."""
+    return _REMOVE(target, keys={
+        "doc": keys.kb_document(tenant, document_id), "docs": keys.kb_documents(tenant),
+        "generation": keys.kb_generation(tenant), "tenant_chunks": keys.tenant_chunks(tenant),
+        "live": keys.kb_live(tenant), "staged": keys.kb_staged(tenant),
+        "garbage": keys.kb_garbage(tenant), "all_chunks": keys.kb_total_chunks(),
+        "next_chunk": keys.kb_next_chunk(tenant)},
+        args={"tombstone_ttl": STAGED_TTL_SECONDS if tombstone else ""})
+
+
+def _flip(target: Redis | Pipeline, flip_keys: Any, flip_args: Any, keep: str) -> Any:
+    """The flip script with a StagedDocument's keys and arguments, in the order it declares
+    them (kept so, in that order, by a pending flip: jobs.kb.pending_flips)."""
+    return _FLIP(target, keys=dict(zip(_FLIP.keys, flip_keys)),
+                 args=dict(zip(_FLIP.args, [*flip_args, keep])))
+
+
+def _discard(connection: Redis, tenant: str, run: str) -> None:
+    _DISCARD(connection, keys={"staged": keys.kb_staged(tenant),
+                               "garbage": keys.kb_garbage(tenant)}, args={"run": run})
+
+
+def _count_terms(pipe: Pipeline, stats: tuple[str, str], direction: int, chunks: int,
+                 length: int, terms: list[Any]) -> None:
+    _COUNT_TERMS(pipe, keys={"frequencies": stats[0], "stats": stats[1]},
+                 args={"direction": direction, "chunks": chunks, "length": length}, rest=terms)
 
 
 def flip(connection: Redis, flip_keys: list[str], flip_args: list[Any]) -> bool:
     """Apply a flip on its own (the knowledge base on a Redis of its own: the flip cannot
     share the task's MULTI, jobs.kb.pending_flips); True when that version is now indexed.
     Sending the same flip again changes nothing."""
-    return bool(connection.eval(_FLIP, len(flip_keys), *flip_keys, *flip_args, "0"))
+    return bool(_flip(connection, flip_keys, flip_args, "0"))
 
 
 def garbage_waiting(connection: Redis, tenant: str) -> int:
@@ -518,7 +391,7 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
         return 0   # another process is collecting this tenant's garbage
     try:
         for old in stale:
-            connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), old)
+            _discard(connection, tenant, old)
         done = 0
         while done < runs:
             # The runs at the head, together: a re-index replaces documents faster than one
@@ -538,7 +411,7 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
             done += len(batch)
         return done
     finally:
-        connection.eval(_RELEASE, 1, lock, token)
+        _RELEASE(connection, keys={"lock": lock}, args={"token": token})
 
 
 def _delete_runs(connection: Redis, tenant: str, spans: list[tuple[int, int]],
@@ -575,7 +448,7 @@ def _delete_runs(connection: Redis, tenant: str, spans: list[tuple[int, int]],
                 terms: list[Any] = []
                 for name, count in dead.frequencies.items():
                     terms += [name, count]
-                pipe.eval(_COUNT_TERMS, 2, *stats, -1, dead.chunks, dead.length, *terms)
+                _count_terms(pipe, stats, -1, dead.chunks, dead.length, terms)
             try:
                 pipe.execute()
             except WatchError:
@@ -654,11 +527,12 @@ def ensure_chunk_counts(connection: Redis) -> None:
         tenant = key.decode()[len(head):-len(tail)]
         tenants.append(tenant)
         if not connection.exists(keys.tenant_chunks(tenant)):
-            connection.eval(_COUNT_TENANT, 2, keys.tenant_chunks(tenant),
-                            keys.kb_total_chunks(), _count_documents(connection, key))
+            _COUNT_TENANT(connection, keys={"tenant_chunks": keys.tenant_chunks(tenant),
+                                            "all_chunks": keys.kb_total_chunks()},
+                          args={"chunks": _count_documents(connection, key)})
     if not connection.exists(keys.kb_total_chunks()):
-        connection.eval(_COUNT_TOTAL, 1 + len(tenants), keys.kb_total_chunks(),
-                        *(keys.tenant_chunks(tenant) for tenant in tenants))
+        _COUNT_TOTAL(connection, keys={"all_chunks": keys.kb_total_chunks()},
+                     more_keys=[keys.tenant_chunks(tenant) for tenant in tenants])
 
 
 def _count_documents(connection: Redis, documents_key: bytes) -> int:

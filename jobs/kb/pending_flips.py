@@ -23,16 +23,13 @@ from typing import Any
 from redis import Redis
 from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.kb import index
 
 #: A record this old has lost its worker (applied within a round trip otherwise).
 APPLY_AFTER_SECONDS = 30.0
 
-# KEYS: the records. ARGV: task id, the record as read. Forgets it unless it changed since.
-_FORGET = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
-"""
+_FORGET = scripts.load(__file__, "pending_flips_forget")
 
 
 def queue_record(pipe: Pipeline, task_id: str, staged: index.StagedDocument) -> None:
@@ -65,6 +62,7 @@ def apply_left(kb: Redis, queue: Redis, older_than: float = APPLY_AFTER_SECONDS)
             continue
         index.flip(kb, record["keys"], record["args"])
         # Only this record: a delete may have removed it (and left a tombstone) meanwhile.
-        queue.eval(_FORGET, 1, keys.pending_flips(), task_id, raw)
+        _FORGET(queue, keys={"records": keys.pending_flips()},
+                args={"task_id": task_id, "record": raw})
         applied += 1
     return applied

@@ -22,16 +22,15 @@ want an index of names, which this module does not keep.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote
 
 from redis import Redis
-from redis.exceptions import NoScriptError
+from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.clock import iso, timestamp
 from jobs.core.exceptions import NoSuchDocument
 from jobs.kb.connection import apart
@@ -50,45 +49,12 @@ SCAN_PIECE = 1000
 LIST_FIELDS: tuple[str, ...] = (TENANT, DOCUMENT_ID, FILENAME, STATUS, KIND, SIZE, CREATED_AT,
                                 UPDATED_AT, VERSION, PIPELINE_VERSION, RESULT)
 
-# KEYS: each document's latest-task key. ARGV: 1 the task key prefix, then the fields to read.
-# Returns per document {its latest task's id, then the fields' values}, or {} without one.
-_LATEST = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  local id = redis.call('GET', key)
-  if id then
-    local row = redis.call('HMGET', ARGV[1] .. id, unpack(ARGV, 2))
-    table.insert(row, 1, id)
-    out[i] = row
-  else
-    out[i] = {}
-  end
-end
-return out
-"""
-_LATEST_SHA = hashlib.sha1(_LATEST.encode()).hexdigest()
-
-# KEYS: 1 a tenant's documents, then the document's keys that must all be gone (its latest
-# task; its indexed entry, when the knowledge base is on this Redis). ARGV: 1 the document's
-# id. Takes it out of the set only while nothing names it; returns 1 when it did.
-_FORGET = """
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
-end
-return redis.call('ZREM', KEYS[1], ARGV[1])
-"""
-
-# KEYS: 1 a tenant's documents, then keys of the document one of which must exist (none
-# given: nothing to check). ARGV: 1 the score, 2 the document's id. Adds a document not in the
-# set yet (one in it was placed by an upload, which knows better); returns 1 when it did.
-_ADD = """
-local known = #KEYS == 1
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then known = true end
-end
-if not known then return 0 end
-return redis.call('ZADD', KEYS[1], 'NX', ARGV[1], ARGV[2])
-"""
+_LATEST = scripts.load(__file__, "library_latest", {"LIST_FIELDS": LIST_FIELDS})
+# Takes a document out of a tenant's set only while nothing names it; returns 1 when it did.
+_FORGET = scripts.load(__file__, "library_forget")
+# Adds a document not in the set yet (one in it was placed by an upload, which knows better);
+# returns 1 when it did.
+_ADD = scripts.load(__file__, "library_add")
 
 
 def document_url(document_id: str) -> str:
@@ -225,19 +191,10 @@ def _read(connection: Redis, kb: Redis, tenant: str,
 def _latest_rows(connection: Redis, latest_keys: list[str]) -> list[list[Any]]:
     """_LATEST over `latest_keys`, VIEW_GROUP per call, in one round trip."""
     groups = [latest_keys[i:i + VIEW_GROUP] for i in range(0, len(latest_keys), VIEW_GROUP)]
-
-    def send() -> list[Any]:
-        pipe = connection.pipeline(transaction=False)
+    def build(pipe: Pipeline) -> None:  # reads only: safe to send again (scripts.send)
         for group in groups:
-            pipe.evalsha(_LATEST_SHA, len(group), *group, keys.TASK_PREFIX, *LIST_FIELDS)
-        return pipe.execute()
-
-    try:
-        replies = send()
-    except NoScriptError:
-        connection.script_load(_LATEST)
-        replies = send()
-    return [row for reply in replies for row in reply]
+            _LATEST.queue(pipe, args={"task_prefix": keys.TASK_PREFIX}, more_keys=group)
+    return [row for reply in scripts.send(connection, build) for row in reply]
 
 
 def _indexed(kb: Redis, tenant: str, document_ids: list[str]) -> list[list[bytes | None]]:
@@ -324,10 +281,12 @@ def _forget(connection: Redis, kb: Redis, tenant: str, document_ids: list[str]) 
     if not document_ids:
         return 0
     together = not apart(kb, connection)
-    pipe = connection.pipeline(transaction=False)
-    for document_id in document_ids:
-        named = [keys.document_latest(tenant, document_id)]
-        if together:
-            named.append(keys.kb_document(tenant, document_id))
-        pipe.eval(_FORGET, 1 + len(named), keys.tenant_documents(tenant), *named, document_id)
-    return sum(int(gone) for gone in pipe.execute())
+    def build(pipe: Pipeline) -> None:  # each a ZREM on a condition: safe to send again
+        for document_id in document_ids:
+            named = [keys.document_latest(tenant, document_id)]
+            if together:
+                named.append(keys.kb_document(tenant, document_id))
+            _FORGET.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                          args={"document_id": document_id}, more_keys=named)
+    return sum(int(gone) for gone in scripts.send(connection, build))
+

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis, WatchError
+from redis.client import Pipeline
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
-from jobs.core import keys, metrics
+from jobs.core import keys, metrics, scripts
 from jobs.core.clock import now_iso
 from jobs.core.exceptions import NoSuchDocument, NoSuchTask, NotNow, NotRetryable, UploadExpired
 from jobs.core.queues import Queues, queue_name
@@ -36,49 +37,10 @@ from jobs.tasks import originals, states, stored_bytes, upload_budgets
 from jobs.tasks import record as task_record
 from jobs.tasks.submit import job_data
 
-# KEYS: task. ARGV: 1 tenant, 2 task id, 3 request id, the fields of 4 the tenant, 5 the
-# status, 6 the run's job, 7 the request and 8 the status it was canceled from, 9 how many
-# statuses may be canceled and those, then the field/value pairs to write
-# (jobs.tasks.record.canceled). Returns {outcome, previous status, the run's job id}.
-_CANCEL = """
-if redis.call('HGET', KEYS[1], ARGV[4]) ~= ARGV[1] then return {'missing', '', ''} end
-local r = redis.call('HMGET', KEYS[1], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
-local job = r[2]
-if not job or job == '' then job = ARGV[2] end
-if r[3] == ARGV[3] then return {'ok', r[4] or '', job} end
-local sources, cancelable = tonumber(ARGV[9]), false
-for i = 10, 9 + sources do if ARGV[i] == r[1] then cancelable = true end end
-if not cancelable then return {'conflict', r[1] or '', job} end
-redis.call('HSET', KEYS[1], ARGV[8], r[1], unpack(ARGV, 10 + sources))
-return {'ok', r[1], job}
-"""
+_CANCEL = scripts.load(__file__, "lifecycle_cancel", task_record.SCRIPT_NAMES)
+_RETRY = scripts.load(__file__, "lifecycle_retry", task_record.SCRIPT_NAMES)
 
-# KEYS: task, checkpoint. ARGV: 1 tenant, 2 ttl, 3 request id, the fields of 4 the tenant and
-# 5 the request, 6 how many fields to compare, then field/value pairs the task must still
-# hold (what the Retry was judged on), then whether its original is stored ('1' or '0'), how
-# many pairs to write when neither it nor a checkpoint is left, those, then the pairs of the
-# Retry (jobs.tasks.record.retried).
-# Returns the outcome: a re-sent script finds its own request and answers `ok` again.
-_RETRY = """
-if redis.call('HGET', KEYS[1], ARGV[4]) ~= ARGV[1] then return 'missing' end
-if redis.call('HGET', KEYS[1], ARGV[5]) == ARGV[3] then return 'ok' end
-local at = 7
-for i = 1, tonumber(ARGV[6]) do
-  if (redis.call('HGET', KEYS[1], ARGV[at]) or '') ~= ARGV[at + 1] then return 'changed' end
-  at = at + 2
-end
-local stored = ARGV[at] == '1'
-local gone = tonumber(ARGV[at + 1])
-at = at + 1
-if not stored and redis.call('HEXISTS', KEYS[2], 'chunks') == 0 then
-  if gone > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, at + 1, at + 2 * gone)) end
-  return 'upload_expired'
-end
-redis.call('HSET', KEYS[1], unpack(ARGV, at + 1 + 2 * gone))
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return 'ok'
-"""
+
 # A Retry that finds its task changed since it was judged judges it again, this many times.
 RETRY_TRIES = 5
 
@@ -95,7 +57,7 @@ def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str
     stop command kills its work-horse at once; the attempt's own checks stop it on any worker
     class, since it no longer owns a running task). Raises NoSuchTask or NotNow.
     """
-    outcome, previous, job_id = _decoded(connection.eval(*_cancel_call(tenant, task_id)))
+    outcome, previous, job_id = _decoded(_cancel(connection, tenant, task_id))
     if outcome == "missing":
         raise NoSuchTask()
     if outcome != "ok":
@@ -104,13 +66,15 @@ def cancel_task(connection: Redis, settings: Settings, tenant: str, task_id: str
     return previous
 
 
-def _cancel_call(tenant: str, task_id: str) -> list[Any]:
-    """_CANCEL with its keys and arguments, for an EVAL sent alone or queued in a MULTI."""
+def _cancel(target: Redis | Pipeline, tenant: str, task_id: str) -> Any:
+    """_CANCEL sent alone (a client) or queued in a MULTI (a pipeline, which checks the
+    script exists before it is sent: a MULTI is not sent twice)."""
     move, request_id = states.CANCEL, secrets.token_hex(8)
-    return [_CANCEL, 1, keys.task(task_id), tenant, task_id, request_id, task_record.TENANT,
-            task_record.STATUS, task_record.JOB_ID, task_record.CANCEL_REQUEST,
-            task_record.CANCELED_FROM, len(move.sources), *move.sources,
-            *task_record.as_argv(task_record.canceled(request_id, now_iso()))]
+    return _CANCEL(target, keys={"task": keys.task(task_id)},
+                   args={"tenant": tenant, "first_job": task_id, "request_id": request_id,
+                         "sources": len(move.sources)},
+                   rest=[*move.sources,
+                         *task_record.as_argv(task_record.canceled(request_id, now_iso()))])
 
 
 def _stop_canceled(connection: Redis, settings: Settings, tenant: str, task_id: str,
@@ -161,8 +125,9 @@ def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: st
     move = states.RETRY
     for _ in range(RETRY_TRIES):
         judged = _judge_retry(connection, settings, tenant, task_id)
-        outcome = _decoded([connection.eval(_RETRY, 2, keys.task(task_id),
-                                            keys.checkpoint(task_id), *judged.argv)])[0]
+        outcome = _decoded([_RETRY(connection, keys={"task": keys.task(task_id),
+                                                     "checkpoint": keys.checkpoint(task_id)},
+                                   args=judged.args, rest=judged.rest)])[0]
         if outcome != "changed":
             break
     else:
@@ -191,7 +156,8 @@ class _JudgedRetry:
     queue: bytes | None
     job_id: str
     replaced_job: str
-    argv: list[Any]
+    args: dict[str, Any]
+    rest: list[Any]
 
 
 # What a Retry is judged on (besides the tenant), read in one HMGET.
@@ -223,13 +189,13 @@ def _judge_retry(connection: Redis, settings: Settings, tenant: str,
     gone = task_record.upload_gone(error if status == states.FAILED else None)
     document_id, original_of = ((value or b"").decode() for value in raw[-2:])
     stored = originals.stored(connection, settings, tenant, document_id, task_id, original_of)
-    argv = [tenant, settings.retention_seconds, fields[task_record.RETRY_REQUEST],
-            task_record.TENANT, task_record.RETRY_REQUEST, len(expected),
-            *task_record.as_argv(expected), "1" if stored else "0", len(gone),
-            *task_record.as_argv(gone),
+    args = {"tenant": tenant, "ttl": settings.retention_seconds,
+            "request_id": fields[task_record.RETRY_REQUEST], "stored": "1" if stored else "0",
+            "compared": len(expected), "gone": len(gone)}
+    rest = [*task_record.as_argv(expected), *task_record.as_argv(gone),
             *task_record.as_argv(fields)]
     return _JudgedRetry(status, raw[5], str(fields[task_record.JOB_ID]), job_raw or task_id,
-                        argv)
+                        args, rest)
 
 
 def _retry_queue(recorded: bytes | None, tenant: str) -> str:
@@ -351,7 +317,7 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
                 task_ids = sorted(t.decode() for t in pipe.smembers(tasks_key))
                 pipe.multi()
                 for task_id in task_ids:
-                    pipe.eval(*_cancel_call(tenant, task_id))
+                    _cancel(pipe, tenant, task_id)
                 if separate:
                     pending_flips.queue_forget(pipe, task_ids)
                 else:
@@ -363,8 +329,8 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
                 continue
         cancels = [_decoded(r) for r in replies[:len(task_ids)]]
         if separate:
-            return task_ids, cancels, bool(kb.eval(*index.removal_call(
-                tenant, document_id, tombstone=True)))
+            return task_ids, cancels, bool(index.removal(kb, tenant, document_id,
+                                                         tombstone=True))
         return task_ids, cancels, bool(replies[len(task_ids)])
 
 

@@ -3,9 +3,10 @@
 Why one module: a field written under two spellings, or a change that clears a field in one
 place and not in another, leaves a task the API shows wrongly. So every writer of a task's state
 (the submit, a person's cancel and Retry, an attempt's start, progress and end, the reconciler)
-takes its field/value pairs from the functions below, and the Lua scripts that apply them
-receive both the pairs and the names of the fields they compare as ARGV (`as_argv`): no script
-spells a field of the task hash (tests/unit/tasks/test_record.py holds that).
+takes its field/value pairs from the functions below (`as_argv` hands them to a script), and
+the names of the fields a Lua script reads or compares are rendered into its source once, at
+load (`SCRIPT_NAMES`, jobs.core.scripts: `{{STATUS}}`): no script spells a field of the task
+hash (tests/unit/tasks/test_record.py holds that).
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ FIELDS: tuple[str, ...] = (
     TRACE_ID, IDEMPOTENCY, VERSION, SHA256, ORIGINAL_OF, STATUS, CURRENT_STEP, STEP_DETAIL, PROGRESS, STEPS, ATTEMPTS,
     MAX_ATTEMPTS, NEXT_ATTEMPT_AT, STARTED_AT, ENDED_AT, UPDATED_AT, ERROR, RESULT, ATTEMPT_ID,
     RUN, JOB_ID, REPLACED_JOB, CANCEL_REQUEST, CANCELED_FROM, RETRY_REQUEST, RETRIED_FROM)
+#: What a script of the task hash may name (`{{STATUS}}` is rendered 'status'; jobs.core.scripts).
+SCRIPT_NAMES: dict[str, str] = {name.upper(): name for name in FIELDS}
 
 # The words a status shows before a worker says more.
 WAITING_WORDS, STARTING_WORDS, CANCELED_WORDS = "Waiting for a worker", "Starting", "Canceled"

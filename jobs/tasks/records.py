@@ -6,14 +6,13 @@ same round trip, so a poll is one HGETALL. The record outlives RQ's job (retenti
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any, Iterable, Mapping
 
 from redis import Redis
-from redis.exceptions import NoScriptError
+from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.ids import is_id, new_id  # noqa: F401  (callers take them from here too)
 from jobs.tasks import states
 
@@ -50,13 +49,8 @@ VIEW_FIELDS: tuple[str, ...] = (
 _TENANT = VIEW_FIELDS.index("tenant")
 
 
-# KEYS: tasks. ARGV: the fields to read. Returns each task's HMGET, in order (nil where missing).
-_VIEW = """
-local out = {}
-for i, key in ipairs(KEYS) do out[i] = redis.call('HMGET', key, unpack(ARGV)) end
-return out
-"""
-_VIEW_SHA = hashlib.sha1(_VIEW.encode()).hexdigest()
+# Returns each task's HMGET of VIEW_FIELDS, in order (nil where missing).
+_VIEW = scripts.load(__file__, "records_view", {"VIEW_FIELDS": VIEW_FIELDS})
 # Tasks per script call: each call holds Redis for ~1 ms at most, the rest of the pipeline
 # waits its turn like any other client's commands.
 VIEW_GROUP = 100
@@ -75,19 +69,10 @@ def load_view_fields(connection: Redis, task_ids: list[str]) -> list[list[bytes 
         return []
     task_keys = [keys.task(task_id) for task_id in task_ids]
     groups = [task_keys[i:i + VIEW_GROUP] for i in range(0, len(task_keys), VIEW_GROUP)]
-    try:
-        replies = _view_groups(connection, groups)
-    except NoScriptError:
-        connection.script_load(_VIEW)
-        replies = _view_groups(connection, groups)
-    return [row for reply in replies for row in reply]
-
-
-def _view_groups(connection: Redis, groups: list[list[str]]) -> list[Any]:
-    pipe = connection.pipeline(transaction=False)
-    for group in groups:
-        pipe.evalsha(_VIEW_SHA, len(group), *group, *VIEW_FIELDS)
-    return pipe.execute()
+    def build(pipe: Pipeline) -> None:  # reads only: safe to send again (scripts.send)
+        for group in groups:
+            _VIEW.queue(pipe, more_keys=group)
+    return [row for reply in scripts.send(connection, build) for row in reply]
 
 
 def view_record(raw: list[bytes | None]) -> dict[str, str] | None:

@@ -20,49 +20,30 @@ from typing import Iterable
 from redis import Redis
 from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 
-# KEYS: tenant's sizes, tenant's counter. ARGV: task ids. Given back once however often it runs.
-_FORGET = """
-local freed = 0
-for _, id in ipairs(ARGV) do
-  local size = redis.call('HGET', KEYS[1], id)
-  if size then
-    redis.call('HDEL', KEYS[1], id)
-    freed = freed + tonumber(size)
-  end
-end
-if freed > 0 then redis.call('DECRBY', KEYS[2], freed) end
-return freed
-"""
+# Given back once however often it runs.
+_FORGET = scripts.load(__file__, "stored_bytes_forget")
+# Counted once: HSETNX.
+_COUNT = scripts.load(__file__, "stored_bytes_count")
 
-# KEYS: tenant's sizes, tenant's counter. ARGV: task id, size, … Counted once: HSETNX.
-_COUNT = """
-local added = 0
-for i = 1, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
-    added = added + tonumber(ARGV[i + 1])
-  end
-end
-if added > 0 then redis.call('INCRBY', KEYS[2], added) end
-return added
-"""
+
+def _keys(tenant: str) -> dict[str, str]:
+    return {"sizes": keys.tenant_stored_sizes(tenant), "counter": keys.tenant_stored_bytes(tenant)}
 
 
 def forget(pipe: Pipeline | Redis, tenant: str, task_ids: Iterable[str]) -> None:
     """Give back the bytes of these tasks' originals (deleted, or never stored)."""
     ids = list(task_ids)
     if ids:
-        pipe.eval(_FORGET, 2, keys.tenant_stored_sizes(tenant),
-                  keys.tenant_stored_bytes(tenant), *ids)
+        _FORGET(pipe, keys=_keys(tenant), rest=ids)
 
 
 def count(pipe: Pipeline | Redis, tenant: str, sizes: Iterable[tuple[str, int]]) -> None:
     """Count originals found in the store that the table does not know yet."""
     args = [item for task_id, size in sizes for item in (task_id, size)]
     if args:
-        pipe.eval(_COUNT, 2, keys.tenant_stored_sizes(tenant), keys.tenant_stored_bytes(tenant),
-                  *args)
+        _COUNT(pipe, keys=_keys(tenant), rest=args)
 
 
 def used(connection: Redis) -> dict[str, int]:

@@ -36,12 +36,11 @@ from typing import Any, BinaryIO
 
 from redis import Redis
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
 from rq import Queue, Retry
 from rq.job import Job
 from rq.queue import EnqueueData
 
-from jobs.core import keys, logs, metrics
+from jobs.core import keys, logs, metrics, scripts
 from jobs.core import replicas as replicas_
 from jobs.core.clock import now_iso
 from jobs.core.exceptions import LimitReached, NotReplicated, StorageUnavailable
@@ -63,160 +62,19 @@ ENQUEUE_EVERY = 20        # new tasks whose jobs are sent together, once their o
 PIECE_BYTES = 1024 * 1024  # what `measure` reads of a stream at once
 INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (Upload.data)
 
-# KEYS: 1 active set, 2 tenant's active set, 3 all upload bytes, 4 tenant's upload bytes,
-#       5 tenant's upload sizes, 6 the batch's task list, 7 the batch, 8 tenant's batches,
-#       9 tenant's chunk count, 10 all tenants' chunk count, 11 tenant's documents, 12 the
-#       metrics hash, 13 tenant's stored sizes, 14 tenant's stored bytes; then per file:
-#       idempotency key, task, the document's tasks, the document's latest task, its indexed
-#       entry.
-# ARGV: 1 force, 2 ttl, 3 task key prefix, 4 now (score), 5 queue limit, 6 tenant limit,
-#       7 blob budget, 8 tenant blob budget, 9 chunk limit, 10 all tenants' chunk limit (both
-#       '' when the knowledge base is on another Redis: checked before, `_kb_state`),
-#       11 file count, 12 batch id, 13 tenant, 14 created_at, 15 the counter of new tasks, 16
-#       the counter of unconfirmed uploads without its reason, 17 how many live statuses, 18
-#       the tenant's quota of stored bytes, 19 the places of the queue limit kept for small
-#       backlogs (Settings.queue_reserve); then the live statuses;
-#       then the reusable statuses beside those (succeeded); then per file: new task id,
-#       size, the task whose version the knowledge base holds ('?': read it here, from the
-#       indexed entry; '': none), the document's id, record (its number of fields, then fields
-#       and values).
-#       One file sent with its job (`_submit_one`) adds two KEYS after the files': RQ's queue
-#       and the job's hash. The job is pushed onto its queue here, only when this claim created
-#       its task, so it is never queued for a duplicate, a refusal or a claim the server could
-#       not run (NOSCRIPT); otherwise its hash is deleted.
-# Returns {'ok', replicas, id1, status1, …} (status '' for a new task; replicas: how many
-# INFO lists online, -1 when the server refuses to say) or {limit name}. An accepted upload
-# with no replica to confirm it is counted here, by reason (jobs.core.replicas).
-_SUBMIT = """
-local function replicas_online()
-  local info = redis.pcall('INFO', 'replication')
-  if type(info) ~= 'string' then return -1 end
-  local online = 0
-  for _ in string.gmatch(info, 'state=online') do online = online + 1 end
-  return online
-end
-local files = tonumber(ARGV[11])
-local job_queue, job_key = KEYS[15 + 5 * files], KEYS[16 + 5 * files]
-local remembered = redis.call('HGET', KEYS[7], 'claim')
-if remembered then
-  -- A re-sent claim pushes nothing again; a re-sent duplicate's job hash goes again.
-  if job_key and remembered ~= '-' then redis.call('DEL', job_key) end
-  local out, ids, i = {'ok', replicas_online()}, redis.call('LRANGE', KEYS[6], 0, -1), 1
-  for status in string.gmatch(remembered, '[^,]+') do
-    out[#out + 1] = ids[i]
-    out[#out + 1] = status == '-' and '' or status
-    i = i + 1
-  end
-  return out
-end
-local function refuse(reason)
-  if job_key then redis.call('DEL', job_key) end
-  return {reason}
-end
-local live = {}
-local at = 20
-for i = 1, tonumber(ARGV[17]) do live[ARGV[at]] = true; at = at + 1 end
-local succeeded = ARGV[at]
-at = at + 1
-local starts, bytes = {}, 0
-for i = 1, files do
-  starts[i] = at
-  bytes = bytes + tonumber(ARGV[at + 1])
-  at = at + 5 + 2 * tonumber(ARGV[at + 4])
-end
-local held, reserve, queue_limit = redis.call('ZCARD', KEYS[2]), tonumber(ARGV[19]),
-                                  tonumber(ARGV[5])
--- The last `reserve` places are kept for tenants whose backlog stays within it: a tenant with
--- a small backlog is never kept out by the others' large ones.
-if held + files > reserve then queue_limit = queue_limit - reserve end
-if redis.call('ZCARD', KEYS[1]) + files > queue_limit then return refuse('queue_full') end
-if held + files > tonumber(ARGV[6]) then return refuse('tenant_full') end
-if tonumber(redis.call('GET', KEYS[14]) or '0') + bytes > tonumber(ARGV[18]) then
-  return refuse('storage_quota')
-end
-if tonumber(redis.call('GET', KEYS[3]) or '0') + bytes > tonumber(ARGV[7]) then
-  return refuse('blob_budget')
-end
-if tonumber(redis.call('GET', KEYS[4]) or '0') + bytes > tonumber(ARGV[8]) then
-  return refuse('tenant_blob_budget')
-end
-if ARGV[9] ~= '' and tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[9]) then
-  return refuse('knowledge_base_full')
-end
-if ARGV[10] ~= '' and tonumber(redis.call('GET', KEYS[10]) or '0') >= tonumber(ARGV[10]) then
-  return refuse('kb_total_full')
-end
-local replicas = replicas_online()
-local prefix, ttl, out, ids, claimed = ARGV[3], ARGV[2], {'ok', replicas}, {}, {}
-local created = 0
-local function status_of(id) return redis.call('HGET', prefix .. id, 'status') end
-for i = 1, files do
-  local base = 14 + 5 * (i - 1)
-  local idem, task, document, latest_key, indexed =
-    KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]
-  local s = starts[i]
-  local id, size, fields = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 4])
-  local function indexed_task()
-    if ARGV[s + 2] == '?' then return redis.call('HGET', indexed, 'task_id') end
-    return ARGV[s + 2]
-  end
-  local current = redis.call('GET', idem)
-  local reuse = false
-  local status = ''
-  if current and ARGV[1] ~= '1' then
-    status = status_of(current)
-    if live[status] or status == succeeded then
-      -- The same content again: the same task, unless newer content of the document is on its
-      -- way, or the index no longer holds this content (a later version replaced it).
-      local latest = redis.call('GET', latest_key)
-      local newer = latest and latest ~= current and live[status_of(latest)]
-      if not newer then
-        reuse = live[status] or indexed_task() == current
-      end
-    end
-  end
-  if reuse then
-    id = current
-  else
-    status = ''
-    created = created + 1
-    redis.call('SET', idem, id, 'EX', ttl)
-    redis.call('HSET', task, unpack(ARGV, s + 5, s + 4 + 2 * fields))
-    redis.call('EXPIRE', task, ttl)
-    redis.call('ZADD', KEYS[1], ARGV[4], id)
-    redis.call('ZADD', KEYS[2], ARGV[4], id)
-    redis.call('INCRBY', KEYS[3], size)
-    redis.call('INCRBY', KEYS[4], size)
-    redis.call('HSET', KEYS[5], id, size)
-    redis.call('HSET', KEYS[13], id, size)
-    redis.call('INCRBY', KEYS[14], size)
-    redis.call('SADD', document, id)
-    redis.call('EXPIRE', document, ttl)
-    redis.call('SET', latest_key, id, 'EX', ttl)
-    -- A later file of the upload is the newer document, by a microsecond.
-    redis.call('ZADD', KEYS[11], tonumber(ARGV[4]) + (i - 1) / 1e6, ARGV[s + 3])
-  end
-  ids[i] = id
-  claimed[i] = status == '' and '-' or status
-  out[#out + 1] = id
-  out[#out + 1] = status
-end
-for i = 1, #ids, 1000 do redis.call('RPUSH', KEYS[6], unpack(ids, i, math.min(i + 999, #ids))) end
-redis.call('EXPIRE', KEYS[6], ttl)
-redis.call('HSET', KEYS[7], 'id', ARGV[12], 'tenant', ARGV[13], 'created_at', ARGV[14],
-           'size', files, 'claim', table.concat(claimed, ','))
-redis.call('EXPIRE', KEYS[7], ttl)
-redis.call('ZADD', KEYS[8], ARGV[4], ARGV[12])
-if created > 0 then redis.call('HINCRBY', KEYS[12], ARGV[15], created) end
-if job_key then
-  if created > 0 then redis.call('RPUSH', job_queue, ids[1]) else redis.call('DEL', job_key) end
-end
-if replicas < 1 then
-  redis.call('HINCRBY', KEYS[12], ARGV[16] .. (replicas < 0 and 'role_refused' or 'no_replica'), 1)
-end
-return out
-"""
-_SUBMIT_SHA = hashlib.sha1(_SUBMIT.encode()).hexdigest()
+# The claim (jobs/tasks/lua/submit_claim.lua says what it receives and answers).
+_SUBMIT = scripts.load(__file__, "submit_claim", task_record.SCRIPT_NAMES)
+
+
+@dataclass
+class _ClaimCall:
+    """The claim's KEYS and ARGV by name, then, per file, its keys and its arguments (after
+    the live statuses and the reusable one)."""
+
+    keys: dict[str, str]
+    args: dict[str, Any]
+    file_keys: list[str]
+    rest: list[Any]
 
 
 @dataclass(frozen=True)
@@ -338,41 +196,52 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
               "trace_id": trace_id or batch_id}
     indexed = _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()]) if (
         kb is not None and apart(kb, connection)) else None
-    keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
-             keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
-             keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
-             keys.tenant_chunks(tenant), keys.kb_total_chunks(), keys.tenant_documents(tenant),
-             keys.metrics(), keys.tenant_stored_sizes(tenant), keys.tenant_stored_bytes(tenant)]
-    args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
-                       settings.queue_limit, settings.tenant_queue_limit,
-                       settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
-                       *(("", "") if indexed is not None else (
-                           settings.tenant_chunk_limit, settings.kb_chunk_limit)), len(firsts),
-                       batch_id, tenant, created_at,
-                       metrics.field("tasks_submitted_total", queue=queue.name),
-                       metrics.field(replicas_.UNCONFIRMED, reason=""),
-                       len(states.LIVE), settings.tenant_stored_bytes,
-                       settings.queue_reserve, *states.LIVE, states.SUCCEEDED]
+    chunk_limits = (("", "") if indexed is not None else (
+        settings.tenant_chunk_limit, settings.kb_chunk_limit))
+    call = _ClaimCall(
+        keys={"active": keys.active(), "tenant_active": keys.tenant_active(tenant),
+              "upload_bytes": keys.blob_bytes(),
+              "tenant_upload_bytes": keys.tenant_blob_bytes(tenant),
+              "upload_sizes": keys.tenant_blob_sizes(tenant),
+              "batch_tasks": keys.batch_tasks(batch_id), "batch": keys.batch(batch_id),
+              "tenant_batches": keys.tenant_batches(tenant),
+              "tenant_chunks": keys.tenant_chunks(tenant), "all_chunks": keys.kb_total_chunks(),
+              "documents": keys.tenant_documents(tenant), "metrics": keys.metrics(),
+              "stored_sizes": keys.tenant_stored_sizes(tenant),
+              "stored_bytes": keys.tenant_stored_bytes(tenant)},
+        args={"force": "1" if force else "0", "ttl": ttl, "task_prefix": keys.TASK_PREFIX,
+              "now": time.time(), "queue_places": settings.queue_limit,
+              "tenant_places": settings.tenant_queue_limit,
+              "blob_budget": settings.blob_budget_bytes,
+              "tenant_blob_budget": settings.tenant_blob_budget_bytes,
+              "chunk_limit": chunk_limits[0], "all_chunk_limit": chunk_limits[1],
+              "file_count": len(firsts), "batch_id": batch_id, "tenant": tenant,
+              "created_at": created_at,
+              "submitted_field": metrics.field("tasks_submitted_total", queue=queue.name),
+              "unconfirmed_field": metrics.field(replicas_.UNCONFIRMED, reason=""),
+              "live_count": len(states.LIVE), "stored_quota": settings.tenant_stored_bytes,
+              "reserved_places": settings.queue_reserve},
+        file_keys=[], rest=[*states.LIVE, states.SUCCEEDED])
     new_ids: dict[str, str] = {}
     for number, (digest, upload) in enumerate(firsts.items()):
         task_id = new_ids[digest] = new_id()
-        keys_ += [keys.idempotency(digest), keys.task(task_id),
-                  keys.document_tasks(tenant, upload.document_id),
-                  keys.document_latest(tenant, upload.document_id),
-                  keys.kb_document(tenant, upload.document_id)]
+        call.file_keys += [keys.idempotency(digest), keys.task(task_id),
+                           keys.document_tasks(tenant, upload.document_id),
+                           keys.document_latest(tenant, upload.document_id),
+                           keys.kb_document(tenant, upload.document_id)]
         fields = _task_fields(task_id, upload, digest, settings, record)
-        args += [task_id, upload.size, _claimed_index(upload, indexed, number),
-                 upload.document_id, len(fields)]
-        args += [item for pair in fields.items() for item in pair]
+        call.rest += [task_id, upload.size, _claimed_index(upload, indexed, number),
+                      upload.document_id, len(fields)]
+        call.rest += [item for pair in fields.items() for item in pair]
     if _in_one_round_trip(list(firsts.values()), settings):
         [upload] = firsts.values()
         [task_id] = new_ids.values()
         claimed = _submit_one(connection, queues.pushed_by_claim(queue.name), settings, tenant,
-                              upload, task_id, keys_, args)
+                              upload, task_id, call)
         last = connection.pipeline(transaction=False)
     else:
         claimed, last = _submit_many(connection, queue, settings, tenant, batch_id,
-                                     list(firsts.values()), keys_, args)
+                                     list(firsts.values()), call)
     if replicas_.reported(claimed.replicas):
         if not len(last):  # WAIT counts its own connection's writes: one of the upload's
             last.expire(keys.batch(batch_id), ttl)
@@ -422,14 +291,16 @@ def _in_one_round_trip(uploads: list[Upload], settings: Settings) -> bool:
 
 
 def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                upload: Upload, task_id: str, keys_: list[str], args: list[Any]) -> Claimed:
+                upload: Upload, task_id: str, call: _ClaimCall) -> Claimed:
     """One file in one round trip, which is what a person sending a file waits for: its
     original is stored first, under the task id the claim will create; then RQ's enqueue of
     the job and the claim travel together. RQ writes the job's hash; the claim pushes the job
     onto its queue only when it creates the task, so a job is never queued for a duplicate, a
     refusal, or a claim the server could not run: a server that lost its scripts (a restart, a
     failover) answers NOSCRIPT and queues nothing, and the whole is sent again once the script
-    is loaded. When the claim does not create the task, its original is deleted."""
+    is loaded (scripts.send: every command of this pipeline may run twice, the queues'
+    registration being an SADD and RQ's enqueue the same job hash, pushed by the claim alone).
+    When the claim does not create the task, its original is deleted."""
     stored = upload.original_of is None  # a re-index's worker copies its original itself
     if stored:
         try:
@@ -437,15 +308,12 @@ def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str
         except Exception as exc:  # nothing is claimed yet: nothing to undo
             raise StorageUnavailable() from exc
     job_keys = [queue.key, Job.key_for(task_id)]
-    for last_try in (False, True):
-        pipe = connection.pipeline(transaction=False)
+    def build(pipe: Pipeline) -> None:
         register_queues(pipe, tenant)
         queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
-        pipe.evalsha(_SUBMIT_SHA, len(keys_) + 2, *keys_, *job_keys, *args)
-        reply = pipe.execute(raise_on_error=False)[-1]
-        if not isinstance(reply, NoScriptError) or last_try:
-            break
-        connection.script_load(_SUBMIT)
+        _SUBMIT.queue(pipe, keys=call.keys, args=call.args,
+                      more_keys=[*call.file_keys, *job_keys], rest=call.rest)
+    reply = scripts.send(connection, build, raise_on_error=False)[-1]
     if isinstance(reply, Exception) or reply[0] != b"ok" or reply[3]:
         if isinstance(reply, Exception):  # the claim never ran: its job's hash goes here
             connection.delete(Job.key_for(task_id))
@@ -464,12 +332,12 @@ def _withdraw_original(settings: Settings, tenant: str, upload: Upload, task_id:
 
 
 def _submit_many(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                 batch_id: str, uploads: list[Upload], keys_: list[str],
-                 args: list[Any]) -> tuple[Claimed, Pipeline]:
+                 batch_id: str, uploads: list[Upload],
+                 call: _ClaimCall) -> tuple[Claimed, Pipeline]:
     """A batch is claimed first, so that nothing is stored for the files the claim turns away
     (duplicates, a full queue); then the originals and jobs of the new tasks. Returns the
     claim and the pipeline of the last jobs, not sent yet (WAIT may end it)."""
-    claimed = Claimed.of(_claim(connection, keys_, args))
+    claimed = Claimed.of(_claim(connection, call))
     if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
         ids, statuses = claimed.entries[0::2], claimed.entries[1::2]
         webhook_events.batch_submitted(
@@ -557,15 +425,12 @@ def _summary(batch_id: str, created_at: str, uploads: Any, entries: list[bytes],
     return {"batch_id": batch_id, "created_at": created_at, "tasks": answer}
 
 
-def _claim(connection: Redis, keys_: list[str], args: list[Any]) -> list[Any]:
+def _claim(connection: Redis, call: _ClaimCall) -> list[Any]:
     """The claim's reply. EVALSHA: the script's text is sent only the first time a server
     lacks it. A reply lost with its connection is asked for again by redis-py's retry: the
     batch keeps what its first run decided, so the second answers the same."""
-    try:
-        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
-    except NoScriptError:
-        connection.script_load(_SUBMIT)
-        return connection.evalsha(_SUBMIT_SHA, len(keys_), *keys_, *args)
+    return _SUBMIT(connection, keys=call.keys, args=call.args, more_keys=call.file_keys,
+                   rest=call.rest)
 
 
 def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:

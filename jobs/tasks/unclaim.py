@@ -19,60 +19,11 @@ from __future__ import annotations
 
 from redis import Redis
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.tasks import record as task_record
 
-# KEYS: 1 all active, 2 tenant's active, 3 tenant's upload sizes, 4 tenant's upload bytes,
-#       5 all upload bytes, 6 tenant's stored sizes, 7 tenant's stored bytes, 8 the batch's
-#       task list, 9 the batch, 10 tenant's batches; then per task: its record, its document's
-#       tasks, its document's latest task.
-# ARGV: 1 task key prefix, 2 idempotency key prefix, 3 the batch id, 4 the record's field of
-#       the idempotency digest, 5 its field of the version; then per task: its id.
-_UNCLAIM = """
-local function give_back(sizes, counters, id)
-  local size = redis.call('HGET', sizes, id)
-  if not size then return end
-  redis.call('HDEL', sizes, id)
-  for _, counter in ipairs(counters) do redis.call('DECRBY', counter, size) end
-end
-local function newest(members, prefix, version_field)
-  local best, best_version = nil, -1
-  for _, member in ipairs(members) do
-    local version = tonumber(redis.call('HGET', prefix .. member, version_field) or '-1')
-    if version and version > best_version then best, best_version = member, version end
-  end
-  return best
-end
-local prefix = ARGV[1]
-for i = 6, #ARGV do
-  local id, base = ARGV[i], 10 + 3 * (i - 6)
-  local record, document_tasks, latest = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-  local digest = redis.call('HGET', record, ARGV[4])
-  if digest and redis.call('GET', ARGV[2] .. digest) == id then
-    redis.call('DEL', ARGV[2] .. digest)
-  end
-  redis.call('DEL', record)
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
-  give_back(KEYS[3], {KEYS[4], KEYS[5]}, id)
-  give_back(KEYS[6], {KEYS[7]}, id)
-  redis.call('SREM', document_tasks, id)
-  redis.call('LREM', KEYS[8], 0, id)
-  if redis.call('GET', latest) == id then
-    local fallback = newest(redis.call('SMEMBERS', document_tasks), prefix, ARGV[5])
-    if fallback then redis.call('SET', latest, fallback, 'KEEPTTL')
-    else redis.call('DEL', latest) end
-  end
-end
-local left = redis.call('LLEN', KEYS[8])
-if left == 0 then
-  redis.call('DEL', KEYS[8], KEYS[9])
-  redis.call('ZREM', KEYS[10], ARGV[3])
-else
-  redis.call('HSET', KEYS[9], 'size', left)
-end
-return left
-"""
+# Returns how many tasks the batch keeps.
+_UNCLAIM = scripts.load(__file__, "unclaim", task_record.SCRIPT_NAMES)
 
 
 def unclaim(connection: Redis, tenant: str, batch_id: str,
@@ -81,13 +32,18 @@ def unclaim(connection: Redis, tenant: str, batch_id: str,
     keeps (0: the batch is gone too)."""
     if not tasks:
         return -1
-    names = [keys.active(), keys.tenant_active(tenant), keys.tenant_blob_sizes(tenant),
-             keys.tenant_blob_bytes(tenant), keys.blob_bytes(), keys.tenant_stored_sizes(tenant),
-             keys.tenant_stored_bytes(tenant), keys.batch_tasks(batch_id), keys.batch(batch_id),
-             keys.tenant_batches(tenant)]
+    named = {"active": keys.active(), "tenant_active": keys.tenant_active(tenant),
+             "blob_sizes": keys.tenant_blob_sizes(tenant),
+             "tenant_blob_bytes": keys.tenant_blob_bytes(tenant), "blob_bytes": keys.blob_bytes(),
+             "stored_sizes": keys.tenant_stored_sizes(tenant),
+             "stored_bytes": keys.tenant_stored_bytes(tenant),
+             "batch_tasks": keys.batch_tasks(batch_id), "batch": keys.batch(batch_id),
+             "tenant_batches": keys.tenant_batches(tenant)}
+    per_task: list[str] = []
     for task_id, document_id in tasks:
-        names += [keys.task(task_id), keys.document_tasks(tenant, document_id),
-                  keys.document_latest(tenant, document_id)]
-    return int(connection.eval(_UNCLAIM, len(names), *names, keys.TASK_PREFIX,
-                               keys.idempotency(""), batch_id, task_record.IDEMPOTENCY,
-                               task_record.VERSION, *(task_id for task_id, _ in tasks)))
+        per_task += [keys.task(task_id), keys.document_tasks(tenant, document_id),
+                     keys.document_latest(tenant, document_id)]
+    return int(_UNCLAIM(connection, keys=named, more_keys=per_task,
+                        args={"task_prefix": keys.TASK_PREFIX,
+                              "idempotency_prefix": keys.idempotency(""), "batch_id": batch_id},
+                        rest=[task_id for task_id, _ in tasks]))

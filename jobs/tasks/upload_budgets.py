@@ -16,47 +16,23 @@ from __future__ import annotations
 from redis import Redis
 from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
+from jobs.tasks import record as task_record
 from jobs.tasks import states
 
-# KEYS: tenant sizes, tenant bytes, all bytes. ARGV: task id. Counted once however often it
-# runs (a re-sent command, a delete after a success), because the size entry goes with it.
-_RELEASE = """
-local size = redis.call('HGET', KEYS[1], ARGV[1])
-if not size then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('DECRBY', KEYS[2], size)
-redis.call('DECRBY', KEYS[3], size)
-return tonumber(size)
-"""
-
-# KEYS: tenant sizes, tenant bytes, all bytes. ARGV: task key prefix, how many live statuses,
-# those statuses. Reservations of tasks no longer live (or gone) are given back; the shared
-# counter moves by the same amount, in the same script.
-_RECOUNT = """
-local live = {}
-for i = 3, 2 + tonumber(ARGV[2]) do live[ARGV[i]] = true end
-local entries = redis.call('HGETALL', KEYS[1])
-local total = 0
-for i = 1, #entries, 2 do
-  local status = redis.call('HGET', ARGV[1] .. entries[i], 'status')  -- record.STATUS
-  if status and live[status] then
-    total = total + tonumber(entries[i + 1])
-  else
-    redis.call('HDEL', KEYS[1], entries[i])
-  end
-end
-local old = tonumber(redis.call('GET', KEYS[2]) or '0')
-redis.call('SET', KEYS[2], total)
-redis.call('INCRBY', KEYS[3], total - old)
-return total
-"""
+# Counted once however often it runs (a re-sent command, a delete after a success), because
+# the size entry goes with it.
+_RELEASE = scripts.load(__file__, "upload_budgets_release")
+# Reservations of tasks no longer live (or gone) are given back; the shared counter moves by
+# the same amount, in the same script.
+_RECOUNT = scripts.load(__file__, "upload_budgets_recount", task_record.SCRIPT_NAMES)
 
 
 def release(pipe: Pipeline | Redis, tenant: str, task_id: str) -> None:
     """Give a task's reservation back to both budgets (once)."""
-    pipe.eval(_RELEASE, 3, keys.tenant_blob_sizes(tenant), keys.tenant_blob_bytes(tenant),
-              keys.blob_bytes(), task_id)
+    _RELEASE(pipe, keys={"sizes": keys.tenant_blob_sizes(tenant),
+                         "tenant_bytes": keys.tenant_blob_bytes(tenant),
+                         "all_bytes": keys.blob_bytes()}, args={"task_id": task_id})
 
 
 def recount(connection: Redis) -> int:
@@ -67,7 +43,9 @@ def recount(connection: Redis) -> int:
     head, tail = keys.tenant_blob_sizes("\0").split("\0")
     for key in connection.scan_iter(match=keys.tenant_blob_sizes("*"), count=500):
         tenant = key.decode()[len(head):-len(tail)]
-        total += int(connection.eval(_RECOUNT, 3, key, keys.tenant_blob_bytes(tenant),
-                                     keys.blob_bytes(), keys.TASK_PREFIX, len(states.LIVE),
-                                     *states.LIVE))
+        total += int(_RECOUNT(connection, keys={"sizes": key,
+                                                "tenant_bytes": keys.tenant_blob_bytes(tenant),
+                                                "all_bytes": keys.blob_bytes()},
+                              args={"task_prefix": keys.TASK_PREFIX,
+                                    "live_count": len(states.LIVE)}, rest=states.LIVE))
     return total

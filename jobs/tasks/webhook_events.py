@@ -28,7 +28,7 @@ from rq import Queue, Retry
 from rq.queue import EnqueueData
 from rq.registry import ScheduledJobRegistry
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.clock import now_iso
 from jobs.core.failures import backoff_delays
 from jobs.core.ids import new_id
@@ -56,99 +56,36 @@ _BATCH_LIVE = _around(keys.batch_live)
 _TASK_BATCHES = _around(keys.task_batches)
 _EVENT = _around(keys.webhook_event)
 
-# The part every script below shares: `record(key, recent, id, type, subject, fields, later)`
-# writes an event once (a re-sent script finds it and writes nothing) and indexes it for its
-# tenant (`later`: seconds added to its place in the index, so a batch's event lists after the
-# task event that completed it).
-# ARGV[1] tenant, ARGV[2] created_at, ARGV[3] now (score), ARGV[4] ttl, ARGV[5] keep.
-_RECORD = """
-local tenant, created_at, now, ttl, keep = ARGV[1], ARGV[2], tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5])
-local function record(key, recent, id, kind, subject, fields, later)
-  if redis.call('EXISTS', key) == 1 then return false end
-  redis.call('HSET', key, 'id', id, 'type', kind, 'tenant', tenant, 'created_at', created_at,
-             'subject', subject, 'status', 'pending', 'attempts', 0, unpack(fields))
-  redis.call('EXPIRE', key, ttl)
-  redis.call('ZADD', recent, now + (later or 0), id)
-  redis.call('ZREMRANGEBYSCORE', recent, '-inf', now - ttl)
-  redis.call('ZREMRANGEBYRANK', recent, 0, -keep - 1)
-  redis.call('EXPIRE', recent, ttl)
-  return true
-end
-"""
-
-# KEYS: 1 task, 2 the task's batches, 3 the event, 4 the tenant's recent events.
-# ARGV: 1–5 as _RECORD, 6 event id, 7 type, 8 task id, 9 an id for a batch it completes,
-#       10/11 the batch-live key around its id, 12/13 the event key around its id.
-# Returns the ids of the batch events it recorded.
-_TASK_FINISHED = _RECORD + """
-local fields, snapshot = redis.call('HGETALL', KEYS[1]), {}
-for i = 1, #fields, 2 do snapshot[fields[i]] = fields[i + 1] end
-local completed = {}
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  for _, batch in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-    local live = ARGV[10] .. batch .. ARGV[11]
-    if redis.call('SREM', live, ARGV[8]) == 1 and redis.call('SCARD', live) == 0 then
-      local id = ARGV[9]
-      if #completed > 0 then id = string.sub(id, 1, 28) .. string.format('%04x', #completed) end
-      record(ARGV[12] .. id .. ARGV[13], KEYS[4], id, 'batch.completed', batch, {}, 0.001)
-      completed[#completed + 1] = id
-    end
-  end
-end
-record(KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8],
-       {'snapshot', cjson.encode(snapshot), 'batch_events', table.concat(completed, ',')})
-return completed
-"""
-
-# KEYS: 1 the task's batches. ARGV: 1 task id, 2 ttl, 3/4 the batch-live key around its id.
-_TASK_REOPENED = """
-for _, batch in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local live = ARGV[3] .. batch .. ARGV[4]
-  redis.call('SADD', live, ARGV[1])
-  redis.call('EXPIRE', live, ARGV[2])
-end
-return 1
-"""
-
-# KEYS: 1 the batch's live tasks, 2 the event, 3 the tenant's recent events.
-# ARGV: 1–5 as _RECORD, 6 event id, 7 batch id, 8 task key prefix, 9/10 the task-batches key
-#       around its id, 11 how many live statuses, then those, then the batch's task ids.
-# Returns 1 when the batch was complete at once (its event recorded), else 0.
-_BATCH_SUBMITTED = _RECORD + """
-local live, at = {}, 12
-for i = 1, tonumber(ARGV[11]) do live[ARGV[at]] = true; at = at + 1 end
-for i = at, #ARGV do
-  local id = ARGV[i]
-  if live[redis.call('HGET', ARGV[8] .. id, 'status')] then
-    local waiting = ARGV[9] .. id .. ARGV[10]
-    redis.call('SADD', KEYS[1], id)
-    redis.call('SADD', waiting, ARGV[7])
-    redis.call('EXPIRE', waiting, ttl)
-  end
-end
-if redis.call('SCARD', KEYS[1]) > 0 then
-  redis.call('EXPIRE', KEYS[1], ttl)
-  return 0
-end
-record(KEYS[2], KEYS[3], ARGV[6], 'batch.completed', ARGV[7], {})
-return 1
-"""
+# Each script records an event once (a re-sent script finds it and writes nothing) and indexes
+# it for its tenant (webhook_events_record.lua, the part they share).
+# A finished task's event and the batch events it completes; returns the batch events' ids.
+_TASK_FINISHED = scripts.load(__file__, "webhook_events_task_finished")
+# A task back to pending: the batches that list it wait for it again.
+_TASK_REOPENED = scripts.load(__file__, "webhook_events_task_reopened")
+# A submitted batch waits for its live tasks; returns 1 when it was complete at once (its event
+# recorded), else 0.
+# (It reads a task's 'status' as it is spelled: jobs.tasks.record imports jobs.tasks.states,
+# which imports this module.)
+_BATCH_SUBMITTED = scripts.load(__file__, "webhook_events_batch_submitted")
 
 
 def enabled(settings: Settings) -> bool:
     return bool(settings.webhook_url)
 
 
-def _common(tenant: str) -> list[Any]:
-    return [tenant, now_iso(), time.time(), EVENT_TTL_SECONDS, RECENT_PER_TENANT]
+def _common(tenant: str) -> dict[str, Any]:
+    """The arguments of webhook_events_record.lua, which every event script includes."""
+    return {"tenant": tenant, "created_at": now_iso(), "now_score": time.time(),
+            "ttl_seconds": EVENT_TTL_SECONDS, "keep_count": RECENT_PER_TENANT}
 
 
 def task_reopened(pipe: Pipeline, settings: Settings, task_id: str) -> None:
     """Queue on `pipe`: a task moved back to pending (a Retry), so the batches that list it
     wait for it again."""
-    pipe.eval(_TASK_REOPENED, 1, keys.task_batches(task_id), task_id,
-              settings.retention_seconds, *_BATCH_LIVE)
+    live_head, live_tail = _BATCH_LIVE
+    _TASK_REOPENED(pipe, keys={"task_batches": keys.task_batches(task_id)},
+                   args={"task_id": task_id, "ttl": settings.retention_seconds,
+                         "live_head": live_head, "live_tail": live_tail})
 
 
 def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
@@ -156,9 +93,14 @@ def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
     """Queue on `pipe` (after the task's own write) a finished task's event of type `kind`
     (jobs.tasks.states.EVENT_TYPES), the batch events it completes, and its delivery job."""
     event_id = new_id()
-    pipe.eval(_TASK_FINISHED, 4, keys.task(task_id), keys.task_batches(task_id),
-              keys.webhook_event(event_id), keys.tenant_webhooks(tenant), *_common(tenant),
-              event_id, kind, task_id, new_id(), *_BATCH_LIVE, *_EVENT)
+    _TASK_FINISHED(pipe, keys={"task": keys.task(task_id),
+                               "task_batches": keys.task_batches(task_id),
+                               "event": keys.webhook_event(event_id),
+                               "recent": keys.tenant_webhooks(tenant)},
+                   args={**_common(tenant), "event_id": event_id, "kind": kind,
+                         "task_id": task_id, "batch_event_id": new_id(),
+                         "live_head": _BATCH_LIVE[0], "live_tail": _BATCH_LIVE[1],
+                         "event_head": _EVENT[0], "event_tail": _EVENT[1]})
     enqueue(pipe, settings, [event_id])
 
 
@@ -170,9 +112,13 @@ def batch_submitted(connection: Redis, settings: Settings, tenant: str, batch_id
     since then is found here, and its delivery follows at once."""
     event_id = new_id()
     pipe = connection.pipeline()
-    pipe.eval(_BATCH_SUBMITTED, 3, keys.batch_live(batch_id), keys.webhook_event(event_id),
-              keys.tenant_webhooks(tenant), *_common(tenant), event_id, batch_id,
-              keys.TASK_PREFIX, *_TASK_BATCHES, len(live), *live, *task_ids)
+    _BATCH_SUBMITTED(pipe, keys={"batch_live": keys.batch_live(batch_id),
+                                 "event": keys.webhook_event(event_id),
+                                 "recent": keys.tenant_webhooks(tenant)},
+                     args={**_common(tenant), "event_id": event_id, "batch_id": batch_id,
+                           "task_prefix": keys.TASK_PREFIX, "waiting_head": _TASK_BATCHES[0],
+                           "waiting_tail": _TASK_BATCHES[1], "live_count": len(live)},
+                     rest=[*live, *task_ids])
     if complete:
         enqueue(pipe, settings, [event_id])
     at_once = pipe.execute()[0]

@@ -63,7 +63,8 @@ def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
             continue  # a record that does not belong to this key: leave it alone
         score = timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (
             time.time())
-        pipe.eval(library._ADD, 2, keys.tenant_documents(tenant), key, score, document_id)
+        library._ADD(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                     args={"score": score, "document_id": document_id}, more_keys=[key])
     return sum(int(done) for done in pipe.execute())
 
 
@@ -86,7 +87,8 @@ def _add_indexed(connection: Redis, kb: Redis) -> int:
                 continue
             score = (library._int(version) or 0) / 1e6 or time.time()
             named = [doc_key] if together else []
-            pipe.eval(library._ADD, 1 + len(named), keys.tenant_documents(tenant), *named, score,
-                      document_id.decode())
+            library._ADD(pipe, keys={"documents": keys.tenant_documents(tenant)},
+                         args={"score": score, "document_id": document_id.decode()},
+                         more_keys=named)
         added += sum(int(done) for done in pipe.execute())
     return added

@@ -19,7 +19,7 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import WatchError
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.clock import now_iso
 from jobs.core.failures import CancelRequested, TransientError
 from jobs.core.settings import Settings
@@ -35,42 +35,8 @@ COMMIT_TRIES = 5
 RECHECK_SECONDS = 0.25
 # What an attempt's ownership is read from: the task's status and the attempt that holds it.
 _OWNER = (task_record.STATUS, task_record.ATTEMPT_ID)
-
-# KEYS: task. ARGV: task id, job id, the fields of the tenant, status, job and attempts, how
-# many statuses it may start from (states.START) and those, then the field/value pairs it
-# writes (jobs.tasks.record.started). The first run's job has the task's id; a Retry's run
-# names its own.
-# Returns {'ok', attempts, the record's fields and values…}.
-_START = """
-local r = redis.call('HMGET', KEYS[1], ARGV[3], ARGV[4], ARGV[5])
-if not r[1] then return {'missing', ''} end
-local current = r[3]
-if not current or current == '' then current = ARGV[1] end
-if current ~= ARGV[2] then return {'superseded', r[2] or ''} end
-local sources = tonumber(ARGV[7])
-for i = 8, 7 + sources do
-  if ARGV[i] == r[2] then
-    local attempts = redis.call('HINCRBY', KEYS[1], ARGV[6], 1)
-    redis.call('HSET', KEYS[1], unpack(ARGV, 8 + sources))
-    local reply = {'ok', tostring(attempts)}
-    for _, item in ipairs(redis.call('HGETALL', KEYS[1])) do reply[#reply + 1] = item end
-    return reply
-  end
-end
-return {'refused', r[2] or ''}
-"""
-
-# KEYS: task. ARGV: attempt id, the status the attempt owns the task in, ttl, the fields of the
-# status and the attempt, then field/value pairs. Returns 1 when written, 0 when the attempt no
-# longer owns the task. The last word of a canceled attempt (its step and timings) is written
-# the same way, with the canceled status.
-_WRITE = """
-local r = redis.call('HMGET', KEYS[1], ARGV[4], ARGV[5])
-if r[1] ~= ARGV[2] or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 6))
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1
-"""
+_START = scripts.load(__file__, "attempts_start", task_record.SCRIPT_NAMES)
+_WRITE = scripts.load(__file__, "attempts_write", task_record.SCRIPT_NAMES)
 
 
 class Superseded(Exception):
@@ -114,17 +80,22 @@ class AttemptFence:
         start from, e.g. canceled just as it was dequeued).
         """
         move = states.START
-        pipe = self.connection.pipeline(transaction=False)
         started = task_record.started(self.attempt_id, now_iso())
-        pipe.eval(_START, 1, self.key, self.task_id, job_id, task_record.TENANT,
-                  task_record.STATUS, task_record.JOB_ID, task_record.ATTEMPTS,
-                  len(move.sources), *move.sources, *task_record.as_argv(started))
-        if tenant is not None:
-            states.changed(pipe, tenant, self.task_id, move.target, settings=settings)
-        followed = len(pipe)
-        if prefetch is not None:
-            prefetch(pipe)
-        replies = pipe.execute()
+        followed = 0
+
+        def build(pipe: Pipeline) -> None:
+            nonlocal followed
+            _START.queue(pipe, keys={"task": self.key},
+                         args={"first_job": self.task_id, "job": job_id,
+                               "sources": len(move.sources)},
+                         rest=[*move.sources, *task_record.as_argv(started)])
+            if tenant is not None:
+                states.changed(pipe, tenant, self.task_id, move.target, settings=settings)
+            followed = len(pipe)
+            if prefetch is not None:
+                prefetch(pipe)
+        # The script first, then an announcement and reads: safe to send again on NOSCRIPT.
+        replies = scripts.send(self.connection, build)
         self.prefetched = replies[followed:]
         reply = [v.decode() for v in replies[0]]
         outcome, value = reply[0], reply[1]
@@ -156,13 +127,17 @@ class AttemptFence:
 
     def _write(self, owned_as: str, fields: dict[str, Any], ttl_seconds: int,
                pipe: Pipeline | None) -> bool:
-        target = pipe if pipe is not None else self.connection.pipeline(transaction=False)
-        target.eval(_WRITE, 1, self.key, self.attempt_id, owned_as, ttl_seconds,
-                    task_record.STATUS, task_record.ATTEMPT_ID, *task_record.as_argv(fields))
-        announce(target, self.task_id)
-        if pipe is not None:
+        task = {"task": self.key}
+        args = {"attempt_id": self.attempt_id, "owned_as": owned_as, "ttl": ttl_seconds}
+        rest = task_record.as_argv(fields)
+        if pipe is not None:  # the caller's pipeline, checked by redis-py before it is sent
+            _WRITE(pipe, task, args, rest=rest)
+            announce(pipe, self.task_id)
             return False
-        applied = target.execute()[0] == 1
+        def build(own: Pipeline) -> None:  # a fenced write and an announcement: safe twice
+            _WRITE.queue(own, task, args, rest=rest)
+            announce(own, self.task_id)
+        applied = scripts.send(self.connection, build)[0] == 1
         if applied and owned_as == states.RUNNING:
             self.confirmed = time.monotonic()
         return applied

@@ -31,7 +31,7 @@ from typing import Any
 from redis import Redis
 from redis.client import Pipeline
 
-from jobs.core import keys
+from jobs.core import keys, scripts
 from jobs.core.failures import CancelRequested
 from jobs.tasks import record as task_record
 from jobs.tasks import states
@@ -44,102 +44,11 @@ CLAIM_SECONDS = 4 * HEARTBEAT_SECONDS
 #: Readers a range may lose (workers lost, horses killed) before it fails the task.
 MAX_TRIES = 3
 
-# The judgement of the task every script starts with. KEYS[1]: task. ARGV[1..6]: task id, run
-# (job id), the fields of the status and the run's job, and the statuses allowed (two).
-_JUDGE = """
-local r = redis.call('HMGET', KEYS[1], ARGV[3], ARGV[4])
-local run = r[2]
-if not run or run == '' then run = ARGV[1] end
-if not r[1] then return {'gone', ''} end
-if run ~= ARGV[2] then return {'gone', r[1]} end
-if r[1] ~= ARGV[5] and r[1] ~= ARGV[6] then return {'gone', r[1]} end
-local now = redis.call('TIME')
-now = tonumber(now[1]) + tonumber(now[2]) / 1e6
-local count = 0
-local plan = redis.call('HGET', KEYS[2], 'plan')
-if plan then count = #cjson.decode(plan) end
-local function sum_read()
-  local total = 0
-  for i = 0, count - 1 do total = total + tonumber(redis.call('HGET', KEYS[2], 'read:' .. i) or '0') end
-  return total
-end
-"""
-
-# KEYS: task, ranges, readers. ARGV[7..10]: reader, claim seconds, most tries, ttl.
-# Returns {'claimed', i, read} | {'wait', read} | {'done', read} | {'failed', i} | {'gone', status}.
-_CLAIM = _JUDGE + """
-if count == 0 then return {'gone', r[1]} end
-local chosen, open = -1, 0
-for i = 0, count - 1 do
-  if redis.call('HEXISTS', KEYS[2], 'failed:' .. i) == 1 then return {'failed', tostring(i)} end
-  if redis.call('HEXISTS', KEYS[2], 'text:' .. i) == 0 then
-    open = open + 1
-    local claim = redis.call('HGET', KEYS[2], 'claim:' .. i)
-    local lapsed = (not claim) or tonumber(string.match(claim, '|(.*)$')) < now
-    if lapsed and chosen < 0 then
-      chosen = i
-      if claim then redis.call('HDEL', KEYS[3], string.match(claim, '^(.*)|')) end
-    end
-  end
-end
-if chosen < 0 then
-  if open == 0 then return {'done', tostring(sum_read())} end
-  return {'wait', tostring(sum_read())}
-end
-local tries = redis.call('HINCRBY', KEYS[2], 'tries:' .. chosen, 1)
-if tries > tonumber(ARGV[9]) then
-  redis.call('HSET', KEYS[2], 'failed:' .. chosen, cjson.encode({code = 'reader_lost', tries = tries - 1}))
-  return {'failed', tostring(chosen)}
-end
-redis.call('HSET', KEYS[2], 'claim:' .. chosen, string.format('%s|%s', ARGV[7], now + tonumber(ARGV[8])), 'read:' .. chosen, 0)
-redis.call('HSET', KEYS[3], ARGV[7], chosen)
-redis.call('EXPIRE', KEYS[2], ARGV[10])
-redis.call('EXPIRE', KEYS[3], ARGV[10])
-return {'claimed', tostring(chosen), tostring(sum_read())}
-"""
-
-# KEYS: task, ranges. ARGV[7..10]: reader, range, pages read, claim seconds.
-# Returns {'ok', read} | {'lost', ''} (another reader holds the range now) | {'gone', status}.
-_PAGE = _JUDGE + """
-local claim = redis.call('HGET', KEYS[2], 'claim:' .. ARGV[8])
-if not claim or string.match(claim, '^(.*)|') ~= ARGV[7] then return {'lost', ''} end
-redis.call('HSET', KEYS[2], 'claim:' .. ARGV[8], string.format('%s|%s', ARGV[7], now + tonumber(ARGV[10])), 'read:' .. ARGV[8], ARGV[9])
-return {'ok', tostring(sum_read())}
-"""
-
-# KEYS: task, ranges, readers, done. ARGV[7..11]: reader, range, pages in it, reply, ttl.
-# Returns {'saved', ranges unclaimed} | {'gone', status}. A range another reader saved first
-# stays as it is.
-_SAVE = _JUDGE + """
-if redis.call('HEXISTS', KEYS[2], 'text:' .. ARGV[8]) == 0 then
-  redis.call('HSET', KEYS[2], 'text:' .. ARGV[8], ARGV[10], 'read:' .. ARGV[8], ARGV[9])
-end
-local claim = redis.call('HGET', KEYS[2], 'claim:' .. ARGV[8])
-if claim and string.match(claim, '^(.*)|') == ARGV[7] then redis.call('HDEL', KEYS[2], 'claim:' .. ARGV[8]) end
-redis.call('HDEL', KEYS[3], ARGV[7])
-redis.call('RPUSH', KEYS[4], ARGV[8])
-redis.call('EXPIRE', KEYS[4], ARGV[11])
-local unclaimed = 0
-for i = 0, count - 1 do
-  if redis.call('HEXISTS', KEYS[2], 'text:' .. i) == 0 then
-    local claim = redis.call('HGET', KEYS[2], 'claim:' .. i)
-    if (not claim) or tonumber(string.match(claim, '|(.*)$')) < now then unclaimed = unclaimed + 1 end
-  end
-end
-return {'saved', tostring(unclaimed)}
-"""
-
-# KEYS: ranges, readers, done. ARGV: reader, range, failure (JSON, '' to only let the range go).
-_RELEASE = """
-local claim = redis.call('HGET', KEYS[1], 'claim:' .. ARGV[2])
-if claim and string.match(claim, '^(.*)|') == ARGV[1] then redis.call('HDEL', KEYS[1], 'claim:' .. ARGV[2]) end
-if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'failed:' .. ARGV[2], ARGV[3])
-  redis.call('RPUSH', KEYS[3], ARGV[2])
-end
-redis.call('HDEL', KEYS[2], ARGV[1])
-return 1
-"""
+# Each script but the release starts with the judgement of the task (page_ranges_judge.lua).
+_CLAIM = scripts.load(__file__, "page_ranges_claim", task_record.SCRIPT_NAMES)
+_PAGE = scripts.load(__file__, "page_ranges_page", task_record.SCRIPT_NAMES)
+_SAVE = scripts.load(__file__, "page_ranges_save", task_record.SCRIPT_NAMES)
+_RELEASE = scripts.load(__file__, "page_ranges_release")
 
 
 @dataclass(frozen=True)
@@ -224,8 +133,9 @@ class PageRanges:
     def claim(self) -> Outcome:
         """The next range for this reader to read, or why there is none. Raises
         CancelRequested (the task was canceled) or Superseded (not this run's, or over)."""
-        reply = self._run(_CLAIM, [self.key, self.readers_key], self.reader,
-                          self.claim_seconds, MAX_TRIES, self.ttl_seconds,
+        reply = self._run(_CLAIM, {"ranges": self.key, "readers": self.readers_key},
+                          {"reader": self.reader, "claim_seconds": self.claim_seconds,
+                           "most_tries": MAX_TRIES, "ttl": self.ttl_seconds},
                           allowed=(states.RUNNING, states.RUNNING))
         if reply[0] == "claimed":
             return Claimed(int(reply[1]), int(reply[2]))
@@ -239,8 +149,10 @@ class PageRanges:
         """Renew this reader's claim (as a page starts, or while it is read), `read_in_range`
         pages of it read; returns the pages of the scan read so far. Raises CancelRequested or Superseded (also when
         another reader holds the range: this one's claim lapsed)."""
-        reply = self._run(_PAGE, [self.key], self.reader, index, read_in_range,
-                          self.claim_seconds, allowed=(states.RUNNING, states.RETRYING))
+        reply = self._run(_PAGE, {"ranges": self.key},
+                          {"reader": self.reader, "range": index, "pages_read": read_in_range,
+                           "claim_seconds": self.claim_seconds},
+                          allowed=(states.RUNNING, states.RETRYING))
         if reply[0] == "lost":
             raise Superseded(f"another reader holds pages range {index}")
         return int(reply[1])
@@ -248,8 +160,10 @@ class PageRanges:
     def save(self, index: int, pages: int, reply: bytes) -> int:
         """Keep range `index`'s reply (all of its `pages` read); returns how many ranges are
         left for a reader to claim. Raises as `page_started`."""
-        saved = self._run(_SAVE, [self.key, self.readers_key, self.done_key], self.reader,
-                          index, pages, reply, self.ttl_seconds,
+        saved = self._run(_SAVE, {"ranges": self.key, "readers": self.readers_key,
+                                  "done": self.done_key},
+                          {"reader": self.reader, "range": index, "pages": pages,
+                           "reply": reply, "ttl": self.ttl_seconds},
                           allowed=(states.RUNNING, states.RETRYING))
         return int(saved[1])
 
@@ -257,8 +171,9 @@ class PageRanges:
         """Let range `index` go: for another reader to claim, or failed for good with
         `failure` (code, message), which ends the reading of every range."""
         raw = json.dumps({"code": failure[0], "message": failure[1]}) if failure else ""
-        self.connection.eval(_RELEASE, 3, self.key, self.readers_key, self.done_key,
-                             self.reader, index, raw)
+        _RELEASE(self.connection, keys={"ranges": self.key, "readers": self.readers_key,
+                                        "done": self.done_key},
+                 args={"reader": self.reader, "range": index, "failure": raw})
 
     def wait(self, seconds: float) -> None:
         """Until a range is saved (or fails), at most `seconds`."""
@@ -274,11 +189,11 @@ class PageRanges:
         failure = json.loads(raw) if raw else {"code": "reader_lost"}
         return Failed(index, str(failure.get("code")), failure.get("message"))
 
-    def _run(self, script: str, script_keys: list[str], *args: Any,
-             allowed: tuple[str, str]) -> list[str]:
-        reply = self.connection.eval(
-            script, 1 + len(script_keys), keys.task(self.task_id), *script_keys, self.task_id,
-            self.run, task_record.STATUS, task_record.JOB_ID, *allowed, *args)
+    def _run(self, script: scripts.Script, named_keys: dict[str, str], args: dict[str, Any],
+             *, allowed: tuple[str, str]) -> list[str]:
+        reply = script(self.connection, keys={"task": keys.task(self.task_id), **named_keys},
+                       args={"task_id": self.task_id, "run_job": self.run,
+                             "allowed_first": allowed[0], "allowed_second": allowed[1], **args})
         words = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
         if words[0] == "gone":
             if words[1] == states.CANCELED:

@@ -31,7 +31,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs.core import keys, metrics, queues
+from jobs.core import keys, metrics, queues, scripts
 from jobs.core.clock import iso_in, now_iso, timestamp
 from jobs.core.failures import IntakeError, job_lost, worker_lost
 from jobs.core.settings import QUEUE_NAMES, Settings
@@ -45,22 +45,12 @@ log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10
 
-# KEYS: task. ARGV: how many fields to compare, then field/expected value pairs ('' for a
-# missing field), then the field/value pairs to write: a task that moved on since it was read
-# (another attempt, another run) is left alone.
-_COMPARE_AND_SET = """
-local compared = tonumber(ARGV[1])
-for i = 2, 2 * compared, 2 do
-  if (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then return 0 end
-end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2 + 2 * compared))
-return 1
-"""
 _FIELDS = (task_record.STATUS, task_record.ATTEMPTS, task_record.UPDATED_AT, task_record.TENANT,
            task_record.QUEUE, task_record.CREATED_AT, task_record.ATTEMPT_ID, task_record.JOB_ID,
            task_record.MAX_ATTEMPTS)
 # What a compare-and-set finds unchanged: the status, and the attempt and run it was judged in.
 _COMPARED = (task_record.STATUS, task_record.ATTEMPTS, task_record.ATTEMPT_ID, task_record.JOB_ID)
+_COMPARE_AND_SET = scripts.load(__file__, "reconcile_compare_and_set", {"COMPARED": _COMPARED})
 
 
 def job_of(task_id: str, task: dict[str, Any]) -> str:
@@ -203,9 +193,9 @@ def _move(connection: Redis, settings: Settings, task_id: str, task: dict[str, A
           move: Transition, fields: task_record.Fields) -> str | None:
     """Compare-and-set the task to `move.target` (`fields`, jobs.tasks.record's writes of
     that change); its bookkeeping follows."""
-    expected = {name: task[name] or "" for name in _COMPARED}
-    if not connection.eval(_COMPARE_AND_SET, 1, keys.task(task_id), len(expected),
-                           *task_record.as_argv(expected), *task_record.as_argv(fields)):
+    expected = [task[name] or "" for name in _COMPARED]
+    if not _COMPARE_AND_SET(connection, keys={"task": keys.task(task_id)},
+                            rest=[*expected, *task_record.as_argv(fields)]):
         return None
     pipe = connection.pipeline()
     states.changed(pipe, task["tenant"] or "default", task_id, move.target, settings=settings)

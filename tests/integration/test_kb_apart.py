@@ -10,7 +10,6 @@ the primary.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -142,7 +141,7 @@ def commands_logged(server: RedisServer) -> Iterator[list[bytes]]:
 
 def search_scripts(commands: list[bytes]) -> list[bytes]:
     """The commands that ran a search script as the primary runs them (its own variants)."""
-    shas = {hashlib.sha1(script.encode()).hexdigest().encode() for script in (_LEXICAL, _DENSE)}
+    shas = {script.sha.encode() for script in (_LEXICAL, _DENSE)}
     return [command for command in commands if any(sha in command for sha in shas)
             or command.upper().startswith(b"EVAL ")]
 

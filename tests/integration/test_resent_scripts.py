@@ -23,9 +23,9 @@ from tests.integration.redis_proxy import ResettingProxy
 pytestmark = pytest.mark.integration
 
 DATABASE = 5
-# Words only the cancel and the retry script contain (redis-py sends a script's text in EVAL).
-CANCEL_SCRIPT = b"return {'conflict', r[1] or '', job}"
-RETRY_SCRIPT = b"return 'upload_expired'"
+# The cancel's and the retry's EVALSHA (jobs.core.scripts: no script's text is sent per call).
+CANCEL_SCRIPT = lifecycle._CANCEL.sha.encode()
+RETRY_SCRIPT = lifecycle._RETRY.sha.encode()
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,8 @@ def proxied(redis_server, _embedding_server, tmp_path_factory) -> Iterator[tuple
         with ApiClient(stack.url) as client:  # the submit script is loaded: later ones are EVALSHA
             response, _ = upload(client, [txt(f"warm-{unique_word()}.txt", "Warm words.")])
             assert response.status_code == 202, response.text
+        for script in (lifecycle._CANCEL, lifecycle._RETRY):  # a lost reply is then the run's
+            stack.redis().script_load(script.source)
         yield stack, proxy
     finally:
         stop_stack(stack)
@@ -45,8 +47,8 @@ def proxied(redis_server, _embedding_server, tmp_path_factory) -> Iterator[tuple
 
 
 def lose_the_reply(proxy: ResettingProxy, marker: bytes) -> None:
-    assert marker in (submit._SUBMIT_SHA.encode() + lifecycle._CANCEL.encode()
-                      + lifecycle._RETRY.encode()), "the marker names no script"
+    assert marker in (submit._SUBMIT.sha.encode() + lifecycle._CANCEL.sha.encode()
+                      + lifecycle._RETRY.sha.encode()), "the marker names no script"
     assert not proxy.armed()
     proxy.drop_reply_once(marker)
 
@@ -63,7 +65,7 @@ def test_a_resent_submit_registers_the_batch_once(proxied, files):
     word = unique_word()
     with ApiClient(stack.url) as client:
         dropped = proxy.dropped
-        lose_the_reply(proxy, submit._SUBMIT_SHA.encode())
+        lose_the_reply(proxy, submit._SUBMIT.sha.encode())
         response, _ = upload(client, [txt(f"resent-{word}-{n}.txt", f"The {word} memo {n}.")
                                       for n in range(files)])
         assert_reply_was_lost(proxy, dropped)

@@ -480,7 +480,8 @@ def test_a_search_goes_on_across_script_calls_to_the_same_exact_answer(redis, mo
     def counting(self, connection, budget=retrieval.DEFAULT_BUDGET):
         original(self, connection, budget)
         script = self._lexical
-        self._lexical = lambda keys, args: calls.append(args[6]) or script(keys=keys, args=args)
+        self._lexical = lambda client, **given: (calls.append(given["args"]["last_call"])
+                                                 or script(client, **given))
     monkeypatch.setattr(Retriever, "__init__", counting)
     for query, expected in whole.items():
         found = search(redis, query, k=20)

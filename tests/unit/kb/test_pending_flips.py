@@ -79,7 +79,7 @@ def test_a_delete_refuses_a_flip_on_its_way_and_a_later_upload_is_indexed(queue,
     pipe = queue.pipeline()
     pending_flips.queue_forget(pipe, ["t2"])
     pipe.execute()
-    assert kb.eval(*index.removal_call(TENANT, "doc", tombstone=True)) == 1
+    assert index.removal(kb, TENANT, "doc", tombstone=True) == 1
     queue.hset(keys.pending_flips(), "t2", record)
     assert pending_flips.apply_left(kb, queue, older_than=0) == 1
     assert pending_flips.apply(kb, queue, "t2", second) is False, "staged before the delete"

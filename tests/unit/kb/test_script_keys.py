@@ -3,25 +3,21 @@ builds are those named by what a declared key holds (a term's postings by its le
 document by its text's digest), under the tenant's prefix."""
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-#: A key name a script builds from a prefix: `prefix .. 'name'`.
-_BUILT = re.compile(r"(?:prefix|ARGV\[\d+\])\s*\.\.\s*'([^']*)'")
+#: A key name a script builds from a prefix: `prefix .. 'name'` (`tenant_prefix`, an ARGV).
+_BUILT = re.compile(r"(?:\w*prefix|ARGV\[\d+\])\s*\.\.\s*'([^']*)'")
 #: What may only be derived inside a script (keys.kb_prefix says why).
 DERIVED = {"i:", "doc:"}
 
 
 def _scripts() -> list[tuple[str, int, str]]:
-    found = []
-    for path in sorted((ROOT / "jobs").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and "redis.call" in node.value:
-                found.append((str(path.relative_to(ROOT)), node.lineno, node.value))
-    return found
+    """Every script's file (jobs.core.scripts: `<package>/lua/<name>.lua`), line by line."""
+    return [(str(path.relative_to(ROOT)), number, line)
+            for path in sorted((ROOT / "jobs").rglob("*.lua"))
+            for number, line in enumerate(path.read_text().splitlines(), 1)]
 
 
 def test_scripts_build_only_the_key_names_that_data_names():
@@ -33,3 +29,4 @@ def test_scripts_build_only_the_key_names_that_data_names():
 def test_the_check_sees_a_script_that_builds_a_fixed_key():
     assert _BUILT.findall("redis.call('HGET', prefix .. 'stats', 'chunks')") == ["stats"]
     assert _BUILT.findall("{'BITFIELD', ARGV[1] .. 'live'}") == ["live"]
+    assert _BUILT.findall("redis.call('GET', tenant_prefix .. 'next')") == ["next"]

@@ -9,6 +9,7 @@ from redis.client import Pipeline
 from jobs import Settings
 from jobs.core import keys
 from jobs.core.queues import DEFAULT_TENANT
+from jobs.worker import attempts
 from jobs.worker.attempts import AttemptFence
 from tests.unit.tasks.test_lifecycle import TEXT, _one
 
@@ -44,6 +45,7 @@ def _announced(pubsub) -> list[str]:
 
 def test_a_start_is_announced_in_its_own_round_trip(client, redis, monkeypatch):
     task_id = _one(client, ("a.txt", TEXT))
+    redis.script_load(attempts._START.source)  # a server without it is sent the start again
     pubsub = _announcements(redis)
     sent = _round_trips(monkeypatch)
     fence = AttemptFence(redis, task_id)
@@ -56,6 +58,7 @@ def test_a_start_is_announced_in_its_own_round_trip(client, redis, monkeypatch):
 
 def test_a_start_whose_queue_names_no_tenant_announces_it_after(client, redis, monkeypatch):
     task_id = _one(client, ("a.txt", TEXT))
+    redis.script_load(attempts._START.source)
     pubsub = _announcements(redis)
     sent = _round_trips(monkeypatch)
     AttemptFence(redis, task_id).start(task_id, settings=Settings())
