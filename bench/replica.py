@@ -10,6 +10,7 @@ the primary ran (INFO commandstats), to show the measured path really waited.
 `python -m bench.replica_alone [--rounds N]` runs just the two submit measurements (plain, then with
 the replica), at the bench's scale unless told fewer rounds.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -56,8 +57,12 @@ def attached(svc: Services) -> Iterator[int]:
     workdir = svc.workdir / "replica"
     workdir.mkdir(exist_ok=True)
     log = workdir / "redis.log"
-    argv = [*server_argv(port, workdir, durable=False, executable=binary),
-            "--replicaof", host, str(primary.connection_pool.connection_kwargs["port"])]
+    argv = [
+        *server_argv(port, workdir, durable=False, executable=binary),
+        "--replicaof",
+        host,
+        str(primary.connection_pool.connection_kwargs["port"]),
+    ]
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     replica = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
@@ -67,7 +72,10 @@ def attached(svc: Services) -> Iterator[int]:
         yield process.pid
     finally:
         _stop(process)
-        wait_until(lambda: primary.info("replication")["connected_slaves"] == 0, 15,
-                   "the primary listing no replica")
+        wait_until(
+            lambda: primary.info("replication")["connected_slaves"] == 0,
+            15,
+            "the primary listing no replica",
+        )
         replica.close()
         primary.close()

@@ -7,6 +7,7 @@ worker's work-horse and scheduler, and a terminal's Ctrl-C reaches only the pare
 output in a log file or on the parent's terminal. Stopping is SIGTERM, a grace period, then
 SIGKILL of the whole group; several children share one deadline.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,8 +37,14 @@ class ManagedProcess:
     without, to the parent's.
     """
 
-    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                 log_path: Path | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.name, self.argv, self.log_path, self.cwd = name, list(argv), log_path, cwd
         self.env = dict(env) if env is not None else None
         self.popen: subprocess.Popen[bytes] | None = None
@@ -59,16 +66,28 @@ class ManagedProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         if self.log_path is None:
-            self.popen = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         else:
             with open(self.log_path, "ab") as out:
-                out.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n"
-                          .encode())
+                out.write(
+                    f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode()
+                )
                 out.flush()
-                self.popen = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=out,
-                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True)
+                self.popen = subprocess.Popen(
+                    self.argv,
+                    env=self.env,
+                    cwd=self.cwd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
         self.started_at = time.monotonic()
         return self
 
@@ -100,8 +119,9 @@ class ManagedProcess:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
-def stop_all(processes: Iterable[ManagedProcess], timeout: float,
-             sig: int = signal.SIGTERM) -> None:
+def stop_all(
+    processes: Iterable[ManagedProcess], timeout: float, sig: int = signal.SIGTERM
+) -> None:
     """Stop several children at once: `sig` to each, one shared deadline, then SIGKILL of the
     groups of those still running and of the leftovers (a horse, a gunicorn worker) of those
     that exited."""
@@ -115,8 +135,12 @@ def stop_all(processes: Iterable[ManagedProcess], timeout: float,
         try:
             process.popen.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
         except subprocess.TimeoutExpired:
-            log.warning("%s (pid %s) still running after %.0f s: SIGKILL", process.name,
-                        process.pid, timeout)
+            log.warning(
+                "%s (pid %s) still running after %.0f s: SIGKILL",
+                process.name,
+                process.pid,
+                timeout,
+            )
             process.kill_group()
             process.popen.wait(10)  # type: ignore[union-attr]
         process.kill_group()

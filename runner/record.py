@@ -5,6 +5,7 @@ talk to the machine's Redis on 6379 (or none) while the runner's workers wait on
 Redis on another port. The runner writes its Redis URL and pid here; the web config reads it
 when REDIS_URL is not set and that pid is alive (webapp.config), and says so.
 """
+
 from __future__ import annotations
 
 import json

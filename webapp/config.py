@@ -5,6 +5,7 @@ The pipeline's settings are parsed by jobs.core.settings so that web and workers
 adds what only the web needs: the secret key, request limits in Flask's terms, operator access,
 and whether session cookies are always Secure (they are over HTTPS in any case: webapp.sessions).
 """
+
 from __future__ import annotations
 
 import os
@@ -16,20 +17,29 @@ from jobs import MIB, Settings, redis_dashboard_url
 
 # FORWARDED_ALLOW_IPS: the proxies gunicorn believes, whose X-Forwarded-For names the client
 # whose failed keys are counted (webapp.limits).
-ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL",
-             "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "FORWARDED_ALLOW_IPS")
+ENV_NAMES = (
+    "SECRET_KEY",
+    "INTAKE_API_KEYS",
+    "INTAKE_ADMIN_PASSWORD",
+    "REDIS_URL",
+    "REDIS_SENTINELS",
+    "REDIS_SENTINEL_MASTER",
+    "FORWARDED_ALLOW_IPS",
+)
 INSTANCE_DIR = Path(__file__).resolve().parent.parent / "instance"  # the dev runner's
 
 
 def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Flask config from the environment, then `overrides`; the settings object under INTAKE."""
-    source: dict[str, Any] = {k: v for k, v in os.environ.items()
-                              if k in ENV_NAMES or k.startswith("INTAKE_")}
+    source: dict[str, Any] = {
+        k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith("INTAKE_")
+    }
     source.update(overrides or {})
     # No REDIS_URL anywhere: a dev runner running in this checkout is where the work goes.
     found_runner = None
     if not any(source.get(name) for name in ("REDIS_URL", "REDIS_SENTINELS", "REDIS_CONNECTION")):
         from runner.record import running_redis_url
+
         found_runner = running_redis_url(INSTANCE_DIR)
         if found_runner:
             source["REDIS_URL"] = found_runner

@@ -9,6 +9,7 @@ Why an interface of our own: the cookie must be Secure whenever the request came
 (behind a trusted proxy gunicorn sets the scheme from X-Forwarded-Proto), or always with
 INTAKE_SECURE_COOKIES=1, yet stay usable over plain HTTP on a developer's machine.
 """
+
 from __future__ import annotations
 
 from flask import Flask, current_app, has_request_context, request, session
@@ -49,4 +50,3 @@ def live(tenant: str) -> bool:
     if not isinstance(session_id, str) or not session_id:
         return False
     return session_tenant(intake().connection, session_id) == tenant
-

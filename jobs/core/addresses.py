@@ -1,6 +1,7 @@
 """Redis addresses as strings: the one URL that names a Sentinel-managed primary, so a single
 value passes through argv, environments and the dashboard. Pure: it connects to nothing, so
 settings can resolve REDIS_SENTINELS without importing a Redis client."""
+
 from __future__ import annotations
 
 from urllib.parse import quote

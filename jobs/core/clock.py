@@ -2,6 +2,7 @@
 
 One format everywhere (task records, steps, the API, logs), written and read here only.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -13,13 +14,13 @@ def now_iso() -> str:
 
 def iso_in(seconds: float) -> str:
     """The time `seconds` from now."""
-    return iso(datetime.fromtimestamp(datetime.now(timezone.utc).timestamp() + seconds,
-                                      timezone.utc))
+    return iso(
+        datetime.fromtimestamp(datetime.now(timezone.utc).timestamp() + seconds, timezone.utc)
+    )
 
 
 def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_iso(value: str | None) -> datetime | None:

@@ -3,6 +3,7 @@
 Why a module of its own: every layer makes ids, from the state machine's webhook events to the
 submit, and none of them should import another's records to do it.
 """
+
 from __future__ import annotations
 
 import secrets

@@ -5,6 +5,7 @@ Lua scripts get their keys (or, for keys they derive from ids, a prefix from her
 Tenant names are validated where tenants are configured; ids are hex. A document's id is
 free text, so its keys use a digest of it instead.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -13,6 +13,7 @@ workers read that set between dequeues (jobs.worker.workers). The fair order alt
 a job of tenant T a worker looks at the next tenant's queues first, each tenant's in priority
 order, so one tenant's backlog never starves another and priorities hold within a tenant.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -59,15 +60,19 @@ def register(pipe: Pipeline | Redis, tenant: str) -> None:
 
 def registered_tenants(connection: Redis) -> list[str]:
     """Every tenant with queues of its own, sorted (so every worker rotates in one order)."""
-    return sorted(t.decode() if isinstance(t, bytes) else t
-                  for t in connection.smembers(keys.queue_tenants()))
+    return sorted(
+        t.decode() if isinstance(t, bytes) else t for t in connection.smembers(keys.queue_tenants())
+    )
 
 
 def all_names(connection: Redis) -> list[str]:
     """Every queue Intake uses: the static three, then every registered tenant's."""
-    return list(QUEUE_NAMES) + [name for tenant in registered_tenants(connection)
-                                if tenant != DEFAULT_TENANT
-                                for name in tenant_queue_names(tenant)]
+    return list(QUEUE_NAMES) + [
+        name
+        for tenant in registered_tenants(connection)
+        if tenant != DEFAULT_TENANT
+        for name in tenant_queue_names(tenant)
+    ]
 
 
 def fair_order(names: Iterable[str], after: str | None = None) -> list[str]:
@@ -100,8 +105,9 @@ class PushedByClaim(Queue):
     created the task (jobs.tasks.submit). A job is never queued for a claim that did not
     run, whatever the server's script cache held."""
 
-    def push_job_id(self, job_id: str, pipeline: Pipeline | None = None,
-                    at_front: bool = False) -> None:
+    def push_job_id(
+        self, job_id: str, pipeline: Pipeline | None = None, at_front: bool = False
+    ) -> None:
         """Nothing here: the claim pushes."""
 
 

@@ -14,6 +14,7 @@ What a flip or a delete leaves behind (the rows and texts of dead ids, their vec
 ids inside posting strings) is garbage: `collect_garbage` deletes it after the fact, and
 compacts a posting string once a quarter of it is dead.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,7 +83,10 @@ end
 #       layout before chunk ids in the hash, for web processes of that version; a migration).
 # Refused (0) when a newer version is indexed, or when the document was deleted after this run
 # was staged (a tombstone: chunk ids below `deleted_below` were reserved before the delete).
-_FLIP = _RUNS + _TOTAL + """
+_FLIP = (
+    _RUNS
+    + _TOTAL
+    + """
 local current = redis.call('HMGET', KEYS[1], 'version', 'chunks', 'texts', 'first', 'stop',
                            'deleted_below')
 if current[4] == ARGV[6] then return 1 end  -- this very flip, sent again
@@ -106,13 +110,17 @@ redis.call('INCRBY', KEYS[4], tonumber(ARGV[5]) - before)
 add_to_total(KEYS[8], tonumber(ARGV[5]) - before)
 return 1
 """
+)
 
 # KEYS: as _FLIP, then (with a tombstone) the tenant's next chunk id. ARGV: none, or how long
 # a tombstone stays: the document's hash then keeps `deleted_below` (the next chunk id), which
 # refuses the flip of any run staged before this delete (the knowledge base on a Redis of its
 # own: jobs.kb.pending_flips). A document indexed before chunk ids existed has only its hash.
 # Returns 1 when there was a document.
-_REMOVE = _RUNS + _TOTAL + """
+_REMOVE = (
+    _RUNS
+    + _TOTAL
+    + """
 local current = redis.call('HMGET', KEYS[1], 'chunks', 'texts', 'first', 'stop',
                            'deleted_below')
 local removed = 0
@@ -133,6 +141,7 @@ if ARGV[1] then
 end
 return removed
 """
+)
 
 # KEYS: next chunk id, staged runs, lexical statistics. ARGV: how many ids, now, the reference
 # length for a tenant that has none yet. Reserves a run, marked staged; returns its stop and the
@@ -198,12 +207,15 @@ return {tonumber(redis.call('GET', KEYS[1]) or '0'), previous,
 
 # KEYS: tenant's chunk count, all tenants' chunk count. ARGV: the tenant's chunks, counted from
 # its documents. A tenant counted for the first time adds what it holds to the total.
-_COUNT_TENANT = _TOTAL + """
+_COUNT_TENANT = (
+    _TOTAL
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 add_to_total(KEYS[2], tonumber(ARGV[1]))
 return 1
 """
+)
 
 # KEYS: all tenants' chunk count, then every tenant's chunk count. Counted once: from then on
 # the flips and removals move it with each tenant's.
@@ -264,8 +276,9 @@ def _check(doc: IndexedDocument) -> tuple[str, int, np.ndarray | None, list[dict
     return form, dim, dense, locations
 
 
-def stage(connection: Redis, doc: IndexedDocument,
-          vectors: VectorWriter | None = None) -> StagedDocument:
+def stage(
+    connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None
+) -> StagedDocument:
     """Write a document under new chunk ids, in pieces, ready for `queue_flip`.
 
     Every document gets lexical postings (for dense documents too: that is the search that
@@ -273,27 +286,60 @@ def stage(connection: Redis, doc: IndexedDocument,
     a vector engine they are not kept and the document is searched by its words alone.
     """
     form, dim, dense, locations = _check(doc)
-    lexical = doc.vectors if isinstance(doc.vectors, SparseRows) and (
-        doc.vectors.dimension == LEXICAL.dimension) else LEXICAL.embed(doc.texts)
+    lexical = (
+        doc.vectors
+        if isinstance(doc.vectors, SparseRows) and (doc.vectors.dimension == LEXICAL.dimension)
+        else LEXICAL.embed(doc.texts)
+    )
     size = (len(doc.texts) + 7) // 8 * 8 or 8
     tenant = doc.tenant
-    stop, reference = connection.eval(_RESERVE, 3, keys.kb_next_chunk(tenant),
-                                      keys.kb_staged(tenant), keys.kb_lexical_stats(tenant),
-                                      size, time.time(), postings.REFERENCE_LENGTH)
+    stop, reference = connection.eval(
+        _RESERVE,
+        3,
+        keys.kb_next_chunk(tenant),
+        keys.kb_staged(tenant),
+        keys.kb_lexical_stats(tenant),
+        size,
+        time.time(),
+        postings.REFERENCE_LENGTH,
+    )
     stop, reference = int(stop), float(reference)
     first = stop - size
     run = f"{first}:{stop}"
     staged = StagedDocument(
-        tenant, doc.document_id, first, stop,
-        (keys.kb_document(tenant, doc.document_id), keys.kb_documents(tenant),
-         keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-         keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()),
-        (doc.version, doc.task_id, doc.document_id, doc.filename, len(doc.texts), first, stop,
-         form, dim, "store" if dense is not None and vectors is not None else "none", run))
+        tenant,
+        doc.document_id,
+        first,
+        stop,
+        (
+            keys.kb_document(tenant, doc.document_id),
+            keys.kb_documents(tenant),
+            keys.kb_generation(tenant),
+            keys.tenant_chunks(tenant),
+            keys.kb_live(tenant),
+            keys.kb_staged(tenant),
+            keys.kb_garbage(tenant),
+            keys.kb_total_chunks(),
+        ),
+        (
+            doc.version,
+            doc.task_id,
+            doc.document_id,
+            doc.filename,
+            len(doc.texts),
+            first,
+            stop,
+            form,
+            dim,
+            "store" if dense is not None and vectors is not None else "none",
+            run,
+        ),
+    )
     try:
         digest = keys.document_digest(doc.document_id)
-        write_lexical(connection, tenant, first, lexical, reference, texts=(
-            digest, doc.texts, locations))
+        write_lexical(
+            connection, tenant, first, lexical, reference, texts=(digest, doc.texts, locations)
+        )
         if dense is not None and vectors is not None:
             vectors.write(tenant, first, dense)
     except BaseException:
@@ -302,9 +348,16 @@ def stage(connection: Redis, doc: IndexedDocument,
     return staged
 
 
-def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
-                  reference: float, *, texts: tuple[str, list[str], list[dict[str, Any]]] | None
-                  = None, guard: Any = None) -> bool:
+def write_lexical(
+    connection: Redis,
+    tenant: str,
+    first: int,
+    rows: SparseRows,
+    reference: float,
+    *,
+    texts: tuple[str, list[str], list[dict[str, Any]]] | None = None,
+    guard: Any = None,
+) -> bool:
     """Write the lexical entries of chunks ``first…`` (and their texts, when given: the
     document's digest, texts and locations); False when `guard` refused a piece.
 
@@ -321,8 +374,11 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
     rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
     stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
     groups = encoded.groups
-    together = len(rows) <= ROWS_PER_PIECE and len(groups) <= GROUPS_PER_CALL and sum(
-        len(group.ids) + 24 for group in groups) < PIECE_BYTES
+    together = (
+        len(rows) <= ROWS_PER_PIECE
+        and len(groups) <= GROUPS_PER_CALL
+        and sum(len(group.ids) + 24 for group in groups) < PIECE_BYTES
+    )
     for start in range(0, len(rows), ROWS_PER_PIECE):
         stop = min(start + ROWS_PER_PIECE, len(rows))
         lo, hi = int(rows.indptr[start]), int(rows.indptr[stop])
@@ -338,9 +394,15 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
             pipe.hset(rows_key, mapping={first + n: encoded.rows[n] for n in range(start, stop)})
             if texts is not None:
                 digest, chunk_texts, locations = texts
-                pipe.hset(texts_key, mapping={
-                    first + n: json.dumps([digest, n, chunk_texts[n], locations[n]],
-                                          ensure_ascii=False) for n in range(start, stop)})
+                pipe.hset(
+                    texts_key,
+                    mapping={
+                        first + n: json.dumps(
+                            [digest, n, chunk_texts[n], locations[n]], ensure_ascii=False
+                        )
+                        for n in range(start, stop)
+                    },
+                )
             pipe.eval(_COUNT_TERMS, 2, *stats, 1, stop - start, length, *terms)
             if together and groups:
                 _append_postings(pipe, tenant, groups)
@@ -352,7 +414,7 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
         return True
     pipe, held = connection.pipeline(transaction=False), 0
     for start in range(0, len(groups), GROUPS_PER_CALL):
-        call = groups[start:start + GROUPS_PER_CALL]
+        call = groups[start : start + GROUPS_PER_CALL]
         _append_postings(pipe, tenant, call)
         held += sum(len(group.ids) + 24 for group in call)
         if held >= PIECE_BYTES:
@@ -367,8 +429,10 @@ def _append_postings(pipe: Pipeline, tenant: str, groups: list[postings.Group]) 
     names: list[str] = []
     args: list[Any] = []
     for group in groups:
-        names += [keys.kb_postings(tenant, group.name, group.level),
-                  keys.kb_levels(tenant, group.name)]
+        names += [
+            keys.kb_postings(tenant, group.name, group.level),
+            keys.kb_levels(tenant, group.name),
+        ]
         args += [group.level, group.ids, group.max_tf, group.min_length]
     pipe.eval(_APPEND_POSTINGS, len(names), *names, *args)
 
@@ -380,19 +444,30 @@ def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = Fa
     The script's reply is 0 when a newer version was already indexed (that one stays).
     `keep_legacy` (jobs.kb.migration) leaves the old layout's fields in the document's hash.
     """
-    pipe.eval(_FLIP, len(staged.flip_keys), *staged.flip_keys, *staged.flip_args,
-              "1" if keep_legacy else "0")
+    pipe.eval(
+        _FLIP,
+        len(staged.flip_keys),
+        *staged.flip_keys,
+        *staged.flip_args,
+        "1" if keep_legacy else "0",
+    )
 
 
 def discard(connection: Redis, staged: StagedDocument) -> None:
     """A staged version that will not be flipped (the attempt failed or lost its task); once
     flipped, it is no longer staged and this does nothing."""
-    connection.eval(_DISCARD, 2, keys.kb_staged(staged.tenant), keys.kb_garbage(staged.tenant),
-                    staged.run)
+    connection.eval(
+        _DISCARD, 2, keys.kb_staged(staged.tenant), keys.kb_garbage(staged.tenant), staged.run
+    )
 
 
-def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None, *,
-          keep_legacy: bool = False) -> bool:
+def write(
+    connection: Redis,
+    doc: IndexedDocument,
+    vectors: VectorWriter | None = None,
+    *,
+    keep_legacy: bool = False,
+) -> bool:
     """Stage and flip one document outside any task (migrations, benchmarks, tests); True
     when it is now the indexed version."""
     staged = stage(connection, doc, vectors)
@@ -405,12 +480,21 @@ def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None 
 
 def quota_keys(tenant: str, document_id: str) -> list[str]:
     """What `check_chunk_limit` reads: WATCH them so the check holds until the write."""
-    return [keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
-            keys.kb_total_chunks()]
+    return [
+        keys.tenant_chunks(tenant),
+        keys.kb_document(tenant, document_id),
+        keys.kb_total_chunks(),
+    ]
 
 
-def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, chunks: int,
-                      limit: int, total_limit: int) -> int:
+def check_chunk_limit(
+    reader: Redis | Pipeline,
+    tenant: str,
+    document_id: str,
+    chunks: int,
+    limit: int,
+    total_limit: int,
+) -> int:
     """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT
     or all tenants together past INTAKE_KB_CHUNK_LIMIT; returns how many chunks its indexed
     version holds (0: none, so its flip leaves no garbage).
@@ -418,29 +502,44 @@ def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, c
     Its own earlier version is replaced, so only the difference counts. Deleting documents
     makes room; a Retry then indexes this one without parsing or embedding it again.
     """
-    held, previous, total = (int(v) for v in reader.eval(
-        _HELD, 3, keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
-        keys.kb_total_chunks()))
+    held, previous, total = (
+        int(v)
+        for v in reader.eval(
+            _HELD,
+            3,
+            keys.tenant_chunks(tenant),
+            keys.kb_document(tenant, document_id),
+            keys.kb_total_chunks(),
+        )
+    )
     if held - previous + chunks > limit:
         raise PermanentError(
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
             f"document needs {chunks:,}. Delete documents you no longer need, then Retry.",
-            code="knowledge_base_full", step="indexing", retryable=True)
+            code="knowledge_base_full",
+            step="indexing",
+            retryable=True,
+        )
     if total - previous + chunks > total_limit:
         raise PermanentError(
             f"The service's knowledge base is full: all its users together hold {total:,} of "
             f"its {total_limit:,} chunks and this document needs {chunks:,}. Retry once "
             "documents were deleted (deleting your own makes room too).",
-            code="knowledge_base_full", step="indexing", retryable=True)
+            code="knowledge_base_full",
+            step="indexing",
+            retryable=True,
+        )
     return previous
 
 
-def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: str,
-                    offset: int, limit: int) -> tuple[int, list[dict[str, Any]]] | None:
+def document_chunks(
+    connection: Redis, tenant: str, document_id: str, task_id: str, offset: int, limit: int
+) -> tuple[int, list[dict[str, Any]]] | None:
     """The total and one page of the chunks the task indexed, or None when the knowledge base
     holds no chunks of that task (never indexed, deleted, or replaced by a newer version)."""
-    owner, chunks, first = connection.hmget(keys.kb_document(tenant, document_id),
-                                            "task_id", "chunks", "first")
+    owner, chunks, first = connection.hmget(
+        keys.kb_document(tenant, document_id), "task_id", "chunks", "first"
+    )
     if owner is None or owner.decode() != task_id or first is None:
         return None
     total, first = int(chunks), int(first)
@@ -456,8 +555,14 @@ def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: s
     return total, found
 
 
-def remove_document(connection: Redis, tenant: str, document_id: str,
-                    vectors: VectorWriter | None = None, *, tombstone: bool = False) -> bool:
+def remove_document(
+    connection: Redis,
+    tenant: str,
+    document_id: str,
+    vectors: VectorWriter | None = None,
+    *,
+    tombstone: bool = False,
+) -> bool:
     """Delete a document's chunks; True when there was one. It leaves search at once; its
     entries are deleted right after. `tombstone`: no flip of a version staged before now
     lands afterwards (a flip on its way from another Redis: jobs.kb.pending_flips)."""
@@ -477,9 +582,16 @@ def queue_removal(pipe: Pipeline, tenant: str, document_id: str) -> None:
 def removal_call(tenant: str, document_id: str, *, tombstone: bool = False) -> list[Any]:
     """The removal script with its key count, keys and argument, for an EVAL; its reply is 1
     when there was a document. The caller collects the garbage afterwards."""
-    named = [keys.kb_document(tenant, document_id), keys.kb_documents(tenant),
-             keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-             keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()]
+    named = [
+        keys.kb_document(tenant, document_id),
+        keys.kb_documents(tenant),
+        keys.kb_generation(tenant),
+        keys.tenant_chunks(tenant),
+        keys.kb_live(tenant),
+        keys.kb_staged(tenant),
+        keys.kb_garbage(tenant),
+        keys.kb_total_chunks(),
+    ]
     if not tombstone:
         return [_REMOVE, len(named), *named]
     return [_REMOVE, len(named) + 1, *named, keys.kb_next_chunk(tenant), STAGED_TTL_SECONDS]
@@ -497,8 +609,9 @@ def garbage_waiting(connection: Redis, tenant: str) -> int:
     return int(connection.llen(keys.kb_garbage(tenant)))
 
 
-def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None = None,
-                    runs: int = 1000) -> int:
+def collect_garbage(
+    connection: Redis, tenant: str, vectors: VectorWriter | None = None, runs: int = 1000
+) -> int:
     """Delete the entries of up to `runs` dead runs of chunk ids; returns how many runs.
 
     A run stays at the head of the list until its entries are gone, so a crash midway only
@@ -510,12 +623,12 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
     pipe = connection.pipeline(transaction=False)
     pipe.zrangebyscore(keys.kb_staged(tenant), "-inf", horizon)
     pipe.lindex(keys.kb_garbage(tenant), 0)
-    stale, run = pipe.execute()   # one round trip when there is nothing to do
+    stale, run = pipe.execute()  # one round trip when there is nothing to do
     if not stale and run is None:
         return 0
     lock, token = keys.kb_collector(tenant), uuid.uuid4().hex
     if not connection.set(lock, token, nx=True, px=COLLECTOR_LOCK_MS):
-        return 0   # another process is collecting this tenant's garbage
+        return 0  # another process is collecting this tenant's garbage
     try:
         for old in stale:
             connection.eval(_DISCARD, 2, keys.kb_staged(tenant), keys.kb_garbage(tenant), old)
@@ -523,8 +636,9 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
         while done < runs:
             # The runs at the head, together: a re-index replaces documents faster than one
             # collection per run keeps up with, and their rows go in shared steps.
-            batch = connection.lrange(keys.kb_garbage(tenant), 0,
-                                      min(RUNS_PER_COLLECTION, runs - done) - 1)
+            batch = connection.lrange(
+                keys.kb_garbage(tenant), 0, min(RUNS_PER_COLLECTION, runs - done) - 1
+            )
             if not batch:
                 break
             spans = [tuple(int(n) for n in run.split(b":")) for run in batch]
@@ -541,8 +655,13 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
         connection.eval(_RELEASE, 1, lock, token)
 
 
-def _delete_runs(connection: Redis, tenant: str, spans: list[tuple[int, int]],
-                 lock: tuple[str, str], step: int = 1000) -> bool:
+def _delete_runs(
+    connection: Redis,
+    tenant: str,
+    spans: list[tuple[int, int]],
+    lock: tuple[str, str],
+    step: int = 1000,
+) -> bool:
     """Delete the rows and texts of every run [first, stop) of `spans` and take what their rows
     added out of the tenant's statistics, in one MULTI per `step` ids that lands only while this
     collector holds the lock (a crash midway: the next collection finds only the rows left);
@@ -550,21 +669,26 @@ def _delete_runs(connection: Redis, tenant: str, spans: list[tuple[int, int]],
     False: the lock was lost.
     """
     every = [chunk_id for first, stop in spans for chunk_id in range(first, stop)]
-    rows_key, texts_key, dead_key = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_dead(
-        tenant)
+    rows_key, texts_key, dead_key = (
+        keys.kb_rows(tenant),
+        keys.kb_texts(tenant),
+        keys.kb_dead(tenant),
+    )
     stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
     lock_key, token = lock
     touched: set[str] = set()
     for start in range(0, len(every), step):
-        ids = every[start:start + step]
+        ids = every[start : start + step]
         with connection.pipeline(transaction=True) as pipe:
             pipe.watch(lock_key)
             if pipe.get(lock_key) != token.encode():
                 return False
-            dead = postings.dead_entries([row for row in pipe.hmget(rows_key, ids)
-                                          if row is not None])
-            posting_counts = {keys.kb_postings(tenant, name, level): count
-                              for name, level, count in dead.groups}
+            dead = postings.dead_entries(
+                [row for row in pipe.hmget(rows_key, ids) if row is not None]
+            )
+            posting_counts = {
+                keys.kb_postings(tenant, name, level): count for name, level, count in dead.groups
+            }
             pipe.multi()
             pipe.pexpire(lock_key, COLLECTOR_LOCK_MS)
             pipe.hdel(rows_key, *ids)
@@ -597,8 +721,11 @@ def _worth_compacting(connection: Redis, tenant: str, posting_keys: list[str]) -
     for key in posting_keys:
         pipe.strlen(key)
     dead, *sizes = pipe.execute()
-    return [key for key, count, size in zip(posting_keys, dead, sizes)
-            if count and int(count) * 4 >= size // postings.CHUNK_ID.itemsize]
+    return [
+        key
+        for key, count, size in zip(posting_keys, dead, sizes)
+        if count and int(count) * 4 >= size // postings.CHUNK_ID.itemsize
+    ]
 
 
 def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
@@ -616,14 +743,13 @@ def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
                 size = int(pipe.strlen(key)) // postings.CHUNK_ID.itemsize
                 if dead == 0 or dead * 4 < size:
                     return False
-                ids = np.frombuffer(pipe.get(key) or b"", dtype=postings.CHUNK_ID).astype(
-                    np.int64)
+                ids = np.frombuffer(pipe.get(key) or b"", dtype=postings.CHUNK_ID).astype(np.int64)
                 live = _live_bits(pipe, live_key, ids)
                 kept = ids[live].astype(postings.CHUNK_ID).tobytes()
                 pipe.multi()
                 if kept:
                     pipe.set(key, kept)
-                else:   # the level is gone: its bound with it
+                else:  # the level is gone: its bound with it
                     pipe.delete(key)
                     name, level = key.rsplit(":", 2)[1:]
                     pipe.hdel(keys.kb_levels(tenant, name), level)
@@ -651,14 +777,23 @@ def ensure_chunk_counts(connection: Redis) -> None:
     head, tail = keys.kb_documents("\0").split("\0")
     tenants = []
     for key in connection.scan_iter(match=keys.kb_documents("*"), count=500):
-        tenant = key.decode()[len(head):-len(tail)]
+        tenant = key.decode()[len(head) : -len(tail)]
         tenants.append(tenant)
         if not connection.exists(keys.tenant_chunks(tenant)):
-            connection.eval(_COUNT_TENANT, 2, keys.tenant_chunks(tenant),
-                            keys.kb_total_chunks(), _count_documents(connection, key))
+            connection.eval(
+                _COUNT_TENANT,
+                2,
+                keys.tenant_chunks(tenant),
+                keys.kb_total_chunks(),
+                _count_documents(connection, key),
+            )
     if not connection.exists(keys.kb_total_chunks()):
-        connection.eval(_COUNT_TOTAL, 1 + len(tenants), keys.kb_total_chunks(),
-                        *(keys.tenant_chunks(tenant) for tenant in tenants))
+        connection.eval(
+            _COUNT_TOTAL,
+            1 + len(tenants),
+            keys.kb_total_chunks(),
+            *(keys.tenant_chunks(tenant) for tenant in tenants),
+        )
 
 
 def _count_documents(connection: Redis, documents_key: bytes) -> int:

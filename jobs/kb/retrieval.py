@@ -18,6 +18,7 @@ Dense vectors live in a vector engine (jobs.kb.vectors); what it finds is checke
 same live-chunk bitmap, so a chunk of a replaced or deleted document is never answered.
 Both scripts read each hit's text and document in the same call: one round trip, one snapshot.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,11 +76,15 @@ end
 # at most `budget` chunks; if it is not done by then and `last` is not '1', it returns where it
 # is (`state`: the average length and each term's weight it started with, each term's level
 # and offset, the top so far), and the next call goes on from there.
-_LEXICAL = _HYDRATE + r"""
+_LEXICAL = (
+    _HYDRATE
+    + r"""
 local prefix, k, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local k1, b, delta = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local last, state = ARGV[7] == '1', ARGV[8]
-local block = """ + str(BLOCK) + r"""
+local block = """
+    + str(BLOCK)
+    + r"""
 local n, avgdl, weights, places, top = 1, 0, {}, {}, {}
 if state == '' then
   local stats = redis.call('HMGET', KEYS[1], 'chunks', 'length', 'reference')
@@ -234,10 +239,13 @@ for i, hit in ipairs(top) do best[i] = string.format('%.17g:%d', hit[1], hit[2])
 return {2, scored, string.format('%.17g', avgdl) .. '|' .. table.concat(spots, ';') .. '|'
         .. table.concat(best, ';')}
 """
+)
 
 # KEYS: live, texts. ARGV: prefix (the hits' documents: _HYDRATE), then (chunk id, score) pairs
 # best first, as the vector engine answered.
-_DENSE = _HYDRATE + r"""
+_DENSE = (
+    _HYDRATE
+    + r"""
 local prefix, query, found = ARGV[1], {'BITFIELD', KEYS[1]}, {}
 for i = 2, #ARGV, 2 do
   query[#query + 1] = 'GET'; query[#query + 1] = 'u1'; query[#query + 1] = ARGV[i]
@@ -249,6 +257,7 @@ for i = 2, #ARGV, 2 do
 end
 return hydrate(KEYS[2], prefix, found)
 """
+)
 
 
 @dataclass(frozen=True)
@@ -264,9 +273,17 @@ def _answers(rows: Sequence[Sequence[bytes]]) -> list[dict[str, Any]]:
     hits = []
     for _cid, score, record, task_id, document_id, filename in rows:
         _digest, chunk, text, location = json.loads(record)
-        hits.append({"text": text, "score": round(float(score), 6), "task_id": task_id.decode(),
-                     "document_id": document_id.decode(), "filename": filename.decode(),
-                     "chunk": chunk, "location": location or {}})
+        hits.append(
+            {
+                "text": text,
+                "score": round(float(score), 6),
+                "task_id": task_id.decode(),
+                "document_id": document_id.decode(),
+                "filename": filename.decode(),
+                "chunk": chunk,
+                "location": location or {},
+            }
+        )
     return hits
 
 
@@ -281,8 +298,9 @@ class Retriever:
     """Searches one Redis; holds nothing of the knowledge base itself (only the scripts).
     `replica`: that Redis is a read replica."""
 
-    def __init__(self, connection: Redis, budget: int = DEFAULT_BUDGET, *,
-                 replica: bool = False) -> None:
+    def __init__(
+        self, connection: Redis, budget: int = DEFAULT_BUDGET, *, replica: bool = False
+    ) -> None:
         self.budget = budget
         variant = read_only if replica else str
         self._lexical = connection.register_script(variant(_LEXICAL))
@@ -300,28 +318,48 @@ class Retriever:
         terms_args: list[Any] = []
         for bucket, count in terms:
             terms_args += [bucket, count]
-        declared = [keys.kb_lexical_stats(tenant), keys.kb_term_chunks(tenant),
-                    keys.kb_live(tenant), keys.kb_rows(tenant), keys.kb_texts(tenant),
-                    *(keys.kb_levels(tenant, bucket_name(int.from_bytes(bucket, "big")))
-                      for bucket, _ in terms)]
+        declared = [
+            keys.kb_lexical_stats(tenant),
+            keys.kb_term_chunks(tenant),
+            keys.kb_live(tenant),
+            keys.kb_rows(tenant),
+            keys.kb_texts(tenant),
+            *(
+                keys.kb_levels(tenant, bucket_name(int.from_bytes(bucket, "big")))
+                for bucket, _ in terms
+            ),
+        ]
         state, total = "", 0
         while True:
             last = total + per_call >= budget
-            status, scored, reply = self._lexical(keys=declared, args=[
-                keys.kb_prefix(tenant), k, per_call, K1, B, DELTA, "1" if last else "0", state,
-                *terms_args])
+            status, scored, reply = self._lexical(
+                keys=declared,
+                args=[
+                    keys.kb_prefix(tenant),
+                    k,
+                    per_call,
+                    K1,
+                    B,
+                    DELTA,
+                    "1" if last else "0",
+                    state,
+                    *terms_args,
+                ],
+            )
             total += int(scored)
             if status != 2:
                 return Found(_answers(reply), status == 1, total)
             state = reply.decode()
 
-    def hydrate(self, tenant: str, found: Sequence[tuple[int, float]],
-                k: int) -> list[dict[str, Any]]:
+    def hydrate(
+        self, tenant: str, found: Sequence[tuple[int, float]], k: int
+    ) -> list[dict[str, Any]]:
         """The live ones of a vector engine's (chunk id, score) pairs, as answers, at most k."""
         if not found:
             return []
         args: list[Any] = [keys.kb_prefix(tenant)]
         for cid, score in found:
             args += [int(cid), repr(float(score))]
-        return _answers(self._dense(keys=[keys.kb_live(tenant), keys.kb_texts(tenant)],
-                                    args=args))[:k]
+        return _answers(self._dense(keys=[keys.kb_live(tenant), keys.kb_texts(tenant)], args=args))[
+            :k
+        ]

@@ -1,5 +1,6 @@
 """Which vector engine holds dense embeddings, from the settings: PostgreSQL with pgvector
 (jobs.kb.vectors) where an HTTP embedder makes dense vectors, none for the local embedder."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -17,4 +18,5 @@ def vector_store(settings: Settings) -> "VectorStore | None":
     if not (settings.embedding_url and settings.vector_database_url):
         return None
     from jobs.kb.vectors import VectorStore  # psycopg is loaded only where it is used
+
     return VectorStore(settings.vector_database_url)

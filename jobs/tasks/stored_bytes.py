@@ -13,6 +13,7 @@ their retention (jobs.tasks.originals), a claim taken back (jobs.tasks.unclaim).
 sweep also `count`s the originals it lists that the table does not know yet (stored by an
 older release, or a reservation lost with its process), so the count converges on the store.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -53,16 +54,18 @@ def forget(pipe: Pipeline | Redis, tenant: str, task_ids: Iterable[str]) -> None
     """Give back the bytes of these tasks' originals (deleted, or never stored)."""
     ids = list(task_ids)
     if ids:
-        pipe.eval(_FORGET, 2, keys.tenant_stored_sizes(tenant),
-                  keys.tenant_stored_bytes(tenant), *ids)
+        pipe.eval(
+            _FORGET, 2, keys.tenant_stored_sizes(tenant), keys.tenant_stored_bytes(tenant), *ids
+        )
 
 
 def count(pipe: Pipeline | Redis, tenant: str, sizes: Iterable[tuple[str, int]]) -> None:
     """Count originals found in the store that the table does not know yet."""
     args = [item for task_id, size in sizes for item in (task_id, size)]
     if args:
-        pipe.eval(_COUNT, 2, keys.tenant_stored_sizes(tenant), keys.tenant_stored_bytes(tenant),
-                  *args)
+        pipe.eval(
+            _COUNT, 2, keys.tenant_stored_sizes(tenant), keys.tenant_stored_bytes(tenant), *args
+        )
 
 
 def used(connection: Redis) -> dict[str, int]:
@@ -70,5 +73,6 @@ def used(connection: Redis) -> dict[str, int]:
     head, tail = keys.tenant_stored_bytes("\0").split("\0")
     found = sorted(connection.scan_iter(match=keys.tenant_stored_bytes("*"), count=500))
     values = connection.mget(found) if found else []
-    return {key.decode()[len(head):-len(tail)]: int(value or 0)
-            for key, value in zip(found, values)}
+    return {
+        key.decode()[len(head) : -len(tail)]: int(value or 0) for key, value in zip(found, values)
+    }

@@ -25,6 +25,7 @@ The claim also says how many replicas are online (INFO replication, read in the 
 one attached, WAIT ends a pipeline that holds one of the upload's last writes, and the upload
 is accepted only once a replica confirmed it (jobs.core.replicas).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,10 +57,10 @@ from jobs.tasks.records import new_id
 from jobs.tasks.unclaim import unclaim
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
-SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
-BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
+SMALL_UPLOAD_FILES = 3  # this many files or fewer: intake-high, so one person's file is quick
+BULK_UPLOAD_FILES = 50  # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
-ENQUEUE_EVERY = 20        # new tasks whose jobs are sent together, once their originals are stored
+ENQUEUE_EVERY = 20  # new tasks whose jobs are sent together, once their originals are stored
 PIECE_BYTES = 1024 * 1024  # what `measure` reads of a stream at once
 INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (Upload.data)
 
@@ -243,8 +244,9 @@ class Upload:
 
     @classmethod
     def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> "Upload":
-        return cls(filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(),
-                   data=data)
+        return cls(
+            filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(), data=data
+        )
 
     def stream(self) -> BinaryIO:
         """Its bytes from the first, to be read once."""
@@ -276,7 +278,7 @@ def measure(stream: BinaryIO, limit: int, head_bytes: int = 4096) -> Measured:
     digest, size, head, held = hashlib.sha256(), 0, b"", []
     while piece := stream.read(PIECE_BYTES):
         if len(head) < head_bytes:
-            head += piece[:head_bytes - len(head)]
+            head += piece[: head_bytes - len(head)]
         size += len(piece)
         if size > limit:
             break
@@ -298,8 +300,7 @@ def choose_priority(file_count: int, priority: str | None) -> str:
     return "normal"
 
 
-def choose_queue(file_count: int, priority: str | None,
-                 tenant: str = DEFAULT_TENANT) -> str:
+def choose_queue(file_count: int, priority: str | None, tenant: str = DEFAULT_TENANT) -> str:
     """The name of the tenant's queue at that priority (jobs.core.queues: `default`'s are the plain
     intake-high, intake, intake-bulk)."""
     return queue_name(tenant, choose_priority(file_count, priority))
@@ -310,10 +311,19 @@ def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_vers
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def submit_documents(connection: Redis, queues: Queues, settings: Settings,
-                     tenant: str, uploads: list[Upload], *, pipeline_version: str,
-                     priority: str | None = None, force: bool = False,
-                     trace_id: str | None = None, kb: Redis | None = None) -> dict[str, Any]:
+def submit_documents(
+    connection: Redis,
+    queues: Queues,
+    settings: Settings,
+    tenant: str,
+    uploads: list[Upload],
+    *,
+    pipeline_version: str,
+    priority: str | None = None,
+    force: bool = False,
+    trace_id: str | None = None,
+    kb: Redis | None = None,
+) -> dict[str, Any]:
     """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
 
     `kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL): what the
@@ -333,46 +343,98 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         digest = idempotency_digest(tenant, upload.document_id, upload.sha256, pipeline_version)
         firsts.setdefault(digest, upload)
     queue = queues.get(choose_queue(len(firsts), priority, tenant))
-    record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
-              "queue": queue.name, "pipeline_version": pipeline_version,
-              "trace_id": trace_id or batch_id}
-    indexed = _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()]) if (
-        kb is not None and apart(kb, connection)) else None
-    keys_ = [keys.active(), keys.tenant_active(tenant), keys.blob_bytes(),
-             keys.tenant_blob_bytes(tenant), keys.tenant_blob_sizes(tenant),
-             keys.batch_tasks(batch_id), keys.batch(batch_id), keys.tenant_batches(tenant),
-             keys.tenant_chunks(tenant), keys.kb_total_chunks(), keys.tenant_documents(tenant),
-             keys.metrics(), keys.tenant_stored_sizes(tenant), keys.tenant_stored_bytes(tenant)]
-    args: list[Any] = ["1" if force else "0", ttl, keys.TASK_PREFIX, time.time(),
-                       settings.queue_limit, settings.tenant_queue_limit,
-                       settings.blob_budget_bytes, settings.tenant_blob_budget_bytes,
-                       *(("", "") if indexed is not None else (
-                           settings.tenant_chunk_limit, settings.kb_chunk_limit)), len(firsts),
-                       batch_id, tenant, created_at,
-                       metrics.field("tasks_submitted_total", queue=queue.name),
-                       metrics.field(replicas_.UNCONFIRMED, reason=""),
-                       len(states.LIVE), settings.tenant_stored_bytes,
-                       settings.queue_reserve, *states.LIVE, states.SUCCEEDED]
+    record = {
+        "tenant": tenant,
+        "batch_id": batch_id,
+        "created_at": created_at,
+        "queue": queue.name,
+        "pipeline_version": pipeline_version,
+        "trace_id": trace_id or batch_id,
+    }
+    indexed = (
+        _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()])
+        if (kb is not None and apart(kb, connection))
+        else None
+    )
+    keys_ = [
+        keys.active(),
+        keys.tenant_active(tenant),
+        keys.blob_bytes(),
+        keys.tenant_blob_bytes(tenant),
+        keys.tenant_blob_sizes(tenant),
+        keys.batch_tasks(batch_id),
+        keys.batch(batch_id),
+        keys.tenant_batches(tenant),
+        keys.tenant_chunks(tenant),
+        keys.kb_total_chunks(),
+        keys.tenant_documents(tenant),
+        keys.metrics(),
+        keys.tenant_stored_sizes(tenant),
+        keys.tenant_stored_bytes(tenant),
+    ]
+    args: list[Any] = [
+        "1" if force else "0",
+        ttl,
+        keys.TASK_PREFIX,
+        time.time(),
+        settings.queue_limit,
+        settings.tenant_queue_limit,
+        settings.blob_budget_bytes,
+        settings.tenant_blob_budget_bytes,
+        *(
+            ("", "")
+            if indexed is not None
+            else (settings.tenant_chunk_limit, settings.kb_chunk_limit)
+        ),
+        len(firsts),
+        batch_id,
+        tenant,
+        created_at,
+        metrics.field("tasks_submitted_total", queue=queue.name),
+        metrics.field(replicas_.UNCONFIRMED, reason=""),
+        len(states.LIVE),
+        settings.tenant_stored_bytes,
+        settings.queue_reserve,
+        *states.LIVE,
+        states.SUCCEEDED,
+    ]
     new_ids: dict[str, str] = {}
     for number, (digest, upload) in enumerate(firsts.items()):
         task_id = new_ids[digest] = new_id()
-        keys_ += [keys.idempotency(digest), keys.task(task_id),
-                  keys.document_tasks(tenant, upload.document_id),
-                  keys.document_latest(tenant, upload.document_id),
-                  keys.kb_document(tenant, upload.document_id)]
+        keys_ += [
+            keys.idempotency(digest),
+            keys.task(task_id),
+            keys.document_tasks(tenant, upload.document_id),
+            keys.document_latest(tenant, upload.document_id),
+            keys.kb_document(tenant, upload.document_id),
+        ]
         fields = _task_fields(task_id, upload, digest, settings, record)
-        args += [task_id, upload.size, _claimed_index(upload, indexed, number),
-                 upload.document_id, len(fields)]
+        args += [
+            task_id,
+            upload.size,
+            _claimed_index(upload, indexed, number),
+            upload.document_id,
+            len(fields),
+        ]
         args += [item for pair in fields.items() for item in pair]
     if _in_one_round_trip(list(firsts.values()), settings):
         [upload] = firsts.values()
         [task_id] = new_ids.values()
-        claimed = _submit_one(connection, queues.pushed_by_claim(queue.name), settings, tenant,
-                              upload, task_id, keys_, args)
+        claimed = _submit_one(
+            connection,
+            queues.pushed_by_claim(queue.name),
+            settings,
+            tenant,
+            upload,
+            task_id,
+            keys_,
+            args,
+        )
         last = connection.pipeline(transaction=False)
     else:
-        claimed, last = _submit_many(connection, queue, settings, tenant, batch_id,
-                                     list(firsts.values()), keys_, args)
+        claimed, last = _submit_many(
+            connection, queue, settings, tenant, batch_id, list(firsts.values()), keys_, args
+        )
     if replicas_.reported(claimed.replicas):
         if not len(last):  # WAIT counts its own connection's writes: one of the upload's
             last.expire(keys.batch(batch_id), ttl)
@@ -380,8 +442,9 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         _confirm(last.execute()[-1], settings, batch_id, tenant, record["trace_id"])
     elif len(last):
         last.execute()
-    return _summary(batch_id, created_at, firsts.values(), claimed.entries, tenant,
-                    record["trace_id"])
+    return _summary(
+        batch_id, created_at, firsts.values(), claimed.entries, tenant, record["trace_id"]
+    )
 
 
 def _claimed_index(upload: Upload, indexed: list[str] | None, number: int) -> str:
@@ -417,12 +480,23 @@ def _in_one_round_trip(uploads: list[Upload], settings: Settings) -> bool:
     """One small file (held in memory), or one re-index, without webhooks: stored ahead of its
     claim, it costs at most INLINE_BYTES in the store when the claim refuses it; a larger
     file is claimed first, so that a refused one is never written."""
-    return (len(uploads) == 1 and not webhook_events.enabled(settings)
-            and (uploads[0].data is not None or uploads[0].original_of is not None))
+    return (
+        len(uploads) == 1
+        and not webhook_events.enabled(settings)
+        and (uploads[0].data is not None or uploads[0].original_of is not None)
+    )
 
 
-def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                upload: Upload, task_id: str, keys_: list[str], args: list[Any]) -> Claimed:
+def _submit_one(
+    connection: Redis,
+    queue: Queue,
+    settings: Settings,
+    tenant: str,
+    upload: Upload,
+    task_id: str,
+    keys_: list[str],
+    args: list[Any],
+) -> Claimed:
     """One file in one round trip, which is what a person sending a file waits for: its
     original is stored first, under the task id the claim will create; then RQ's enqueue of
     the job and the claim travel together. RQ writes the job's hash; the claim pushes the job
@@ -463,9 +537,16 @@ def _withdraw_original(settings: Settings, tenant: str, upload: Upload, task_id:
         logs.event("original_not_withdrawn", {"id": task_id, "tenant": tenant})
 
 
-def _submit_many(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                 batch_id: str, uploads: list[Upload], keys_: list[str],
-                 args: list[Any]) -> tuple[Claimed, Pipeline]:
+def _submit_many(
+    connection: Redis,
+    queue: Queue,
+    settings: Settings,
+    tenant: str,
+    batch_id: str,
+    uploads: list[Upload],
+    keys_: list[str],
+    args: list[Any],
+) -> tuple[Claimed, Pipeline]:
     """A batch is claimed first, so that nothing is stored for the files the claim turns away
     (duplicates, a full queue); then the originals and jobs of the new tasks. Returns the
     claim and the pipeline of the last jobs, not sent yet (WAIT may end it)."""
@@ -473,11 +554,19 @@ def _submit_many(connection: Redis, queue: Queue, settings: Settings, tenant: st
     if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
         ids, statuses = claimed.entries[0::2], claimed.entries[1::2]
         webhook_events.batch_submitted(
-            connection, settings, tenant, batch_id, [t.decode() for t in ids],
+            connection,
+            settings,
+            tenant,
+            batch_id,
+            [t.decode() for t in ids],
             live=states.LIVE,
-            complete=all(s and not states.is_live(s.decode()) for s in statuses))
-    created = [(upload, claimed.entries[2 * i].decode()) for i, upload in enumerate(uploads)
-               if claimed.created(i)]
+            complete=all(s and not states.is_live(s.decode()) for s in statuses),
+        )
+    created = [
+        (upload, claimed.entries[2 * i].decode())
+        for i, upload in enumerate(uploads)
+        if claimed.created(i)
+    ]
     if not created:
         return claimed, connection.pipeline(transaction=False)
     return claimed, _store_and_enqueue(connection, queue, settings, tenant, batch_id, created)
@@ -500,8 +589,9 @@ def _kb_state(kb: Redis, settings: Settings, tenant: str, document_ids: list[str
     return [owner.decode() if owner else "" for owner in owners]
 
 
-def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
-             trace_id: str) -> None:
+def _confirm(
+    acknowledged: int, settings: Settings, batch_id: str, tenant: str, trace_id: str
+) -> None:
     """The 202 only once a replica has the upload; else NotReplicated (stored all the same).
 
     The refusal's log line is written at once: a request's held lines (logs.held) are written
@@ -509,15 +599,31 @@ def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
     try:
         replicas_.confirm(acknowledged, settings)
     except NotReplicated:
-        logs.write([("upload_not_replicated", {"batch_id": batch_id, "tenant": tenant,
-                                               "trace_id": trace_id,
-                                               "wait_ms": settings.replica_wait_ms},
-                     time.time())])
+        logs.write(
+            [
+                (
+                    "upload_not_replicated",
+                    {
+                        "batch_id": batch_id,
+                        "tenant": tenant,
+                        "trace_id": trace_id,
+                        "wait_ms": settings.replica_wait_ms,
+                    },
+                    time.time(),
+                )
+            ]
+        )
         raise
 
 
-def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                       batch_id: str, created: list[tuple[Upload, str]]) -> Pipeline:
+def _store_and_enqueue(
+    connection: Redis,
+    queue: Queue,
+    settings: Settings,
+    tenant: str,
+    batch_id: str,
+    created: list[tuple[Upload, str]],
+) -> Pipeline:
     """Each new task's original into the store, then its job (RQ's own enqueue) queued on a
     pipeline sent every ENQUEUE_EVERY tasks, after the registration of the tenant's queues (so
     workers listen to them): a job never runs before its original is stored, and nothing
@@ -534,8 +640,12 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
                 originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
         except Exception as exc:  # any store error: what was enqueued stays, the rest goes back
             pipe.execute()
-            unclaim(connection, tenant, batch_id,
-                    [(task_id, upload.document_id) for upload, task_id in created[number - 1:]])
+            unclaim(
+                connection,
+                tenant,
+                batch_id,
+                [(task_id, upload.document_id) for upload, task_id in created[number - 1 :]],
+            )
             raise StorageUnavailable() from exc
         queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
         if number % ENQUEUE_EVERY == 0 and number < len(created):
@@ -543,17 +653,26 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
     return pipe
 
 
-def _summary(batch_id: str, created_at: str, uploads: Any, entries: list[bytes], tenant: str,
-             trace_id: str) -> dict[str, Any]:
+def _summary(
+    batch_id: str, created_at: str, uploads: Any, entries: list[bytes], tenant: str, trace_id: str
+) -> dict[str, Any]:
     answer = []
     for upload, task_id, existing in zip(uploads, entries[0::2], entries[1::2]):
         task_id, existing = task_id.decode(), existing.decode()
-        answer.append({"id": task_id, "document_id": upload.document_id,
-                       "filename": upload.filename, "status": existing or states.PENDING,
-                       "duplicate": bool(existing)})
-        logs.event("task_submitted" if not existing else "duplicate_submitted",
-                   {"id": task_id, "batch_id": batch_id, "tenant": tenant,
-                    "trace_id": trace_id}, document_id=upload.document_id)
+        answer.append(
+            {
+                "id": task_id,
+                "document_id": upload.document_id,
+                "filename": upload.filename,
+                "status": existing or states.PENDING,
+                "duplicate": bool(existing),
+            }
+        )
+        logs.event(
+            "task_submitted" if not existing else "duplicate_submitted",
+            {"id": task_id, "batch_id": batch_id, "tenant": tenant, "trace_id": trace_id},
+            document_id=upload.document_id,
+        )
     return {"batch_id": batch_id, "created_at": created_at, "tasks": answer}
 
 
@@ -578,16 +697,31 @@ def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> 
     delays = backoff_delays(settings.max_attempts, settings.retry_base_seconds)
     ttl = settings.retention_seconds
     return Queue.prepare_data(
-        JOB_FUNCTION, args=(task_id,), job_id=job_id or task_id, timeout=settings.job_timeout,
-        result_ttl=RESULT_TTL_SECONDS, failure_ttl=ttl, ttl=ttl,
-        retry=Retry(max=len(delays), interval=delays) if delays else None)
+        JOB_FUNCTION,
+        args=(task_id,),
+        job_id=job_id or task_id,
+        timeout=settings.job_timeout,
+        result_ttl=RESULT_TTL_SECONDS,
+        failure_ttl=ttl,
+        ttl=ttl,
+        retry=Retry(max=len(delays), interval=delays) if delays else None,
+    )
 
 
-def _task_fields(task_id: str, upload: Upload, digest: str, settings: Settings,
-                 record: dict[str, str]) -> dict[str, Any]:
+def _task_fields(
+    task_id: str, upload: Upload, digest: str, settings: Settings, record: dict[str, str]
+) -> dict[str, Any]:
     """The new task's record for the submit script (jobs.tasks.record.created)."""
     return task_record.created(
-        task_id, record, document_id=upload.document_id, filename=upload.filename,
-        kind=upload.kind, size=upload.size, max_attempts=settings.max_attempts,
-        idempotency=digest, version=time.time_ns() // 1000, sha256=upload.sha256,
-        original_of=upload.original_of)
+        task_id,
+        record,
+        document_id=upload.document_id,
+        filename=upload.filename,
+        kind=upload.kind,
+        size=upload.size,
+        max_attempts=settings.max_attempts,
+        idempotency=digest,
+        version=time.time_ns() // 1000,
+        sha256=upload.sha256,
+        original_of=upload.original_of,
+    )

@@ -15,6 +15,7 @@ falls back to the newest remaining one (or none). The document stays in the tena
 only while something still names it: the library forgets a member that names nothing on its
 next read (jobs.tasks.library).
 """
+
 from __future__ import annotations
 
 from redis import Redis
@@ -75,19 +76,39 @@ return left
 """
 
 
-def unclaim(connection: Redis, tenant: str, batch_id: str,
-            tasks: list[tuple[str, str]]) -> int:
+def unclaim(connection: Redis, tenant: str, batch_id: str, tasks: list[tuple[str, str]]) -> int:
     """Take back the claim of each (task id, document id); returns how many tasks the batch
     keeps (0: the batch is gone too)."""
     if not tasks:
         return -1
-    names = [keys.active(), keys.tenant_active(tenant), keys.tenant_blob_sizes(tenant),
-             keys.tenant_blob_bytes(tenant), keys.blob_bytes(), keys.tenant_stored_sizes(tenant),
-             keys.tenant_stored_bytes(tenant), keys.batch_tasks(batch_id), keys.batch(batch_id),
-             keys.tenant_batches(tenant)]
+    names = [
+        keys.active(),
+        keys.tenant_active(tenant),
+        keys.tenant_blob_sizes(tenant),
+        keys.tenant_blob_bytes(tenant),
+        keys.blob_bytes(),
+        keys.tenant_stored_sizes(tenant),
+        keys.tenant_stored_bytes(tenant),
+        keys.batch_tasks(batch_id),
+        keys.batch(batch_id),
+        keys.tenant_batches(tenant),
+    ]
     for task_id, document_id in tasks:
-        names += [keys.task(task_id), keys.document_tasks(tenant, document_id),
-                  keys.document_latest(tenant, document_id)]
-    return int(connection.eval(_UNCLAIM, len(names), *names, keys.TASK_PREFIX,
-                               keys.idempotency(""), batch_id, task_record.IDEMPOTENCY,
-                               task_record.VERSION, *(task_id for task_id, _ in tasks)))
+        names += [
+            keys.task(task_id),
+            keys.document_tasks(tenant, document_id),
+            keys.document_latest(tenant, document_id),
+        ]
+    return int(
+        connection.eval(
+            _UNCLAIM,
+            len(names),
+            *names,
+            keys.TASK_PREFIX,
+            keys.idempotency(""),
+            batch_id,
+            task_record.IDEMPOTENCY,
+            task_record.VERSION,
+            *(task_id for task_id, _ in tasks),
+        )
+    )

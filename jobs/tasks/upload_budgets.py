@@ -11,6 +11,7 @@ The original itself stays in the store (jobs.tasks.originals); only the reservat
 reservation whose task ended without giving it back (a process lost between) is given back by
 the next `recount`.
 """
+
 from __future__ import annotations
 
 from redis import Redis
@@ -55,8 +56,14 @@ return total
 
 def release(pipe: Pipeline | Redis, tenant: str, task_id: str) -> None:
     """Give a task's reservation back to both budgets (once)."""
-    pipe.eval(_RELEASE, 3, keys.tenant_blob_sizes(tenant), keys.tenant_blob_bytes(tenant),
-              keys.blob_bytes(), task_id)
+    pipe.eval(
+        _RELEASE,
+        3,
+        keys.tenant_blob_sizes(tenant),
+        keys.tenant_blob_bytes(tenant),
+        keys.blob_bytes(),
+        task_id,
+    )
 
 
 def recount(connection: Redis) -> int:
@@ -66,10 +73,19 @@ def recount(connection: Redis) -> int:
     total = 0
     head, tail = keys.tenant_blob_sizes("\0").split("\0")
     for key in connection.scan_iter(match=keys.tenant_blob_sizes("*"), count=500):
-        tenant = key.decode()[len(head):-len(tail)]
-        total += int(connection.eval(_RECOUNT, 3, key, keys.tenant_blob_bytes(tenant),
-                                     keys.blob_bytes(), keys.TASK_PREFIX, len(states.LIVE),
-                                     *states.LIVE))
+        tenant = key.decode()[len(head) : -len(tail)]
+        total += int(
+            connection.eval(
+                _RECOUNT,
+                3,
+                key,
+                keys.tenant_blob_bytes(tenant),
+                keys.blob_bytes(),
+                keys.TASK_PREFIX,
+                len(states.LIVE),
+                *states.LIVE,
+            )
+        )
     return total
 
 

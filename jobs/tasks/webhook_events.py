@@ -17,6 +17,7 @@ records its batch's `batch.completed`, whose delivery job the task event's job e
 (jobs.webhooks.delivery). A Retry puts the task back in them. A batch whose tasks were all finished
 duplicates is complete at submit.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,11 +37,11 @@ from jobs.core.settings import Settings
 
 QUEUE = "intake-webhooks"
 DELIVER = "jobs.webhooks.deliver"
-EVENT_TTL_SECONDS = 7 * 86400   # an event and its delivery record are kept a week
-RECENT_PER_TENANT = 1000        # the newest a tenant's deliveries list keeps
-RETRY_WINDOW_SECONDS = 86400    # a delivery is retried for at least a day
-RETRY_CAP_SECONDS = 3600        # with at most an hour between two attempts
-JOB_TIMEOUT_SECONDS = 60        # one attempt: the POST's timeout with room to spare
+EVENT_TTL_SECONDS = 7 * 86400  # an event and its delivery record are kept a week
+RECENT_PER_TENANT = 1000  # the newest a tenant's deliveries list keeps
+RETRY_WINDOW_SECONDS = 86400  # a delivery is retried for at least a day
+RETRY_CAP_SECONDS = 3600  # with at most an hour between two attempts
+JOB_TIMEOUT_SECONDS = 60  # one attempt: the POST's timeout with room to spare
 BATCH_COMPLETED = "batch.completed"
 # Delivery statuses of an event (jobs.webhooks.delivery writes all but the first).
 PENDING, DELIVERED, RETRYING, FAILED = "pending", "delivered", "retrying", "failed"
@@ -81,7 +82,9 @@ end
 # ARGV: 1–5 as _RECORD, 6 event id, 7 type, 8 task id, 9 an id for a batch it completes,
 #       10/11 the batch-live key around its id, 12/13 the event key around its id.
 # Returns the ids of the batch events it recorded.
-_TASK_FINISHED = _RECORD + """
+_TASK_FINISHED = (
+    _RECORD
+    + """
 local fields, snapshot = redis.call('HGETALL', KEYS[1]), {}
 for i = 1, #fields, 2 do snapshot[fields[i]] = fields[i + 1] end
 local completed = {}
@@ -100,6 +103,7 @@ record(KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8],
        {'snapshot', cjson.encode(snapshot), 'batch_events', table.concat(completed, ',')})
 return completed
 """
+)
 
 # KEYS: 1 the task's batches. ARGV: 1 task id, 2 ttl, 3/4 the batch-live key around its id.
 _TASK_REOPENED = """
@@ -115,7 +119,9 @@ return 1
 # ARGV: 1–5 as _RECORD, 6 event id, 7 batch id, 8 task key prefix, 9/10 the task-batches key
 #       around its id, 11 how many live statuses, then those, then the batch's task ids.
 # Returns 1 when the batch was complete at once (its event recorded), else 0.
-_BATCH_SUBMITTED = _RECORD + """
+_BATCH_SUBMITTED = (
+    _RECORD
+    + """
 local live, at = {}, 12
 for i = 1, tonumber(ARGV[11]) do live[ARGV[at]] = true; at = at + 1 end
 for i = at, #ARGV do
@@ -134,6 +140,7 @@ end
 record(KEYS[2], KEYS[3], ARGV[6], 'batch.completed', ARGV[7], {})
 return 1
 """
+)
 
 
 def enabled(settings: Settings) -> bool:
@@ -147,32 +154,69 @@ def _common(tenant: str) -> list[Any]:
 def task_reopened(pipe: Pipeline, settings: Settings, task_id: str) -> None:
     """Queue on `pipe`: a task moved back to pending (a Retry), so the batches that list it
     wait for it again."""
-    pipe.eval(_TASK_REOPENED, 1, keys.task_batches(task_id), task_id,
-              settings.retention_seconds, *_BATCH_LIVE)
+    pipe.eval(
+        _TASK_REOPENED,
+        1,
+        keys.task_batches(task_id),
+        task_id,
+        settings.retention_seconds,
+        *_BATCH_LIVE,
+    )
 
 
-def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
-                  kind: str) -> None:
+def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str, kind: str) -> None:
     """Queue on `pipe` (after the task's own write) a finished task's event of type `kind`
     (jobs.tasks.states.EVENT_TYPES), the batch events it completes, and its delivery job."""
     event_id = new_id()
-    pipe.eval(_TASK_FINISHED, 4, keys.task(task_id), keys.task_batches(task_id),
-              keys.webhook_event(event_id), keys.tenant_webhooks(tenant), *_common(tenant),
-              event_id, kind, task_id, new_id(), *_BATCH_LIVE, *_EVENT)
+    pipe.eval(
+        _TASK_FINISHED,
+        4,
+        keys.task(task_id),
+        keys.task_batches(task_id),
+        keys.webhook_event(event_id),
+        keys.tenant_webhooks(tenant),
+        *_common(tenant),
+        event_id,
+        kind,
+        task_id,
+        new_id(),
+        *_BATCH_LIVE,
+        *_EVENT,
+    )
     enqueue(pipe, settings, [event_id])
 
 
-def batch_submitted(connection: Redis, settings: Settings, tenant: str, batch_id: str,
-                    task_ids: list[str], *, live: tuple[str, ...], complete: bool) -> None:
+def batch_submitted(
+    connection: Redis,
+    settings: Settings,
+    tenant: str,
+    batch_id: str,
+    task_ids: list[str],
+    *,
+    live: tuple[str, ...],
+    complete: bool,
+) -> None:
     """After a batch's submit script, before its jobs are enqueued: the batch waits for its
     live tasks (new or reused). `complete` (every task a finished duplicate when the claim
     ran) enqueues the batch event's delivery in the same MULTI; a reused task that finished
     since then is found here, and its delivery follows at once."""
     event_id = new_id()
     pipe = connection.pipeline()
-    pipe.eval(_BATCH_SUBMITTED, 3, keys.batch_live(batch_id), keys.webhook_event(event_id),
-              keys.tenant_webhooks(tenant), *_common(tenant), event_id, batch_id,
-              keys.TASK_PREFIX, *_TASK_BATCHES, len(live), *live, *task_ids)
+    pipe.eval(
+        _BATCH_SUBMITTED,
+        3,
+        keys.batch_live(batch_id),
+        keys.webhook_event(event_id),
+        keys.tenant_webhooks(tenant),
+        *_common(tenant),
+        event_id,
+        batch_id,
+        keys.TASK_PREFIX,
+        *_TASK_BATCHES,
+        len(live),
+        *live,
+        *task_ids,
+    )
     if complete:
         enqueue(pipe, settings, [event_id])
     at_once = pipe.execute()[0]
@@ -200,9 +244,15 @@ def job_data(event_id: str, settings: Settings) -> EnqueueData:
     TTLs that outlast the retries (RQ ignores Queue-level ones)."""
     delays = retry_delays(settings.webhook_retry_base_seconds)
     return Queue.prepare_data(
-        DELIVER, args=(event_id,), job_id=job_id(event_id), timeout=JOB_TIMEOUT_SECONDS,
-        result_ttl=3600, failure_ttl=EVENT_TTL_SECONDS, ttl=EVENT_TTL_SECONDS,
-        retry=Retry(max=len(delays), interval=delays))
+        DELIVER,
+        args=(event_id,),
+        job_id=job_id(event_id),
+        timeout=JOB_TIMEOUT_SECONDS,
+        result_ttl=3600,
+        failure_ttl=EVENT_TTL_SECONDS,
+        ttl=EVENT_TTL_SECONDS,
+        retry=Retry(max=len(delays), interval=delays),
+    )
 
 
 def enqueue(pipe: Pipeline, settings: Settings, event_ids: list[str]) -> None:

@@ -13,6 +13,7 @@ worker with OCR on builds it before its first job (`load`, from jobs.worker.warm
 document's fork inherits it; a process that never OCRs never builds it (the web, a worker with
 INTAKE_OCR=off), and any other builds it on first use (`engine`). Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -48,8 +49,9 @@ def check_page_count(count: int, max_pages: int, what: str) -> None:
     """PermanentError (too_large) when `count` pages, described by `what` ("This scan has
     10,000 pages without text"), are more than OCR reads per document."""
     if count > max_pages:
-        raise PermanentError(f"{what}; OCR reads at most {max_pages:,} pages per document.",
-                             code="too_large")
+        raise PermanentError(
+            f"{what}; OCR reads at most {max_pages:,} pages per document.", code="too_large"
+        )
 
 
 def page_numbers(detail: str) -> tuple[int, int] | None:
@@ -58,9 +60,11 @@ def page_numbers(detail: str) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-def read_pages(renders: Sequence[Callable[[], "Image.Image"]],
-               progress: Callable[[str], None],
-               languages: Sequence[str] = LANGUAGES) -> list[str]:
+def read_pages(
+    renders: Sequence[Callable[[], "Image.Image"]],
+    progress: Callable[[str], None],
+    languages: Sequence[str] = LANGUAGES,
+) -> list[str]:
     """The text of each page, in order; `renders[i]()` makes page i's image when its turn
     comes, so one page image is held at a time. "OCR page i of n" goes to `progress` as each
     page starts (a deadline per page is kept by whoever listens: jobs.text.sandbox).

@@ -10,6 +10,7 @@ documents existed are put into it (jobs.tasks.library.backfill, once). With the 
 on a Redis of its own, the flips that workers recorded but did not live to apply are applied
 (jobs.kb.pending_flips).
 """
+
 from __future__ import annotations
 
 import time
@@ -23,8 +24,12 @@ from jobs.kb import migration as kb_migration
 from jobs.tasks import library, upload_budgets
 
 
-def run(connection: Redis, ttl_seconds: int,
-        vectors: index.VectorWriter | None = None, kb: Redis | None = None) -> None:
+def run(
+    connection: Redis,
+    ttl_seconds: int,
+    vectors: index.VectorWriter | None = None,
+    kb: Redis | None = None,
+) -> None:
     """`kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL)."""
     kb = connection if kb is None else kb
     pipe = connection.pipeline(transaction=False)
@@ -52,5 +57,5 @@ def _tenants_with(connection: Redis, *key_of) -> set[str]:
         head, tail = make("\0").split("\0")
         for key in connection.scan_iter(match=make("*"), count=500):
             name = key.decode()
-            found.add(name[len(head):len(name) - len(tail)])
+            found.add(name[len(head) : len(name) - len(tail)])
     return found

@@ -22,6 +22,7 @@ readers claim them now), and per range i
 in keys.page_range_readers (what a cancel stops); each save pushes to keys.page_ranges_done,
 which a reader waiting for the last ranges blocks on.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,7 +68,9 @@ end
 
 # KEYS: task, ranges, readers. ARGV[7..10]: reader, claim seconds, most tries, ttl.
 # Returns {'claimed', i, read} | {'wait', read} | {'done', read} | {'failed', i} | {'gone', status}.
-_CLAIM = _JUDGE + """
+_CLAIM = (
+    _JUDGE
+    + """
 if count == 0 then return {'gone', r[1]} end
 local chosen, open = -1, 0
 for i = 0, count - 1 do
@@ -97,20 +100,26 @@ redis.call('EXPIRE', KEYS[2], ARGV[10])
 redis.call('EXPIRE', KEYS[3], ARGV[10])
 return {'claimed', tostring(chosen), tostring(sum_read())}
 """
+)
 
 # KEYS: task, ranges. ARGV[7..10]: reader, range, pages read, claim seconds.
 # Returns {'ok', read} | {'lost', ''} (another reader holds the range now) | {'gone', status}.
-_PAGE = _JUDGE + """
+_PAGE = (
+    _JUDGE
+    + """
 local claim = redis.call('HGET', KEYS[2], 'claim:' .. ARGV[8])
 if not claim or string.match(claim, '^(.*)|') ~= ARGV[7] then return {'lost', ''} end
 redis.call('HSET', KEYS[2], 'claim:' .. ARGV[8], string.format('%s|%s', ARGV[7], now + tonumber(ARGV[10])), 'read:' .. ARGV[8], ARGV[9])
 return {'ok', tostring(sum_read())}
 """
+)
 
 # KEYS: task, ranges, readers, done. ARGV[7..11]: reader, range, pages in it, reply, ttl.
 # Returns {'saved', ranges unclaimed} | {'gone', status}. A range another reader saved first
 # stays as it is.
-_SAVE = _JUDGE + """
+_SAVE = (
+    _JUDGE
+    + """
 if redis.call('HEXISTS', KEYS[2], 'text:' .. ARGV[8]) == 0 then
   redis.call('HSET', KEYS[2], 'text:' .. ARGV[8], ARGV[10], 'read:' .. ARGV[8], ARGV[9])
 end
@@ -128,6 +137,7 @@ for i = 0, count - 1 do
 end
 return {'saved', tostring(unclaimed)}
 """
+)
 
 # KEYS: ranges, readers, done. ARGV: reader, range, failure (JSON, '' to only let the range go).
 _RELEASE = """
@@ -178,14 +188,15 @@ Outcome = Claimed | Waiting | Finished | Failed
 
 def cut(pages: list[int], size: int) -> list[list[int]]:
     """`pages` in ranges of `size` pages (the last may be shorter)."""
-    return [pages[start:start + size] for start in range(0, len(pages), size)]
+    return [pages[start : start + size] for start in range(0, len(pages), size)]
 
 
 class PageRanges:
     """One task's page ranges, as seen by one reader (`reader`: its RQ job id) of one run."""
 
-    def __init__(self, connection: Redis, task_id: str, run: str, reader: str, *,
-                 ttl_seconds: int) -> None:
+    def __init__(
+        self, connection: Redis, task_id: str, run: str, reader: str, *, ttl_seconds: int
+    ) -> None:
         self.connection = connection
         self.task_id, self.run, self.reader = task_id, run, reader
         self.key = keys.page_ranges(task_id)
@@ -207,9 +218,13 @@ class PageRanges:
             pipe.delete(self.key, self.readers_key, self.done_key)
         elif stored["run"] != self.run.encode():
             fields = self.connection.hkeys(self.key)
-            read = {f[len(b"text:"):] for f in fields if f.startswith(b"text:")}
-            stale = [f for f in fields if f.startswith((b"claim:", b"tries:", b"failed:"))
-                     or (f.startswith(b"read:") and f[len(b"read:"):] not in read)]
+            read = {f[len(b"text:") :] for f in fields if f.startswith(b"text:")}
+            stale = [
+                f
+                for f in fields
+                if f.startswith((b"claim:", b"tries:", b"failed:"))
+                or (f.startswith(b"read:") and f[len(b"read:") :] not in read)
+            ]
             if stale:
                 pipe.hdel(self.key, *stale)
             pipe.delete(self.readers_key, self.done_key)
@@ -224,9 +239,15 @@ class PageRanges:
     def claim(self) -> Outcome:
         """The next range for this reader to read, or why there is none. Raises
         CancelRequested (the task was canceled) or Superseded (not this run's, or over)."""
-        reply = self._run(_CLAIM, [self.key, self.readers_key], self.reader,
-                          self.claim_seconds, MAX_TRIES, self.ttl_seconds,
-                          allowed=(states.RUNNING, states.RUNNING))
+        reply = self._run(
+            _CLAIM,
+            [self.key, self.readers_key],
+            self.reader,
+            self.claim_seconds,
+            MAX_TRIES,
+            self.ttl_seconds,
+            allowed=(states.RUNNING, states.RUNNING),
+        )
         if reply[0] == "claimed":
             return Claimed(int(reply[1]), int(reply[2]))
         if reply[0] == "wait":
@@ -239,8 +260,15 @@ class PageRanges:
         """Renew this reader's claim (as a page starts, or while it is read), `read_in_range`
         pages of it read; returns the pages of the scan read so far. Raises CancelRequested or Superseded (also when
         another reader holds the range: this one's claim lapsed)."""
-        reply = self._run(_PAGE, [self.key], self.reader, index, read_in_range,
-                          self.claim_seconds, allowed=(states.RUNNING, states.RETRYING))
+        reply = self._run(
+            _PAGE,
+            [self.key],
+            self.reader,
+            index,
+            read_in_range,
+            self.claim_seconds,
+            allowed=(states.RUNNING, states.RETRYING),
+        )
         if reply[0] == "lost":
             raise Superseded(f"another reader holds pages range {index}")
         return int(reply[1])
@@ -248,17 +276,25 @@ class PageRanges:
     def save(self, index: int, pages: int, reply: bytes) -> int:
         """Keep range `index`'s reply (all of its `pages` read); returns how many ranges are
         left for a reader to claim. Raises as `page_started`."""
-        saved = self._run(_SAVE, [self.key, self.readers_key, self.done_key], self.reader,
-                          index, pages, reply, self.ttl_seconds,
-                          allowed=(states.RUNNING, states.RETRYING))
+        saved = self._run(
+            _SAVE,
+            [self.key, self.readers_key, self.done_key],
+            self.reader,
+            index,
+            pages,
+            reply,
+            self.ttl_seconds,
+            allowed=(states.RUNNING, states.RETRYING),
+        )
         return int(saved[1])
 
     def release(self, index: int, failure: tuple[str, str] | None = None) -> None:
         """Let range `index` go: for another reader to claim, or failed for good with
         `failure` (code, message), which ends the reading of every range."""
         raw = json.dumps({"code": failure[0], "message": failure[1]}) if failure else ""
-        self.connection.eval(_RELEASE, 3, self.key, self.readers_key, self.done_key,
-                             self.reader, index, raw)
+        self.connection.eval(
+            _RELEASE, 3, self.key, self.readers_key, self.done_key, self.reader, index, raw
+        )
 
     def wait(self, seconds: float) -> None:
         """Until a range is saved (or fails), at most `seconds`."""
@@ -274,11 +310,21 @@ class PageRanges:
         failure = json.loads(raw) if raw else {"code": "reader_lost"}
         return Failed(index, str(failure.get("code")), failure.get("message"))
 
-    def _run(self, script: str, script_keys: list[str], *args: Any,
-             allowed: tuple[str, str]) -> list[str]:
+    def _run(
+        self, script: str, script_keys: list[str], *args: Any, allowed: tuple[str, str]
+    ) -> list[str]:
         reply = self.connection.eval(
-            script, 1 + len(script_keys), keys.task(self.task_id), *script_keys, self.task_id,
-            self.run, task_record.STATUS, task_record.JOB_ID, *allowed, *args)
+            script,
+            1 + len(script_keys),
+            keys.task(self.task_id),
+            *script_keys,
+            self.task_id,
+            self.run,
+            task_record.STATUS,
+            task_record.JOB_ID,
+            *allowed,
+            *args,
+        )
         words = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
         if words[0] == "gone":
             if words[1] == states.CANCELED:
@@ -289,5 +335,6 @@ class PageRanges:
 
 def delete(pipe: Pipeline, task_id: str) -> None:
     """Queue the removal of a task's ranges (its reading is over, or starts again)."""
-    pipe.delete(keys.page_ranges(task_id), keys.page_range_readers(task_id),
-                keys.page_ranges_done(task_id))
+    pipe.delete(
+        keys.page_ranges(task_id), keys.page_range_readers(task_id), keys.page_ranges_done(task_id)
+    )

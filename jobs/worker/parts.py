@@ -7,6 +7,7 @@ once (`install`, by IntakeWorker at start: forked work-horses inherit them, and 
 embedder keeps its connections); a process that installed none builds them from its
 environment the first time a job asks (`current`).
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -6,6 +6,7 @@ than pytest's tmp_path_factory because, as root, pgserver runs PostgreSQL as its
 user and opens every parent folder of the data to others (runner.postgres_service explains
 why); pytest's /tmp/pytest-of-root is private and should stay so.
 """
+
 from __future__ import annotations
 
 import shutil

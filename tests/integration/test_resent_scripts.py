@@ -8,6 +8,7 @@ cancel and retry scripts must answer the second time what they did the first tim
 
 Its own stack (database 5): the web behind the proxy, one worker straight on Redis.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -29,11 +30,20 @@ RETRY_SCRIPT = b"return 'upload_expired'"
 
 
 @pytest.fixture(scope="module")
-def proxied(redis_server, _embedding_server, tmp_path_factory) -> Iterator[tuple[Stack, ResettingProxy]]:
+def proxied(
+    redis_server, _embedding_server, tmp_path_factory
+) -> Iterator[tuple[Stack, ResettingProxy]]:
     proxy = ResettingProxy(redis_server.port)
-    stack = start_stack(redis_server, tmp_path_factory, "resend", DATABASE, {},
-                        embedding=_embedding_server, workers=1,
-                        web_redis_url=proxy.url(DATABASE))
+    stack = start_stack(
+        redis_server,
+        tmp_path_factory,
+        "resend",
+        DATABASE,
+        {},
+        embedding=_embedding_server,
+        workers=1,
+        web_redis_url=proxy.url(DATABASE),
+    )
     try:
         with ApiClient(stack.url) as client:  # the submit script is loaded: later ones are EVALSHA
             response, _ = upload(client, [txt(f"warm-{unique_word()}.txt", "Warm words.")])
@@ -45,8 +55,9 @@ def proxied(redis_server, _embedding_server, tmp_path_factory) -> Iterator[tuple
 
 
 def lose_the_reply(proxy: ResettingProxy, marker: bytes) -> None:
-    assert marker in (submit._SUBMIT_SHA.encode() + lifecycle._CANCEL.encode()
-                      + lifecycle._RETRY.encode()), "the marker names no script"
+    assert marker in (
+        submit._SUBMIT_SHA.encode() + lifecycle._CANCEL.encode() + lifecycle._RETRY.encode()
+    ), "the marker names no script"
     assert not proxy.armed()
     proxy.drop_reply_once(marker)
 
@@ -64,8 +75,9 @@ def test_a_resent_submit_registers_the_batch_once(proxied, files):
     with ApiClient(stack.url) as client:
         dropped = proxy.dropped
         lose_the_reply(proxy, submit._SUBMIT_SHA.encode())
-        response, _ = upload(client, [txt(f"resent-{word}-{n}.txt", f"The {word} memo {n}.")
-                                      for n in range(files)])
+        response, _ = upload(
+            client, [txt(f"resent-{word}-{n}.txt", f"The {word} memo {n}.") for n in range(files)]
+        )
         assert_reply_was_lost(proxy, dropped)
         assert response.status_code == 202, response.text
         body = response.json()
@@ -104,7 +116,11 @@ def test_a_resent_cancel_and_a_resent_retry_each_happen_once(proxied):
         with ApiClient(stack.url) as client:
             final = wait_terminal(client, [task_id])[0][task_id]
             assert final["status"] == "succeeded" and final["attempts"] == 1, final
-            poll(lambda: get_json(client, "/api/failed")["tasks"], lambda t: t == [],
-                 timeout=5, message="no dead letter")
+            poll(
+                lambda: get_json(client, "/api/failed")["tasks"],
+                lambda t: t == [],
+                timeout=5,
+                message="no dead letter",
+            )
     finally:
         stack.workers.ensure(1)

@@ -31,6 +31,7 @@ CORPUS = [
 
 # -- LocalEmbedder -----------------------------------------------------------------------------
 
+
 def scores(rows: SparseRows, query: SparseRows) -> np.ndarray:
     """Dot product of the query's single row with every row (what search computes)."""
     return InvertedIndex(rows).scores(query)
@@ -45,14 +46,20 @@ def test_local_rows_are_sparse_sorted_term_counts():
     embedder = LocalEmbedder()
     rows = embedder.embed(CORPUS)
     assert (embedder.model, embedder.dimension, embedder.batch_size) == (
-        "local-bm25-v1", 2 ** 32, 256)
-    assert isinstance(rows, SparseRows) and len(rows) == 4 and rows.dimension == 2 ** 32
+        "local-bm25-v1",
+        2**32,
+        256,
+    )
+    assert isinstance(rows, SparseRows) and len(rows) == 4 and rows.dimension == 2**32
     assert (rows.indptr.dtype, rows.indices.dtype, rows.values.dtype) == (
-        np.int64, np.uint32, np.float32)
+        np.int64,
+        np.uint32,
+        np.float32,
+    )
     for i in range(3):
         indices, values = row_of(rows, i)
         assert np.all(np.diff(indices.astype(np.int64)) > 0), "sorted and unique"
-        assert np.all(indices < 2 ** 32) and np.all(values >= 1) and np.all(values % 1 == 0)
+        assert np.all(indices < 2**32) and np.all(values >= 1) and np.all(values % 1 == 0)
     assert rows.indptr[3] == rows.indptr[4], "a text without words is an empty row"
 
 
@@ -67,22 +74,32 @@ def test_local_same_text_same_row_regardless_of_batch():
     in_batch = embedder.embed(CORPUS)
     for a, b in zip(row_of(alone, 0), row_of(in_batch, 1)):
         assert a.tobytes() == b.tobytes()
-    assert embedder.embed(["Cat, CAT! cat"]).to_bytes() == embedder.embed(["cat cat cat"]).to_bytes()
+    assert (
+        embedder.embed(["Cat, CAT! cat"]).to_bytes() == embedder.embed(["cat cat cat"]).to_bytes()
+    )
 
 
 def test_local_rows_count_stemmed_words_without_stop_words():
     indices, values = row_of(LocalEmbedder().embed(["Cats, cat and the CAT's cat dog"]), 0)
     by_bucket = dict(zip(indices.tolist(), values.tolist()))
-    cat, dog = (zlib.crc32(w.encode()) % 2 ** 32 for w in ("cat", "dog"))
+    cat, dog = (zlib.crc32(w.encode()) % 2**32 for w in ("cat", "dog"))
     # "cats" and "cat" stem alike; "and", "the" and the one-letter "s" are not indexed.
     assert by_bucket == {cat: 4.0, dog: 1.0}
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("invoice", 0), ("When is payment due?", 0), ("cat", 1), ("windowsill", 1),
-    ("pods and nodes", 2), ("invoice for March attached", 0),
-    ("cat sleeps on the windowsill", 1), ("schedules pods onto nodes", 2),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("invoice", 0),
+        ("When is payment due?", 0),
+        ("cat", 1),
+        ("windowsill", 1),
+        ("pods and nodes", 2),
+        ("invoice for March attached", 0),
+        ("cat sleeps on the windowsill", 1),
+        ("schedules pods onto nodes", 2),
+    ],
+)
 def test_local_query_finds_the_chunk_with_its_words(query, expected):
     embedder = LocalEmbedder()
     found = scores(embedder.embed(CORPUS), embedder.embed_query(query))
@@ -132,13 +149,22 @@ def test_local_a_rare_word_ranks_its_chunk_first_in_a_large_corpus():
 
 
 def test_local_rows_are_stable_across_processes():
-    script = ("import hashlib, sys; from jobs.embedding.embedders import LocalEmbedder; "
-              "v = LocalEmbedder().embed(sys.argv[1:]); "
-              "print(hashlib.sha256(b''.join(v.to_bytes())).hexdigest())")
+    script = (
+        "import hashlib, sys; from jobs.embedding.embedders import LocalEmbedder; "
+        "v = LocalEmbedder().embed(sys.argv[1:]); "
+        "print(hashlib.sha256(b''.join(v.to_bytes())).hexdigest())"
+    )
     expected = hashlib.sha256(b"".join(LocalEmbedder().embed(CORPUS).to_bytes())).hexdigest()
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # this process has another, random seed
-    done = subprocess.run([sys.executable, "-c", script, *CORPUS], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *CORPUS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert done.stdout.strip() == expected
 
 
@@ -152,14 +178,21 @@ def test_local_is_fast_enough_for_a_batch():
 
 # -- SparseRows --------------------------------------------------------------------------------
 
+
 def test_sparse_rows_concatenate_and_bytes_round_trip():
     embedder = LocalEmbedder()
     whole = embedder.embed(CORPUS)
-    parts = SparseRows.concatenate([embedder.embed(CORPUS[:1]), embedder.embed(CORPUS[1:3]),
-                                    SparseRows.empty(2 ** 32), embedder.embed(CORPUS[3:])])
+    parts = SparseRows.concatenate(
+        [
+            embedder.embed(CORPUS[:1]),
+            embedder.embed(CORPUS[1:3]),
+            SparseRows.empty(2**32),
+            embedder.embed(CORPUS[3:]),
+        ]
+    )
     assert len(parts) == 4 and parts.to_bytes() == whole.to_bytes()
     again = SparseRows.from_bytes(*whole.to_bytes(), dimension=whole.dimension)
-    assert again.to_bytes() == whole.to_bytes() and again.dimension == 2 ** 32
+    assert again.to_bytes() == whole.to_bytes() and again.dimension == 2**32
 
 
 def test_sparse_rows_refuse_inconsistent_arrays_and_mixed_dimensions():
@@ -173,6 +206,7 @@ def test_sparse_rows_refuse_inconsistent_arrays_and_mixed_dimensions():
 
 # -- a loopback OpenAI-compatible service ------------------------------------------------------
 
+
 class FakeService:
     """Answers POST /v1/embeddings as `respond(body) -> (status, payload[, headers])` says;
     records calls."""
@@ -185,9 +219,10 @@ class FakeService:
 
     @staticmethod
     def embeddings(body):
-        data = [{"object": "embedding", "index": i,
-                 "embedding": [float(text.split()[-1]), 1.0, 0.0]}
-                for i, text in enumerate(body["input"])]
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(text.split()[-1]), 1.0, 0.0]}
+            for i, text in enumerate(body["input"])
+        ]
         return 200, {"object": "list", "data": data[::-1], "model": body["model"]}
 
     def slow(self, body):
@@ -211,8 +246,14 @@ def serving():
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.calls.append({"path": self.path, "headers": dict(self.headers), "body": body,
-                                "client": self.client_address})
+            state.calls.append(
+                {
+                    "path": self.path,
+                    "headers": dict(self.headers),
+                    "body": body,
+                    "client": self.client_address,
+                }
+            )
             status, payload, *headers = state.respond(body)
             raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             try:
@@ -231,8 +272,9 @@ def serving():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
@@ -275,10 +317,15 @@ def test_http_empty_input_makes_no_request(service):
     assert service.calls == []
 
 
-@pytest.mark.parametrize("status, code", [
-    (500, "embedding_unavailable"), (503, "embedding_unavailable"),
-    (429, "embedding_rate_limited"), (408, "embedding_timeout"),
-])
+@pytest.mark.parametrize(
+    "status, code",
+    [
+        (500, "embedding_unavailable"),
+        (503, "embedding_unavailable"),
+        (429, "embedding_rate_limited"),
+        (408, "embedding_timeout"),
+    ],
+)
 def test_http_retryable_statuses_are_transient(service, status, code):
     service.respond = lambda body: (status, {"error": {"message": "busy"}})
     error = http_error(HttpEmbedder(service.url, "m"))
@@ -287,10 +334,15 @@ def test_http_retryable_statuses_are_transient(service, status, code):
         assert f"answered {status}" in error.message
 
 
-@pytest.mark.parametrize("status, setting", [
-    (401, "INTAKE_EMBEDDING_API_KEY"), (403, "INTAKE_EMBEDDING_API_KEY"),
-    (400, "INTAKE_EMBEDDING_MODEL"), (404, "INTAKE_EMBEDDING_URL"),
-])
+@pytest.mark.parametrize(
+    "status, setting",
+    [
+        (401, "INTAKE_EMBEDDING_API_KEY"),
+        (403, "INTAKE_EMBEDDING_API_KEY"),
+        (400, "INTAKE_EMBEDDING_MODEL"),
+        (404, "INTAKE_EMBEDDING_URL"),
+    ],
+)
 def test_http_other_4xx_are_permanent_but_retryable_by_hand(service, status, setting):
     service.respond = lambda body: (status, {"error": {"message": "The model `m` is unknown"}})
     error = http_error(HttpEmbedder(service.url, "m", api_key="bad"), PermanentError)
@@ -308,20 +360,25 @@ def test_http_401_message():
             raise ValueError("no body")
 
     from jobs.embedding.embedders import _status_error
+
     assert _status_error(Response()).message == (
         "The embedding service refused the API key (HTTP 401). "
-        "Check INTAKE_EMBEDDING_API_KEY, then Retry.")
+        "Check INTAKE_EMBEDDING_API_KEY, then Retry."
+    )
 
 
-@pytest.mark.parametrize("payload", [
-    b"not json",
-    {"data": "nope"},
-    {"data": [{"index": 0, "embedding": []}]},
-    {"data": [{"index": 5, "embedding": [1.0, 2.0]}]},
-    {"data": [{"index": 0, "embedding": [1.0, "x"]}]},
-    {"data": []},
-    {"unexpected": True},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not json",
+        {"data": "nope"},
+        {"data": [{"index": 0, "embedding": []}]},
+        {"data": [{"index": 5, "embedding": [1.0, 2.0]}]},
+        {"data": [{"index": 0, "embedding": [1.0, "x"]}]},
+        {"data": []},
+        {"unexpected": True},
+    ],
+)
 def test_http_malformed_answers(service, payload):
     service.respond = lambda body: (200, payload)
     error = http_error(HttpEmbedder(service.url, "m"))
@@ -353,8 +410,9 @@ def test_http_connection_refused():
     url = f"http://user:secret@127.0.0.1:{port}/v1"
     error = http_error(HttpEmbedder(url, "m", timeout=2))
     assert error.code == "embedding_unavailable" and error.transient
-    assert error.message == (f"The embedding service at http://127.0.0.1:{port}/v1 "
-                             f"could not be reached.")
+    assert error.message == (
+        f"The embedding service at http://127.0.0.1:{port}/v1 could not be reached."
+    )
 
 
 def test_http_unusable_url_is_a_configuration_error():
@@ -365,16 +423,23 @@ def test_http_unusable_url_is_a_configuration_error():
 
 # -- make_embedder -----------------------------------------------------------------------------
 
+
 def test_make_embedder_defaults_to_local():
     assert isinstance(make_embedder(Settings()), LocalEmbedder)
 
 
 def test_make_embedder_http_from_settings():
-    embedder = make_embedder(Settings(embedding_url="http://127.0.0.1:9/v1", embedding_api_key="k",
-                                      embedding_timeout=7.5))
+    embedder = make_embedder(
+        Settings(
+            embedding_url="http://127.0.0.1:9/v1", embedding_api_key="k", embedding_timeout=7.5
+        )
+    )
     assert isinstance(embedder, HttpEmbedder)
     assert (embedder.model, embedder.timeout, embedder.batch_size) == (
-        "text-embedding-3-small", 7.5, 64)
+        "text-embedding-3-small",
+        7.5,
+        64,
+    )
     assert embedder.endpoint == "http://127.0.0.1:9/v1/embeddings"
     named = make_embedder(Settings(embedding_url="http://x/v1", embedding_model="bge-small"))
     assert named.model == "bge-small"

@@ -1,6 +1,7 @@
 """Searches on read replicas (jobs.kb.read_replicas): turns, a replica that refuses left alone
 while the primary answers, and a search that timed out on a replica not run again on the
 primary. (tests/integration/test_kb_apart.py runs them on a real replica, stalled by SIGSTOP.)"""
+
 from __future__ import annotations
 
 import pytest
@@ -31,10 +32,12 @@ def test_searches_take_turns_on_the_replicas_and_the_primary_only_without_any():
     assert ReadReplicas(Named("primary"), []).read(Named.answer) == "primary"
 
 
-@pytest.mark.parametrize("failure", [RedisConnectionError("refused"),
-                                     BusyLoadingError("loading its copy")])
+@pytest.mark.parametrize(
+    "failure", [RedisConnectionError("refused"), BusyLoadingError("loading its copy")]
+)
 def test_a_replica_that_does_not_answer_is_left_alone_while_the_primary_answers(
-        monkeypatch, failure):
+    monkeypatch, failure
+):
     now = [100.0]
     monkeypatch.setattr(read_replicas.time, "monotonic", lambda: now[0])
     down = Named("r1", fails=failure)
@@ -65,7 +68,7 @@ def test_a_search_that_timed_out_on_a_replica_is_not_run_again_on_the_primary(mo
     stalled = Counted("r1")
     stalled.fails = RedisTimeoutError("Timeout reading from 127.0.0.1:6380")
     readers = ReadReplicas(primary, [stalled])
-    with pytest.raises(Exception) as refused:   # SearchTimedOut: 503 (webapp.errors)
+    with pytest.raises(Exception) as refused:  # SearchTimedOut: 503 (webapp.errors)
         readers.read(Counted.answer)
     assert primary.reads == 0, "the timed-out search never reached the primary"
     assert type(refused.value).__name__ == "SearchTimedOut", refused.value
@@ -84,6 +87,7 @@ def test_other_errors_are_not_taken_for_a_lost_replica():
 
 def test_a_replicas_scripts_read_the_live_bits_with_the_read_only_bitfield():
     from jobs.kb.retrieval import _DENSE, _LEXICAL
+
     for script in (_LEXICAL, _DENSE):
         assert "'BITFIELD'" in script and "'BITFIELD'" not in read_only(script)
         assert "'BITFIELD_RO'" in read_only(script)
