@@ -30,7 +30,8 @@ import os
 import sys
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -40,18 +41,19 @@ from bench import (
     failover,
     fair_share,
     measure,
+    ocr_first_page,
     ocr_quality,
     originals,
     pdf,
     pipeline,
     replica,
     scaling,
+    scan_split,
     search,
     search_quality,
     streams,
 )
 from bench.servers import Services, cpu_seconds, services
-from bench import ocr_first_page, scan_split
 from jobs.core import keys
 
 SUBMIT_WARMUP = 30  # per side, not measured

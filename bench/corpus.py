@@ -10,7 +10,7 @@ query shape (one word in ~60 % of the chunks, one in ~7 %) is the same at every 
 from __future__ import annotations
 
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -49,9 +49,10 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Callable, Protocol, Sequence  # noqa: E402
+from typing import Any, Protocol
 
 import numpy as np  # noqa: E402
 import redis  # noqa: E402

@@ -14,8 +14,9 @@ served. Also reported: how many of A's documents were done when B's last one was
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 import redis
 

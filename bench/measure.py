@@ -10,7 +10,8 @@ import itertools
 import statistics
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import redis
 import requests

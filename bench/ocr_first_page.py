@@ -25,7 +25,8 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 DOCUMENTS = 2
 LATER_PAGES = 3

@@ -28,8 +28,9 @@ import re
 import sys
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 SEED = 25
 SIZE = 26  # pixels: the glyph size of the measured pages

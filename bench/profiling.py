@@ -19,8 +19,8 @@ import pstats
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlencode
 
 from werkzeug.datastructures import MultiDict

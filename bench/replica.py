@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import redis
 

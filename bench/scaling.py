@@ -18,8 +18,9 @@ figures that need an HTTP embedder: meta_writes_per_s_max (bench.metawrites) and
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import redis
 

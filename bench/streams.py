@@ -61,8 +61,9 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -136,7 +137,7 @@ class Swarm:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="event-streams", daemon=True)
 
-    def start(self) -> "Swarm":
+    def start(self) -> Swarm:
         self._thread.start()
         return self
 

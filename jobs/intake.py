@@ -8,8 +8,9 @@ success are the named exceptions of jobs.core.exceptions.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 from redis import Redis
@@ -28,8 +29,8 @@ from jobs.kb.connection import apart, kb_connection, kb_replicas
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, library, lifecycle, originals, states
-from jobs.tasks import reindex as reindexing
 from jobs.tasks import records as tasks
+from jobs.tasks import reindex as reindexing
 from jobs.tasks.batches import BatchReader
 from jobs.tasks.submit import Upload, submit_documents
 from jobs.webhooks import deliveries

@@ -16,8 +16,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 import redis
 from flask import Flask
@@ -79,7 +79,7 @@ class WorkerSupervisor:
     def pids(self) -> list[int]:
         return [w.pid for w in self._workers if w is not None and w.running and w.pid]
 
-    def start(self) -> "WorkerSupervisor":
+    def start(self) -> WorkerSupervisor:
         for slot in range(len(self._workers)):
             self._spawn(slot)
         self._thread.start()

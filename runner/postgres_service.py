@@ -25,8 +25,9 @@ import logging
 import os
 import subprocess
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 import psutil
 import psycopg
@@ -40,7 +41,7 @@ VECTOR_DATABASE_ENV = "INTAKE_VECTOR_DATABASE_URL"
 EMBEDDING_URL_ENV = "INTAKE_EMBEDDING_URL"
 
 
-def _import_pgserver() -> type["PostgresServer"]:
+def _import_pgserver() -> type[PostgresServer]:
     """pgserver, imported only when a server is started (the local embedder never imports it).
     Its import warns when XDG_RUNTIME_DIR is unset (root, CI) that it falls back to
     /tmp/runtime-<uid> for its lock file, which is fine: the warning is silenced."""
@@ -81,7 +82,7 @@ class LocalPostgres:
         self.description = ""
         self._server: PostgresServer | None = None
 
-    def start(self) -> "LocalPostgres":
+    def start(self) -> LocalPostgres:
         server_class = _import_pgserver()
         import pgserver
 

@@ -17,8 +17,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 log = logging.getLogger("intake.processes")
 
@@ -62,7 +62,7 @@ class ManagedProcess:
     def returncode(self) -> int | None:
         return self.popen.poll() if self.popen is not None else None
 
-    def start(self) -> "ManagedProcess":
+    def start(self) -> ManagedProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         if self.log_path is None:

@@ -15,8 +15,9 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import redis
 
@@ -110,7 +111,7 @@ class RedisProcess:
         self.description = ""
         self._process: ManagedProcess | None = None
 
-    def start(self, timeout: float = 30.0) -> "RedisProcess":
+    def start(self, timeout: float = 30.0) -> RedisProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port = free_port()
         self._process = ManagedProcess(
@@ -146,7 +147,7 @@ class EmbeddedRedis:
         self.description = ""
         self._server: TcpFakeServer | None = None
 
-    def start(self) -> "EmbeddedRedis":
+    def start(self) -> EmbeddedRedis:
         from fakeredis import TcpFakeServer
 
         server = TcpFakeServer(("127.0.0.1", 0), server_type="redis")

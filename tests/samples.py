@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import io
 import zipfile
-from typing import Callable
+from collections.abc import Callable
 
 import docx
 
@@ -312,7 +312,7 @@ def make_xlsx(sheets: dict[str, list[list]], cached: dict[str, str] | None = Non
         return old
 
     names = [f"xl/worksheets/sheet{n}.xml" for n in range(1, len(sheets) + 1)]
-    return rewrite_zip(data, {name: with_values for name in names})
+    return rewrite_zip(data, dict.fromkeys(names, with_values))
 
 
 def make_epub(title: str, author: str, chapters: list[tuple[str, str]]) -> bytes:

@@ -8,8 +8,9 @@ script keeps only the shape of the few sentences it rebuilds as time passes.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from flask import Flask
 from markupsafe import Markup, escape
@@ -62,7 +63,7 @@ def stalled(task: Mapping[str, Any], now: datetime | None = None) -> str:
     updated = parse_iso(task.get("updated_at"))
     if task.get("status") != "running" or updated is None:
         return ""
-    seconds = ((now or datetime.now(timezone.utc)) - updated).total_seconds()
+    seconds = ((now or datetime.now(UTC)) - updated).total_seconds()
     if seconds < STALLED_AFTER_SECONDS:
         return ""
     return f"No progress for {int(seconds // 60)} min"
@@ -73,7 +74,7 @@ def words(task: Mapping[str, Any], now: datetime | None = None) -> str:
     due = parse_iso(task.get("next_attempt_at"))
     if task.get("status") != "retrying" or due is None:
         return str(task.get("status_text", ""))
-    seconds = (due - (now or datetime.now(timezone.utc))).total_seconds()
+    seconds = (due - (now or datetime.now(UTC))).total_seconds()
     return attempt_words(task["attempts"] + 1, task["max_attempts"], seconds)
 
 
@@ -177,7 +178,7 @@ def size_text(size: int | None) -> str:
 
 def now_ms() -> int:
     """The server's clock, so the script can correct for a client clock that is off."""
-    return int(datetime.now(timezone.utc).timestamp() * 1000)
+    return int(datetime.now(UTC).timestamp() * 1000)
 
 
 def init_app(app: Flask) -> None:

@@ -9,8 +9,9 @@ answers a page that asks (`confirmed=1` is what the answer sends).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, Mapping
+from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response

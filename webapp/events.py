@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from flask import Blueprint, Response, current_app, request, stream_with_context
 
@@ -71,7 +72,7 @@ class Timing:
     spread: float = 0.16  # 21–25 s: two heartbeats fit in the shortest
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "Timing":
+    def from_config(cls, config: Mapping[str, Any]) -> Timing:
         """Tests shorten the timing with EVENTS_* keys in the app's config mapping."""
         return cls(
             max_seconds=float(config.get("EVENTS_MAX_SECONDS", cls.max_seconds)),
@@ -119,7 +120,7 @@ def batch_events(batch_id: str) -> Response:
 
 
 def watched(
-    watchers: Broadcaster, tenant: str, batch_id: str, batch: dict[str, Any], stream: "BatchStream"
+    watchers: Broadcaster, tenant: str, batch_id: str, batch: dict[str, Any], stream: BatchStream
 ) -> Iterator[str]:
     """The stream's events, its watcher held while it is open and let go however it ends."""
     watcher = watchers.watch(tenant, batch_id, batch)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import click
 from flask import current_app

@@ -16,8 +16,8 @@ client past them is refused (429) before its key is even compared, a right one t
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 from flask import current_app, request
 

@@ -7,7 +7,8 @@ an operator's basic auth, every tenant's queue is counted under its priority's s
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from flask import Blueprint, Response
 from prometheus_client import CollectorRegistry, generate_latest

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import quote
 
 from flask import Flask, Response, current_app, g, redirect, request, session

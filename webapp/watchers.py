@@ -21,7 +21,8 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError

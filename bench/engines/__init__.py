@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 

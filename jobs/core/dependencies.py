@@ -24,10 +24,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -116,7 +117,7 @@ class Probes:
         """Every probe's Check, each at most `fresh_for` old, within `timeout`."""
         return self.begin().results()
 
-    def begin(self) -> "Checking":
+    def begin(self) -> Checking:
         """Start the probes whose result is not fresh; the caller does its own work meanwhile
         (health reads the queue's Redis) and then asks the Checking for the results."""
         now = time.monotonic()

@@ -21,7 +21,8 @@ priority (`intake.acme` counts under `intake`), so who uses this Intake is not g
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from redis import Redis
 from rq import Worker

@@ -11,10 +11,11 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import datetime, timezone
-from typing import Any, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 LOGGER = "intake"
 _CONTEXT_FIELDS = ("task_id", "batch_id", "tenant", "trace_id")
@@ -25,7 +26,7 @@ _held: ContextVar[list[HeldEvent] | None] = ContextVar("intake_held_logs", defau
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = {
-            "ts": datetime.fromtimestamp(record.created, timezone.utc)
+            "ts": datetime.fromtimestamp(record.created, UTC)
             .isoformat(timespec="milliseconds")
             .replace("+00:00", "Z"),
             "level": record.levelname.lower(),

@@ -8,7 +8,8 @@ collector (webapp/metrics.py) reads the hashes at scrape time.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline

@@ -19,8 +19,9 @@ import contextlib
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Protocol
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
 from jobs.core.dependencies import PROBE_SECONDS, ProbeFailed, blocking

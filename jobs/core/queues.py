@@ -16,7 +16,7 @@ order, so one tenant's backlog never starves another and priorities hold within 
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from redis import Redis
 from redis.client import Pipeline

@@ -185,7 +185,7 @@ class WorkerRedis(Redis):
     the WORKER profile (RQ's scheduler and the work-horses copy the pool it makes)."""
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "WorkerRedis":
+    def from_url(cls, url: str, **kwargs: Any) -> WorkerRedis:
         return connect(url, WORKER, redis_class=cls, **kwargs)  # type: ignore[return-value]
 
 

@@ -8,9 +8,10 @@ builds on the same parser so both sides agree on every limit and on the pipeline
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from jobs.core.addresses import SENTINEL_SCHEME, sentinel_url
 
@@ -141,7 +142,7 @@ class Settings:
         return tuple(code.strip().lower() for code in self.ocr_languages.split(",") if code.strip())
 
     @classmethod
-    def from_mapping(cls, env: Mapping[str, Any]) -> "Settings":
+    def from_mapping(cls, env: Mapping[str, Any]) -> Settings:
         """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the variable."""
         values: dict[str, Any] = {}
         for f in fields(cls):
@@ -163,7 +164,7 @@ class Settings:
         return settings
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         return cls.from_mapping(os.environ)
 
     def validate(self) -> None:

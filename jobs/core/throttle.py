@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import redis
 from redis import Redis

@@ -25,8 +25,8 @@ import contextlib
 import math
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import redis
 from redis import Redis

@@ -23,9 +23,10 @@ import math
 import re
 import time
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, ContextManager, Iterator, Protocol, Sequence
+from typing import Any, ContextManager, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np

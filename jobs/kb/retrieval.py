@@ -22,14 +22,15 @@ Both scripts read each hit's text and document in the same call: one round trip,
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from redis import Redis
 
 from jobs.core import keys
 from jobs.embedding.embedders import SparseRows
-from jobs.kb.postings import B, DELTA, K1, bucket_name, query_terms
+from jobs.kb.postings import DELTA, K1, B, bucket_name, query_terms
 
 #: Most chunks one lexical search scores (each is one row read and a few string finds, ~5 µs),
 #: and at least this many per hit asked for: a larger k needs more candidates to be exact.

@@ -20,8 +20,9 @@ answer is the lexical one at once (and the breaker is left alone: nothing failed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from redis import Redis

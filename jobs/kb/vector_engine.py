@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from jobs.kb.vectors import VectorStore
 
 
-def vector_store(settings: Settings) -> "VectorStore | None":
+def vector_store(settings: Settings) -> VectorStore | None:
     """A connection to the vector engine of dense embeddings, or None where there is none (the
     local embedder needs none). Opened per use: a forked work-horse must not share its parent's
     database connection."""

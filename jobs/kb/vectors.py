@@ -35,7 +35,8 @@ import math
 import os
 import re
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import psycopg
@@ -278,7 +279,7 @@ class VectorStore:
                 except psycopg.Error:
                     pass
 
-    def __enter__(self) -> "VectorStore":
+    def __enter__(self) -> VectorStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -9,7 +9,7 @@ a subscriber that reconnects re-reads everything it watches. Pure redis, no rq.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from redis import Redis
 from redis.client import Pipeline

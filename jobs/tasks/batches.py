@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from redis import Redis
 

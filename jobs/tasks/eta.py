@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from jobs.tasks import states
 

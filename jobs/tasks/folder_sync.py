@@ -17,8 +17,8 @@ gone; while its file is there, the next sync records the version it brings.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from redis import Redis
 

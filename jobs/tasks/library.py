@@ -26,8 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 from redis import Redis
@@ -415,7 +416,7 @@ def _time_of_version(version: int | None) -> str | None:
     if not version:
         return None
     try:
-        return iso(datetime.fromtimestamp(version / 1e6, timezone.utc))
+        return iso(datetime.fromtimestamp(version / 1e6, UTC))
     except (OverflowError, OSError, ValueError):
         return None
 

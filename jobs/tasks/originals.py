@@ -31,9 +31,10 @@ import io
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import BinaryIO, Iterable
+from typing import BinaryIO
 
 from redis import Redis
 

@@ -11,7 +11,8 @@ spells a field of the task hash (tests/unit/tasks/test_record.py holds that).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from jobs.tasks import states
 

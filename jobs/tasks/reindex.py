@@ -30,8 +30,9 @@ What keeps it from multiplying work:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from redis import Redis
 

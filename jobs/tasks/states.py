@@ -12,8 +12,9 @@ letters, the finished counters) happens.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from redis.client import Pipeline
 

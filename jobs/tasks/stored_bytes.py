@@ -16,7 +16,7 @@ older release, or a reservation lost with its process), so the count converges o
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from redis import Redis
 from redis.client import Pipeline

@@ -243,7 +243,7 @@ class Upload:
     rerun: bool = False
 
     @classmethod
-    def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> "Upload":
+    def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> Upload:
         return cls(
             filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(), data=data
         )
@@ -466,7 +466,7 @@ class Claimed:
     entries: list[bytes]
 
     @classmethod
-    def of(cls, reply: list[Any]) -> "Claimed":
+    def of(cls, reply: list[Any]) -> Claimed:
         """Raises LimitReached for a refused batch."""
         if reply[0] != b"ok":
             raise LimitReached(reply[0].decode())

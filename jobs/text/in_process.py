@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import resource
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from jobs.core.failures import PermanentError
 from jobs.core.settings import MIB

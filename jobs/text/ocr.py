@@ -21,7 +21,8 @@ import functools
 import os
 import re
 import resource
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jobs.core.failures import PermanentError
 from jobs.core.settings import OCR_LANGUAGES
@@ -61,7 +62,7 @@ def page_numbers(detail: str) -> tuple[int, int] | None:
 
 
 def read_pages(
-    renders: Sequence[Callable[[], "Image.Image"]],
+    renders: Sequence[Callable[[], Image.Image]],
     progress: Callable[[str], None],
     languages: Sequence[str] = LANGUAGES,
 ) -> list[str]:
@@ -76,7 +77,7 @@ def read_pages(
     return texts
 
 
-def read_image(image: "Image.Image", languages: Sequence[str] = LANGUAGES) -> str:
+def read_image(image: Image.Image, languages: Sequence[str] = LANGUAGES) -> str:
     """The text OCR finds in `image`, a line per line of text ("" when it finds none)."""
     pixels = _grey_pixels(image)
     if int(pixels.max()) - int(pixels.min()) < BLANK_RANGE:
@@ -90,7 +91,7 @@ def read_image(image: "Image.Image", languages: Sequence[str] = LANGUAGES) -> st
     return _lines(found)
 
 
-def _grey_pixels(image: "Image.Image") -> Any:
+def _grey_pixels(image: Image.Image) -> Any:
     """Grey levels (the models read luminance), transparency flattened onto white, scaled to
     MAX_SIDE pixels on its longer side (enlarged at most MAX_UPSCALE times)."""
     import numpy as np

@@ -26,7 +26,8 @@ figures in docs/benchmarks.md, "OCR quality"):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from rapidocr_onnxruntime import RapidOCR

@@ -31,8 +31,9 @@ import resource
 import select
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 from jobs.core.failures import PermanentError
 from jobs.core.settings import MIB

@@ -17,7 +17,8 @@ import hmac
 import json
 import logging
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import requests
 from redis import Redis

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline

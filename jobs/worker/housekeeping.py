@@ -19,8 +19,8 @@ from redis import Redis
 
 from jobs.core import keys
 from jobs.kb import index, pending_flips
-from jobs.kb.connection import apart
 from jobs.kb import migration as kb_migration
+from jobs.kb.connection import apart
 from jobs.tasks import library, upload_budgets
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -76,7 +76,7 @@ class Maintenance:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="intake-maintenance", daemon=True)
 
-    def start(self) -> "Maintenance":
+    def start(self) -> Maintenance:
         self._thread.start()
         return self
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from redis import Redis
@@ -29,10 +30,10 @@ from rq import get_current_job
 from jobs.core import keys, logs, metrics, queues
 from jobs.core.clock import iso_in, now_iso
 from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError
+from jobs.core.redis_client import WORKER
 from jobs.core.settings import MIB, Settings
 from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.embedding.embedders import Embedding, HttpEmbedder, SparseRows
-from jobs.core.redis_client import WORKER
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart, kb_connection
 from jobs.tasks import originals, states, upload_budgets

@@ -19,13 +19,14 @@ rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts the
 
 from __future__ import annotations
 
+import _thread
 import html
 import json
 import logging
-import _thread
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redis.client import Pipeline
 

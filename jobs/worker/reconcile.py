@@ -36,9 +36,9 @@ from jobs.core import keys, metrics, queues
 from jobs.core.clock import iso_in, now_iso, timestamp
 from jobs.core.failures import IntakeError, job_lost, worker_lost
 from jobs.core.settings import QUEUE_NAMES, Settings
-from jobs.tasks import states, upload_budgets
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
+from jobs.tasks import states, upload_budgets
 from jobs.tasks.states import Transition
 from jobs.worker import parts
 

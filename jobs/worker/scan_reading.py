@@ -36,7 +36,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redis import Redis
 from rq import Queue, Worker, get_current_job

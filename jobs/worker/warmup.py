@@ -46,7 +46,7 @@ def warm_up() -> int:
     return done
 
 
-def load_ocr(settings: "Settings") -> bool:
+def load_ocr(settings: Settings) -> bool:
     """Build the OCR engine in this process when `settings` turn OCR on; whether it did."""
     if settings.ocr == "off":
         return False
@@ -56,7 +56,7 @@ def load_ocr(settings: "Settings") -> bool:
     return True
 
 
-def warm_up_or_warn(log: logging.Logger, settings: "Settings") -> None:
+def warm_up_or_warn(log: logging.Logger, settings: Settings) -> None:
     """`load_ocr`, then `warm_up`, never failing the caller: a worker without them is only
     slower. The engine first: what it allocates and frees then lies below what the pipeline
     keeps, so a work-horse's objects stay on fewer pages and each fork copies fewer of them

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import requests

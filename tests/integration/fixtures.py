@@ -39,9 +39,10 @@ import atexit
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import redis

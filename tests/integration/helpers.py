@@ -8,7 +8,8 @@ the last thing it saw, never a bare sleep.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urljoin
 
 import requests

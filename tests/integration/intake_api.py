@@ -8,7 +8,7 @@ from __future__ import annotations
 import string
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.integration.helpers import ApiClient, poll
@@ -84,7 +84,7 @@ def iso(value: Any, what: str) -> datetime:
         moment = datetime.fromisoformat(value)
     except ValueError:
         raise AssertionError(f"{what} is not ISO 8601: {value!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def is_int(value: Any) -> bool:

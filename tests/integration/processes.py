@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from runner.processes import ManagedProcess, free_port, stop_all
 from tests.storage import ORIGINALS_URL

@@ -10,9 +10,10 @@ their requests, with the standard AWS variables `S3Server.env` gives them.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

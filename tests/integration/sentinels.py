@@ -85,7 +85,7 @@ class SentinelCluster:
     def env(self) -> dict[str, str]:
         return {"REDIS_SENTINELS": self.sentinels_setting, "REDIS_SENTINEL_MASTER": MASTER}
 
-    def start(self, timeout: float = 30.0) -> "SentinelCluster":
+    def start(self, timeout: float = 30.0) -> SentinelCluster:
         for process in self.servers.values():
             process.start()
         for port in self.servers:

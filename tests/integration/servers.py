@@ -16,8 +16,8 @@ import shutil
 import signal
 import threading
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pytest
 import redis
@@ -72,7 +72,7 @@ class RedisServer:
         """A client that fails at once instead of retrying (redis-py retries 3 times by default)."""
         return self.client(socket_timeout=1, retry=Retry(NoBackoff(), 0))
 
-    def start(self, timeout: float = 15.0) -> "RedisServer":
+    def start(self, timeout: float = 15.0) -> RedisServer:
         """Start (or restart, on the same port) and wait until it answers PING."""
         self.process.start()
         poll(
@@ -120,7 +120,7 @@ class FakeRedisTcpServer:
     client = RedisServer.client
     _probe = RedisServer._probe
 
-    def start(self, timeout: float = 15.0) -> "FakeRedisTcpServer":
+    def start(self, timeout: float = 15.0) -> FakeRedisTcpServer:
         if self._server is not None:
             pytest.skip(self.skip_reason)
         from fakeredis import TcpFakeServer
@@ -266,7 +266,7 @@ class WebServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "WebServer":
+    def start(self, timeout: float = 30.0) -> WebServer:
         """Start (or restart) and wait until GET /api/health answers, whatever its status."""
         self.process.start()
         poll(
@@ -284,6 +284,6 @@ class WebServer:
         """SIGTERM (gunicorn's graceful shutdown), SIGKILL after `timeout` s."""
         return self.process.stop(timeout)
 
-    def restart(self) -> "WebServer":
+    def restart(self) -> WebServer:
         self.stop()
         return self.start()

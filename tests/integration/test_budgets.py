@@ -12,8 +12,9 @@ whose default budgets fit its 95 MiB upload.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import redis

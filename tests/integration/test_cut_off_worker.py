@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis

@@ -7,8 +7,9 @@ Every test makes its own batch with uuid-derived words, so reruns and any test o
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -8,7 +8,8 @@ web and two `rq worker` processes with the local embedder.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

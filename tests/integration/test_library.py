@@ -7,7 +7,8 @@ documents): the Procfile's web and one `rq worker` process with the local embedd
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

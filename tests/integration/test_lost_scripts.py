@@ -14,7 +14,7 @@ import pytest
 from tests.integration.faults import TASK_TIMEOUT, document, submit_one
 from tests.integration.fixtures import Stack
 from tests.integration.helpers import ApiClient
-from tests.integration.intake_api import upload, unique_word, wait_terminal
+from tests.integration.intake_api import unique_word, upload, wait_terminal
 from tests.samples import make_pdf
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,6 @@ import tracemalloc
 import uuid
 
 import fakeredis
-
 import pytest
 
 from jobs.core import keys, object_store

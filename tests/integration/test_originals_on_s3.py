@@ -7,7 +7,7 @@ the bucket with its document; Redis receives none of its bytes."""
 from __future__ import annotations
 
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis

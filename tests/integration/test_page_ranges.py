@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from redis import Redis

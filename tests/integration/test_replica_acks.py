@@ -12,8 +12,8 @@ replica (the session's plain redis-server) an upload never waits.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 import redis
@@ -39,7 +39,7 @@ class Pair:
         self.replica = RedisServer(group, data_dir / "replica", name="replica")
         self.replica.process.argv += ["--replicaof", "127.0.0.1", str(self.primary.port)]
 
-    def start(self) -> "Pair":
+    def start(self) -> Pair:
         self.primary.start()
         self.replica.start()
         self.wait_in_sync()

@@ -11,7 +11,7 @@ Its own stack (database 5): the web behind the proxy, one worker straight on Red
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

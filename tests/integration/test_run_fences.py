@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from rq.job import Job

@@ -13,8 +13,8 @@ import multiprocessing
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import psycopg
@@ -164,13 +164,13 @@ def test_the_search_uses_the_hnsw_index(postgres_url: str, corpus: tuple[str, np
     assert "Sort" not in plan, plan
 
 
-def _child_reads(url: str, tenant: str, query: list[float], out: "multiprocessing.Queue") -> None:
+def _child_reads(url: str, tenant: str, query: list[float], out: multiprocessing.Queue) -> None:
     with VectorStore(url) as child_store:
         out.put(child_store.nearest(tenant, np.array(query, dtype=np.float32), 3))
 
 
 def _forked_child_uses_inherited_store(
-    store: VectorStore, tenant: str, query: np.ndarray, out: "multiprocessing.Queue"
+    store: VectorStore, tenant: str, query: np.ndarray, out: multiprocessing.Queue
 ) -> None:
     out.put(store.nearest(tenant, query, 3))  # a work-horse's case: the parent's store, forked
 

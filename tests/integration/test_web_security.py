@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis

@@ -11,7 +11,8 @@ makes its own documents with a unique word and looks only at its own events.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis

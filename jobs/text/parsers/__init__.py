@@ -11,7 +11,7 @@ anything. Pure: no rq, no redis.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from jobs.core.failures import PermanentError
 from jobs.text.filetypes import SUPPORTED_KINDS

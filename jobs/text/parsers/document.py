@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from jobs.core.failures import PermanentError
 
@@ -68,7 +69,7 @@ class ParsedDocument:
         return sum(len(block.text) for block in self.blocks) + 2 * max(len(self.blocks) - 1, 0)
 
     @classmethod
-    def of_text(cls, text: str, pages: int = 1, **kwargs: Any) -> "ParsedDocument":
+    def of_text(cls, text: str, pages: int = 1, **kwargs: Any) -> ParsedDocument:
         return cls([Block(text)] if text else [], pages, **kwargs)
 
 

@@ -13,7 +13,7 @@ import io
 import struct
 import warnings
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 

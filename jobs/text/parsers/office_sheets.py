@@ -14,7 +14,8 @@ from __future__ import annotations
 import datetime
 import io
 import warnings
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import openpyxl
 from openpyxl.utils.exceptions import InvalidFileException

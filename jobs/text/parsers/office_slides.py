@@ -11,7 +11,8 @@ with python-pptx, the field-standard library, after the package bounds of
 from __future__ import annotations
 
 import io
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pptx
 from pptx.exc import PythonPptxError

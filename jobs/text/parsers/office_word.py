@@ -13,7 +13,8 @@ names) and parsed with python-docx's own XML parser, which resolves no entities.
 from __future__ import annotations
 
 import io
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE as RT

@@ -15,7 +15,8 @@ library reads and renders. A file PDFium cannot open is damaged (or locked by a 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -213,8 +214,8 @@ def _ocr(document: pdfium.PdfDocument, pages: list[int], options: ParseOptions) 
     return dict(zip(pages, ocr.read_pages(renders, options.tell, options.ocr_languages)))
 
 
-def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], "Image.Image"]:
-    def render() -> "Image.Image":
+def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], Image.Image]:
+    def render() -> Image.Image:
         page = document[number - 1]
         try:
             width, height = page.get_size()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from jobs.core.failures import PermanentError
 from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions

@@ -9,7 +9,7 @@ minute) so that a test sees them pass.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import fakeredis
@@ -227,7 +227,7 @@ def test_now_gate_never_waits(redis):
 
 
 def test_retry_after_seconds_and_dates():
-    now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert retry_after_seconds("3") == 3.0
     assert retry_after_seconds(" 120 ") == 120.0
     date = format_datetime(now + timedelta(seconds=90), usegmt=True)

@@ -15,8 +15,7 @@ import re
 import resource
 import signal
 import time
-import zipfile
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -85,9 +84,9 @@ def test_a_file_of_nothing_but_headings_stays_within_the_memory_bound():
 
 def test_headings_of_an_ordinary_document_each_start_their_block():
     doc = (
-        "# Guide\n\nWhat this guide is for.\n\n## Install\n\nRun the installer.\n\n"
-        "### Closing #\n\nDone. A C# note.\n\n#NotAHeading\n"
-    ).encode()
+        b"# Guide\n\nWhat this guide is for.\n\n## Install\n\nRun the installer.\n\n"
+        b"### Closing #\n\nDone. A C# note.\n\n#NotAHeading\n"
+    )
     parsed = parse_document(doc, "md")
     assert [b.location.get("heading") for b in parsed.blocks] == ["Guide", "Install", "Closing"]
     assert "#NotAHeading" in parsed.blocks[-1].text

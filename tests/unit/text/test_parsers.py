@@ -150,7 +150,7 @@ def test_empty_docx_has_no_text():
     "data, text",
     [
         (b"plain ascii", "plain ascii"),
-        ("naïve café ✓".encode("utf-8"), "naïve café ✓"),
+        ("naïve café ✓".encode(), "naïve café ✓"),
         ("\ufeffwith bom".encode("utf-8"), "with bom"),
         ("wide café".encode("utf-16"), "wide café"),
         ("wide café".encode("utf-16-be").join([b"\xfe\xff", b""]), "wide café"),
@@ -180,7 +180,7 @@ def test_blank_text_has_no_text(data):
 
 
 def test_utf8_cut_in_its_last_character_is_read_with_a_warning():
-    data = "任务失败三次以后会被转入死信队列。".encode("utf-8")[:-1]
+    data = "任务失败三次以后会被转入死信队列。".encode()[:-1]
     parsed = parse_document(data, "txt")
     assert parsed.text == "任务失败三次以后会被转入死信队列\ufffd"
     assert parsed.warnings == ["2 bytes that could not be decoded were replaced with “\ufffd”."]

@@ -35,11 +35,11 @@ def test_a_pdf_hyphen_at_a_line_end_still_joins_its_word():
 @pytest.mark.parametrize(
     "kind, data",
     [
-        ("txt", "Salaam abc\x03habibi, welcome.".encode()),
-        ("md", "# Hello\n\nSalaam abc\x03habibi, welcome.".encode()),
+        ("txt", b"Salaam abc\x03habibi, welcome."),
+        ("md", b"# Hello\n\nSalaam abc\x03habibi, welcome."),
         ("html", make_html("Greeting", "Salaam abc\x03habibi, welcome.")),
         ("html", b"<p>Salaam abc&#3;habibi, welcome.</p>"),
-        ("csv", "greeting\nSalaam abc\x03habibi\n".encode()),
+        ("csv", b"greeting\nSalaam abc\x03habibi\n"),
         ("docx", make_docx(["Salaam abc\u200bhabibi, welcome."])),
     ],
 )

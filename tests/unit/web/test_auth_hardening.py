@@ -22,7 +22,7 @@ BAD_IDS = (f"{ID}:tasks", ID.upper(), ID[:31], ID + "0", "x" * 32, "..", "%2e%2e
 
 
 def basic(user: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{password}".encode("utf-8")).decode()
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
     return {"Authorization": f"Basic {token}"}
 
 
@@ -50,7 +50,7 @@ def test_operator_passwords_compare_as_utf8_bytes(make_app, configured):
 
 def test_non_ascii_bearer_keys_are_refused_cleanly(make_app):
     client = make_app(INTAKE_API_KEYS=KEYS).test_client()
-    raw = "Bearer clé-ünïcode".encode("utf-8").decode("latin-1")  # as WSGI hands it over
+    raw = "Bearer clé-ünïcode".encode().decode("latin-1")  # as WSGI hands it over
     assert client.get("/api/batches", headers={"Authorization": raw}).status_code == 401
 
 

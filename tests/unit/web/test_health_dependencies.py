@@ -9,8 +9,8 @@ import base64
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families

@@ -5,7 +5,7 @@ escaping, what the upload form tells its script, the task page's timings and adv
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from jobs import detect_kind
 from tests.samples import make_docx, make_pdf, make_pdf_no_text
@@ -111,16 +111,16 @@ def test_task_page_shows_step_timings_and_advice(client, run_jobs):
 def test_no_progress_hint_for_a_running_task_with_an_old_heartbeat(client, redis):
     batch = upload(client, ("a.txt", b"Some words.")).get_json()
     task_id = batch["tasks"][0]["id"]
-    old = (datetime.now(timezone.utc) - timedelta(minutes=3, seconds=5)).isoformat()
+    old = (datetime.now(UTC) - timedelta(minutes=3, seconds=5)).isoformat()
     redis.hset(f"intake:task:{task_id}", mapping={"status": "running", "updated_at": old})
     assert "No progress for 3 min" in client.get(batch["page_url"]).get_data(as_text=True)
-    fresh = datetime.now(timezone.utc).isoformat()
+    fresh = datetime.now(UTC).isoformat()
     redis.hset(f"intake:task:{task_id}", mapping={"updated_at": fresh})
     assert "No progress for" not in client.get(batch["page_url"]).get_data(as_text=True)
 
 
 def test_display_words_and_durations():
-    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
     step = {"started_at": "2025-01-01T11:59:58.500Z", "ended_at": "2025-01-01T12:00:00.000Z"}
     assert display.duration(step) == "1.50 s" and display.duration({"started_at": None}) == ""
     assert display.clock("2025-01-01T11:59:58.500Z") == "11:59:58"

@@ -8,8 +8,8 @@ import hmac
 import inspect
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
