@@ -6,10 +6,10 @@ server; then, with production `rq worker` processes, the pipeline against bare R
 progress writes of one job (bench.metawrites), a 200-task batch poll (bench.batchpoll), a
 search over 10,000 chunks (bench.search), one tenant's 50 documents behind another's 500
 (bench.fair_share), a 200 MiB upload's cost to the web's memory and a re-index of 200
-documents against their first ingest (bench.originals), and, in this process once the servers are stopped, the first OCR page of
-a scan against its later ones in a process warmed up as a worker is (bench.ocr_first_page),
-a 40-page scan made searchable by 2 workers against 1, with servers of its own
-(bench.scan_split),
+documents against their first ingest (bench.originals), and, in this process once the servers are
+stopped, the first OCR page of a scan against its later ones in a process warmed up as a worker is
+(bench.ocr_first_page), a 40-page scan made searchable by 2 workers against 1, with servers of its
+own (bench.scan_split),
 the parse step on a 300-page PDF against bare pypdfium2 and OCR's pages per second
 (bench.pdf), OCR's word and character recall on generated clean scans (bench.ocr_quality),
 Intake's search against BM25 on the CISI collection (bench.search_quality),

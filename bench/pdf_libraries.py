@@ -181,7 +181,7 @@ def main() -> int:
     )
     rows = compare()
     show(rows)
-    print(json.dumps([{k: v for k, v in row.items()} for row in rows], default=str))
+    print(json.dumps([dict(row) for row in rows], default=str))
     return 0
 
 

@@ -1,8 +1,8 @@
 """pipeline_overhead_ratio: N tiny documents through Intake's pipeline against N bare RQ no-op
 jobs, drained by the same production workers.
 
-Both sides run on the same `rq worker` processes (jobs.worker.workers.worker_command: IntakeWorker, a
-fork per job, the scheduler, Intake's three queues), started once and idle before every round.
+Both sides run on the same `rq worker` processes (jobs.worker.workers.worker_command: IntakeWorker,
+a fork per job, the scheduler, Intake's three queues), started once and idle before every round.
 A round's clock starts when all its jobs are in the queue and stops when the last of them is
 finished (RQ's finished registries, polled every 10 ms: bench.measure.Completion):
 

@@ -1,11 +1,12 @@
 """Submit with one replica attached (issue 16): what waiting for its confirmation (WAIT) costs.
 
 `attached(svc)` starts a redis-server replica of the bench's Redis (`--replicaof`, loopback, no
-persistence), waits until it confirms a write (WAIT answers 1), and stops it at the end, waiting until the primary lists none (so later phases measure a plain Redis again). While
-it runs, bench.__main__ measures submit exactly as for `submit_ratio`: Intake's upload (ROLE
-read with the claim lists a replica, so the upload's last pipeline ends with `WAIT 1 500`)
-against the same bare RQ enqueue, interleaved, on the same server. `waits()` counts the WAITs
-the primary ran (INFO commandstats), to show the measured path really waited.
+persistence), waits until it confirms a write (WAIT answers 1), and stops it at the end, waiting
+until the primary lists none (so later phases measure a plain Redis again). While it runs,
+bench.__main__ measures submit exactly as for `submit_ratio`: Intake's upload (ROLE read with the
+claim lists a replica, so the upload's last pipeline ends with `WAIT 1 500`) against the same bare
+RQ enqueue, interleaved, on the same server. `waits()` counts the WAITs the primary ran (INFO
+commandstats), to show the measured path really waited.
 
 `python -m bench.replica_alone [--rounds N]` runs just the two submit measurements (plain, then with
 the replica), at the bench's scale unless told fewer rounds.

@@ -274,8 +274,8 @@ def procfile_web(
     through /bin/sh (as a Procfile runner does; `exec`, so the pid is gunicorn's master) with
     PORT set to a free port, the venv's bin first on PATH, and the environment `gunicorn()`
     gives (REDIS_URL, a SECRET_KEY, no INTAKE_* but those of `extra`). Yields its base URL,
-    the master's pid and the line. Stopped with SIGINT (gunicorn's quick shutdown: the benchmark's streams are
-    gone by then), then SIGKILL of its process group after 15 s."""
+    the master's pid and the line. Stopped with SIGINT (gunicorn's quick shutdown: the benchmark's
+    streams are gone by then), then SIGKILL of its process group after 15 s."""
     line = procfile_command("web")
     port = free_port()
     log = workdir / "web.log"

@@ -536,7 +536,7 @@ def run(log: Log) -> dict[str, Any]:
 
             client = Client(base, "0" * 32, nonce)
             batch_ids = []
-            for n in range(BATCHES + 1):
+            for _ in range(BATCHES + 1):
                 prepared = measure.upload(
                     client.session,
                     client.upload_url,

@@ -168,7 +168,8 @@ STORAGE_ENV = "INTAKE_STORAGE_URL"
 
 
 def _say(text: str) -> None:
-    """Print to the terminal; a closed pipe (`make run | tee` after Ctrl-C) must not stop the cleanup."""
+    """Print to the terminal; a closed pipe (`make run | tee` after Ctrl-C) must not stop the
+    cleanup."""
     with contextlib.suppress(OSError):
         print(text, file=sys.stderr, flush=True)
 

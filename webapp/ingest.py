@@ -1,5 +1,5 @@
-"""`flask --app webapp ingest PATH…`, `reindex` and friends: Intake from a terminal, through the same code
-as the API (the same file checks, the same submit, the same task JSON)."""
+"""`flask --app webapp ingest PATH…`, `reindex` and friends: Intake from a terminal, through the
+same code as the API (the same file checks, the same submit, the same task JSON)."""
 
 from __future__ import annotations
 

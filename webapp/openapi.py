@@ -445,8 +445,9 @@ SCHEMAS: dict[str, Any] = {
                                 "properties": {
                                     "apart": {
                                         "type": "boolean",
-                                        "description": "on a Redis of its own (INTAKE_KB_URL); else "
-                                        "the queue's, and as `redis` found it",
+                                        "description": "on a Redis of its own "
+                                        "(INTAKE_KB_URL); else the queue's, and as "
+                                        "`redis` found it",
                                     },
                                     "replicas": {
                                         "type": "array",

@@ -1,8 +1,8 @@
 """The page session: Flask's signed cookie, carrying the id of a record kept in Redis.
 
 Why a record: a signed cookie alone cannot be revoked, so a copy taken before sign-out would
-still work. The cookie carries a random session id (jobs.core.sessions), every request signed in by a
-session reads its record once, and signing out deletes it: every copy is refused afterwards.
+still work. The cookie carries a random session id (jobs.core.sessions), every request signed in by
+a session reads its record once, and signing out deletes it: every copy is refused afterwards.
 The record lives as long as Flask accepts the cookie's signature (PERMANENT_SESSION_LIFETIME).
 
 Why an interface of our own: the cookie must be Secure whenever the request came over HTTPS

@@ -93,8 +93,10 @@ def quality(connection) -> dict[str, dict[str, float]]:
     for rank in ("ts_rank_cd", "ts_rank"):
         for norm in (0, 1):
             search = searcher(connection, "cisi", rank, norm, search_quality.RANKED)
-            scored = search_quality.score(
-                lambda q: search_quality.documents_of(r[0] for r in search(q)), queries, relevant
+            scored = search_quality.score(  # calls the lambda here, with this `search`
+                lambda q: search_quality.documents_of(r[0] for r in search(q)),  # noqa: B023
+                queries,
+                relevant,
             )
             found[f"{rank}/{norm}"] = {k: round(v, 4) for k, v in scored.items()}
     return found

@@ -1,9 +1,9 @@
 """What GET /api/health reports: Redis answers, which workers live, how deep each queue is,
 whether a scheduler holds its lock. Only RQ's public API reads RQ's state.
 
-`queues` names every queue of every tenant (jobs.core.queues: `default`'s are the plain three, always
-listed); `priorities` sums them per priority over the tenants; `unscheduled` lists the queues no
-scheduler holds the lock of (their retries with a backoff would not come back); `replication`
+`queues` names every queue of every tenant (jobs.core.queues: `default`'s are the plain three,
+always listed); `priorities` sums them per priority over the tenants; `unscheduled` lists the queues
+no scheduler holds the lock of (their retries with a backoff would not come back); `replication`
 says whether an upload now would be confirmed by a replica (jobs.core.replicas).
 
 `dependencies` names each thing Intake leans on, whether it answers and how fast: `redis` (the

@@ -360,7 +360,8 @@ def task_batches(task_id: str) -> str:
 
 
 def batch_live(batch_id: str) -> str:
-    """A batch's tasks not yet finished (jobs.tasks.webhook_events): empty, the batch is complete."""
+    """A batch's tasks not yet finished (jobs.tasks.webhook_events): empty, the batch is
+    complete."""
     return f"{PREFIX}batch:{batch_id}:live"
 
 

@@ -3,14 +3,14 @@ queues, and the order a worker takes them in (docs/architecture.md §15).
 
 Every tenant has three RQ queues, one per priority. Tenant `default` (the only one without
 INTAKE_API_KEYS) keeps the plain names `intake-high`, `intake`, `intake-bulk`, so a
-single-tenant deployment has just the three queues the Procfile names; another tenant T gets `intake-high.T`,
-`intake.T`, `intake-bulk.T` (tenant names never hold a dot). They are ordinary RQ queues, so
-`rq info` and rq-dashboard show each tenant's backlog as it is.
+single-tenant deployment has just the three queues the Procfile names; another tenant T gets
+`intake-high.T`, `intake.T`, `intake-bulk.T` (tenant names never hold a dot). They are ordinary RQ
+queues, so `rq info` and rq-dashboard show each tenant's backlog as it is.
 
 Workers may not know INTAKE_API_KEYS, and keys are added while they run, so a tenant's queues
 are registered in Redis (`keys.queue_tenants()`) by the pipeline that enqueues its first job, and
-workers read that set between dequeues (jobs.worker.workers). The fair order alternates tenants: after
-a job of tenant T a worker looks at the next tenant's queues first, each tenant's in priority
+workers read that set between dequeues (jobs.worker.workers). The fair order alternates tenants:
+after a job of tenant T a worker looks at the next tenant's queues first, each tenant's in priority
 order, so one tenant's backlog never starves another and priorities hold within a tenant.
 """
 

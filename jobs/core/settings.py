@@ -84,7 +84,8 @@ class Settings:
     ocr_languages: str = "en,zh"
     ocr_max_pages: int = 200
     ocr_page_timeout: float = 60.0
-    # Webhooks (jobs.tasks.webhook_events, jobs.webhooks.delivery): unset URL, nothing is recorded or sent.
+    # Webhooks (jobs.tasks.webhook_events, jobs.webhooks.delivery): unset URL, nothing is recorded
+    # or sent.
     webhook_url: str = ""
     webhook_secret: str = ""
     webhook_timeout: float = 10.0
@@ -143,7 +144,8 @@ class Settings:
 
     @classmethod
     def from_mapping(cls, env: Mapping[str, Any]) -> Settings:
-        """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the variable."""
+        """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the
+        variable."""
         values: dict[str, Any] = {}
         for f in fields(cls):
             name = f.name.upper() if f.name.startswith("redis_") else "INTAKE_" + f.name.upper()

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, ContextManager, Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -202,7 +202,7 @@ class LocalEmbedder:
 class Gate(Protocol):
     """What an HTTP embedder asks before each request, and tells after some answers."""
 
-    def admit(self) -> ContextManager[int]:
+    def admit(self) -> contextlib.AbstractContextManager[int]:
         """Wait until a request may go (or raise a TransientError: `BudgetUnavailable`) and
         hold its place while the block runs; yields the largest batch the service is known to
         take (0: none known)."""

@@ -12,11 +12,11 @@ What stays right as documents come and go: a level only orders a term's postings
 computed once, with the fixed L, and never re-written. What bounds a level's scores is kept
 beside it: the largest tf and the shortest chunk among its postings (the term's levels hash),
 from which the search computes the most any of them scores with today's average length; where
-all of a level's chunks are alike, that bound is their very score, and a search stops there. Each chunk keeps its own row,
-``length (4 bytes)`` then ``bucket (4) + tf (2) + level (1)`` per term sorted by bucket, from
-which a candidate is scored exactly, with the inverse document frequencies and the average
-length of the moment. Integers are big-endian so the search script can read them with
-``string.byte`` (fakeredis's Lua has no ``struct``).
+all of a level's chunks are alike, that bound is their very score, and a search stops there. Each
+chunk keeps its own row, ``length (4 bytes)`` then ``bucket (4) + tf (2) + level (1)`` per term
+sorted by bucket, from which a candidate is scored exactly, with the inverse document frequencies
+and the average length of the moment. Integers are big-endian so the search script can read them
+with ``string.byte`` (fakeredis's Lua has no ``struct``).
 
 Pure: no redis.
 """

@@ -72,11 +72,12 @@ end
 # KEYS: stats, df, live, rows (tf), texts, then each query term's levels (keys.kb_levels), in the
 # order of the terms. ARGV: prefix (keys.kb_prefix: the postings `i:<bucket>:<level>` a term's
 # levels name, and the hits' documents, are derived from it), k, budget, k1, b, delta, last,
-# state, then (bucket as 4 bytes, how often the query names it) per term. Scores are BM25L's: per term idf * tf part (jobs.kb.postings.tf_part), with
-# idf = ln((N + 1) / (df + 0.5)) over the tenant's indexed chunks (Lucene's). A call scores
-# at most `budget` chunks; if it is not done by then and `last` is not '1', it returns where it
-# is (`state`: the average length and each term's weight it started with, each term's level
-# and offset, the top so far), and the next call goes on from there.
+# state, then (bucket as 4 bytes, how often the query names it) per term. Scores are BM25L's: per
+# term idf * tf part (jobs.kb.postings.tf_part), with idf = ln((N + 1) / (df + 0.5)) over the
+# tenant's indexed chunks (Lucene's). A call scores at most `budget` chunks; if it is not done by
+# then and `last` is not '1', it returns where it is (`state`: the average length and each term's
+# weight it started with, each term's level and offset, the top so far), and the next call goes on
+# from there.
 _LEXICAL = (
     _HYDRATE
     + r"""

@@ -400,7 +400,8 @@ class VectorStore:
             if dim <= HNSW_MAX_DIMENSION:
                 cursor.execute(
                     sql.SQL(
-                        "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
+                        "CREATE INDEX IF NOT EXISTS {} ON {}"
+                        " USING hnsw (embedding vector_cosine_ops)"
                     ).format(sql.Identifier(f"{TABLE_PREFIX}{dim}_hnsw"), table)
                 )
             else:

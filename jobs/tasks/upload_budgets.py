@@ -67,8 +67,9 @@ def release(pipe: Pipeline | Redis, tenant: str, task_id: str) -> None:
 
 
 def recount(connection: Redis) -> int:
-    """Recount what every tenant has waiting from the tasks still live; returns the total. Run now and then by the housekeeping. Sizes recorded before
-    per-tenant budgets are moved to their tenant first."""
+    """Recount what every tenant has waiting from the tasks still live; returns the total. Run now
+    and then by the housekeeping. Sizes recorded before per-tenant budgets are moved to their tenant
+    first."""
     _migrate_legacy_sizes(connection)
     total = 0
     head, tail = keys.tenant_blob_sizes("\0").split("\0")

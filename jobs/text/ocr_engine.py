@@ -52,7 +52,7 @@ class SpacedDecode(CTCLabelDecode):
     """RapidOCR's CTC decoding, with the spaces its greedy choice drops between Latin words
     put back from the model's probability of a space (module docstring)."""
 
-    def __init__(self, decoder: CTCLabelDecode) -> None:  # noqa: super().__init__ reads files
+    def __init__(self, decoder: CTCLabelDecode) -> None:  # no super().__init__(): it reads files
         self.character, self.dict = decoder.character, decoder.dict
         if self.character[-1] != " ":
             raise ValueError("RapidOCR's dictionary no longer ends with the space")
@@ -96,7 +96,9 @@ class PageOrientation(TextClassifier):
     and the recognizer, on up to CHECKED_LINES of them, reads them turned with more confidence
     than as they are; then all of them are turned."""
 
-    def __init__(self, classifier: TextClassifier, recognizer: Any) -> None:  # noqa: shares
+    def __init__(
+        self, classifier: TextClassifier, recognizer: Any
+    ) -> None:  # no super().__init__(): shares
         self.__dict__.update(classifier.__dict__)  # its model
         self.recognizer = recognizer
         self.upside_down = False  # of the last page classified

@@ -47,8 +47,9 @@ READ_BYTES = MIB
 HEARTBEAT_SECONDS = 5.0
 CRASHED = "reader_crashed"
 #: Address space above the parse's own bound kept for OCR, taken only once OCR starts
-#: (jobs.text.ocr), so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
-#: their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never touched.
+#: (jobs.text.ocr), so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV,
+#: the models, their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never
+#: touched.
 OCR_ADDRESS_SPACE = 1024 * MIB
 #: How libraries word a refused allocation in the errors they raise instead of MemoryError.
 _OUT_OF_MEMORY_SIGNS = (

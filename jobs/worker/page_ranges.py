@@ -5,10 +5,10 @@ range jobs it and they enqueue (jobs.worker.scan_reading), and any of them may b
 worker. So a range is not given to a job: a reader claims the next range nobody holds, for
 CLAIM_SECONDS, and renews the claim as each page starts and every few seconds while a page is
 read (jobs.text.sandbox's heartbeat); a range whose reader was lost is claimed again once its
-claim has lapsed, by whichever reader asks next, and a range that loses MAX_TRIES readers fails the task (a page that kills its
-reader each time would otherwise be read for ever). A range read is kept (its reply, as
-jobs.text.parse_reply encodes it) until the task ends, so a retry of the task reads only the
-ranges not read yet.
+claim has lapsed, by whichever reader asks next, and a range that loses MAX_TRIES readers fails the
+task (a page that kills its reader each time would otherwise be read for ever). A range read is kept
+(its reply, as jobs.text.parse_reply encodes it) until the task ends, so a retry of the task reads
+only the ranges not read yet.
 
 Every claim, page and save is judged against the task in the same script: ranges are read
 only for the task's current run while it runs (a cancel, a Retry's new run or a delete stops
@@ -64,7 +64,7 @@ local function sum_read()
   for i = 0, count - 1 do total = total + tonumber(redis.call('HGET', KEYS[2], 'read:' .. i) or '0') end
   return total
 end
-"""
+"""  # noqa: E501  (Lua)
 
 # KEYS: task, ranges, readers. ARGV[7..10]: reader, claim seconds, most tries, ttl.
 # Returns {'claimed', i, read} | {'wait', read} | {'done', read} | {'failed', i} | {'gone', status}.
@@ -99,7 +99,7 @@ redis.call('HSET', KEYS[3], ARGV[7], chosen)
 redis.call('EXPIRE', KEYS[2], ARGV[10])
 redis.call('EXPIRE', KEYS[3], ARGV[10])
 return {'claimed', tostring(chosen), tostring(sum_read())}
-"""
+"""  # noqa: E501  (Lua)
 )
 
 # KEYS: task, ranges. ARGV[7..10]: reader, range, pages read, claim seconds.
@@ -111,7 +111,7 @@ local claim = redis.call('HGET', KEYS[2], 'claim:' .. ARGV[8])
 if not claim or string.match(claim, '^(.*)|') ~= ARGV[7] then return {'lost', ''} end
 redis.call('HSET', KEYS[2], 'claim:' .. ARGV[8], string.format('%s|%s', ARGV[7], now + tonumber(ARGV[10])), 'read:' .. ARGV[8], ARGV[9])
 return {'ok', tostring(sum_read())}
-"""
+"""  # noqa: E501  (Lua)
 )
 
 # KEYS: task, ranges, readers, done. ARGV[7..11]: reader, range, pages in it, reply, ttl.
@@ -136,7 +136,7 @@ for i = 0, count - 1 do
   end
 end
 return {'saved', tostring(unclaimed)}
-"""
+"""  # noqa: E501  (Lua)
 )
 
 # KEYS: ranges, readers, done. ARGV: reader, range, failure (JSON, '' to only let the range go).
@@ -149,7 +149,7 @@ if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 1
-"""
+"""  # noqa: E501  (Lua)
 
 
 @dataclass(frozen=True)
@@ -258,8 +258,8 @@ class PageRanges:
 
     def page_started(self, index: int, read_in_range: int) -> int:
         """Renew this reader's claim (as a page starts, or while it is read), `read_in_range`
-        pages of it read; returns the pages of the scan read so far. Raises CancelRequested or Superseded (also when
-        another reader holds the range: this one's claim lapsed)."""
+        pages of it read; returns the pages of the scan read so far. Raises CancelRequested or
+        Superseded (also when another reader holds the range: this one's claim lapsed)."""
         reply = self._run(
             _PAGE,
             [self.key],

@@ -2,10 +2,10 @@
 parse → chunk → embed → index.
 
 `ingest_document` is RQ's entry point only: it hands the job, the task id and this process's
-parts (jobs.worker.parts: settings, embedder, progress reporter) to `run_attempt`, which uses nothing
-else. An attempt first takes its task (jobs.worker.attempts): only the job of the task's current run
-may, and only while the task may start; a job canceled just as it was dequeued, or one of a
-run a Retry replaced, ends at once having changed nothing. After that every write of the
+parts (jobs.worker.parts: settings, embedder, progress reporter) to `run_attempt`, which uses
+nothing else. An attempt first takes its task (jobs.worker.attempts): only the job of the task's
+current run may, and only while the task may start; a job canceled just as it was dequeued, or one
+of a run a Retry replaced, ends at once having changed nothing. After that every write of the
 attempt is fenced by its own id, and it checks that it still owns the task between steps and
 embedding batches, so a cancel, a Retry or a delete stops it at its next checkpoint. Completed
 steps and embedding batches are checkpointed, so a retry resumes where the last attempt

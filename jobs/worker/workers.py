@@ -3,8 +3,8 @@
 Every worker runs the scheduler (RQ only moves retries with a backoff back to their queue from a
 worker started with it) and short heartbeats, so that a job abandoned by a lost machine is
 noticed within a known bound: its heartbeat expires 65 s after the last one (job monitoring
-interval 5 s + RQ's fixed 60 s), and every worker's maintenance thread (jobs.worker.maintenance) runs
-the started registries' cleanup and the reconciler at most 4 s apart, idle or busy: the task
+interval 5 s + RQ's fixed 60 s), and every worker's maintenance thread (jobs.worker.maintenance)
+runs the started registries' cleanup and the reconciler at most 4 s apart, idle or busy: the task
 leaves `running` within about 75 s of the machine's loss (docs/deploying.md).
 
 Fair share (docs/architecture.md §15, jobs.core.queues, jobs.worker.fairshare): the command line
@@ -187,8 +187,8 @@ def worker_command(
 
 class WebhookWorker(Worker):
     """RQ's forking worker for the webhook queue only (jobs.webhooks.delivery): a slow or dead
-    endpoint holds this process, never an ingestion worker. The delivery module and its HTTP client are
-    imported and the settings read once here, so every fork starts warm; the ingestion
+    endpoint holds this process, never an ingestion worker. The delivery module and its HTTP client
+    are imported and the settings read once here, so every fork starts warm; the ingestion
     workers' maintenance (the reconciler) is theirs, not this one's."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

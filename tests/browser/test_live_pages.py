@@ -98,7 +98,7 @@ def test_a_folder_upload_sends_relative_paths_and_shows_what_was_refused(page, w
         """() => {
         const transfer = new DataTransfer();
         transfer.items.add(new File(['Dropped words about %s.'], 'dropped.txt', {type: 'text/plain'}));
-        return transfer; }"""
+        return transfer; }"""  # noqa: E501, UP031  (JavaScript: {} would need doubling)
         % word
     )
     page.dispatch_event("[data-drop-zone]", "drop", {"dataTransfer": drop})
@@ -226,7 +226,7 @@ def test_a_200_document_batch_costs_one_request_per_refresh(open_page, web, api,
         workers.start(2)
     for page in (streaming, polling):
         poll(
-            lambda: page.locator(f"{ROWS}[data-status=succeeded]").count(),
+            lambda: page.locator(f"{ROWS}[data-status=succeeded]").count(),  # noqa: B023  (polled now)
             lambda done: done == 200,
             timeout=120,
             interval=0.5,

@@ -72,7 +72,8 @@ def _inputs(body: Any) -> tuple[str, ...]:
 
 
 class _QuietHTTPServer(ThreadingHTTPServer):
-    """A client that gave up (a timeout, a killed work-horse) is normal here, not worth a traceback."""
+    """A client that gave up (a timeout, a killed work-horse) is normal here, not worth a
+    traceback."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
@@ -140,7 +141,7 @@ class EmbeddingServer:
             if self._input_limit and len(inputs) > self._input_limit[0]:
                 mode = f"too_many:{self._input_limit[1]}"
             else:
-                for position, (scripted, match) in enumerate(self._scripted):
+                for position, (_, match) in enumerate(self._scripted):
                     if match is None or any(match in text for text in inputs):
                         mode = self._scripted.pop(position)[0]
                         break

@@ -106,12 +106,14 @@ def redis_server(
             "\n"
             + "!" * 78
             + "\n!!! redis-server is NOT installed (or INTAKE_ITEST_FAKEREDIS=1): the "
-            "integration tests\n!!! run on fakeredis's TcpFakeServer; Redis restart tests are SKIPPED.\n"
-            + "!" * 78
-            + "\n"
+            "integration tests\n!!! run on fakeredis's TcpFakeServer; "
+            "Redis restart tests are SKIPPED.\n" + "!" * 78 + "\n"
         )
         print(banner, file=sys.__stderr__, flush=True)
-        warnings.warn("integration tests use the fakeredis TCP fallback, not a real redis-server")
+        warnings.warn(
+            "integration tests use the fakeredis TCP fallback, not a real redis-server",
+            stacklevel=1,
+        )
         server: RedisServer | FakeRedisTcpServer = FakeRedisTcpServer()
     else:
         group = _group(tmp_path_factory, "redis")

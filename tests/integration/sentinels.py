@@ -90,7 +90,7 @@ class SentinelCluster:
             process.start()
         for port in self.servers:
             poll(
-                lambda: _probe(port).ping(),
+                lambda: _probe(port).ping(),  # noqa: B023  (polled in this iteration)
                 timeout=timeout,
                 message=f"redis-server {port} answering",
                 ignore=(redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError),
@@ -107,7 +107,7 @@ class SentinelCluster:
         # Every Sentinel knows the primary, its replica and the other two (a quorum can act).
         for port in self.sentinel_ports:
             poll(
-                lambda: _probe(port).sentinel_master(MASTER),
+                lambda: _probe(port).sentinel_master(MASTER),  # noqa: B023  (polled here)
                 lambda m: (
                     int(m.get("num-other-sentinels", 0)) == 2 and int(m.get("num-slaves", 0)) == 1
                 ),

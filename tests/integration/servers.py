@@ -4,7 +4,8 @@
   restart it on the same port (with its data by default, or as a crash that loses it).
 - `FakeRedisTcpServer`: the fallback when redis-server is not installed; not restartable, so a
   test that needs a restart is skipped with the reason.
-- `WorkerPool`: `rq worker` processes built by `jobs.worker.workers.worker_command`, registered in Redis.
+- `WorkerPool`: `rq worker` processes built by `jobs.worker.workers.worker_command`, registered in
+  Redis.
 - `WebServer`: the Procfile's `web:` line as it is (gunicorn), on a free port.
 """
 

@@ -10,8 +10,8 @@ tests, and stops it afterwards:
   shows the wait (about a minute, counted from the first request), stays `running` at attempt 1,
   and a cancel stops the wait; a search answers by words at once. Seeing the fourth request go
   60 s after the first would make the test a minute longer: the tests of jobs.embedding.budget
-  (tests/unit/embedding/test_embedding_budget.py) prove on a short window that the waiter goes once the
-  oldest request leaves it, and the wait shown here is that window's end;
+  (tests/unit/embedding/test_embedding_budget.py) prove on a short window that the waiter goes once
+  the oldest request leaves it, and the wait shown here is that window's end;
 - a 429 with Retry-After: 3: no request of any worker reaches the server before it passed, and
   every document succeeds at its first attempt;
 - batches over 8 refused (a 413, then a 400 "too many inputs") with INTAKE_EMBEDDING_BATCH_SIZE=32:

@@ -63,7 +63,9 @@ def five_formats(web, worker_pool) -> Iterator[Ingested]:
         ),
         (
             names["md"],
-            f"# Release notes\n\nThe {words['md']} checklist lists every step of the release.\n".encode(),
+            (
+                f"# Release notes\n\nThe {words['md']} checklist lists every step of the release.\n"
+            ).encode(),
             "text/markdown",
         ),
         (

@@ -97,7 +97,8 @@ class _Traffic(threading.Thread):
                 n += 1
                 text = f"Upload {n} of the {self.word} stream, sent during a failover."
                 for kind, call in (
-                    ("upload", lambda: upload(client, [txt(f"stream-{n}.txt", text)])[0]),
+                    # Called in this iteration, before n and text change.
+                    ("upload", lambda: upload(client, [txt(f"stream-{n}.txt", text)])[0]),  # noqa: B023
                     ("health", lambda: client.get("/api/health")),
                 ):
                     try:

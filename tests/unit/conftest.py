@@ -49,8 +49,9 @@ def client(app):
 
 @pytest.fixture
 def run_jobs(redis):
-    """Drain every queue (every tenant's: jobs.core.queues) in-process, with the settings the test put in the environment and,
-    if given, an embedder of the test's own (handed to the jobs as jobs.worker.parts)."""
+    """Drain every queue (every tenant's: jobs.core.queues) in-process, with the settings the test
+    put in the environment and, if given, an embedder of the test's own (handed to the jobs as
+    jobs.worker.parts)."""
 
     def run(embedder=None):
         settings = Settings.from_env()

@@ -103,7 +103,7 @@ import logging, sys
 import fakeredis
 {build}
 print(sorted(name for name in ("cv2", "onnxruntime", "rapidocr_onnxruntime") if name in sys.modules))
-"""
+"""  # noqa: E501  (the child's source)
 _WEB = "import webapp\nwebapp.create_app()"
 _WORKER = """
 from jobs.worker.workers import IntakeWorker
