@@ -93,8 +93,8 @@ class ManagedProcess:
 
     def send_signal(self, sig: int) -> None:
         """`sig` to this process only (not its group), e.g. SIGKILL for a crash test."""
-        if self.running:
-            self.popen.send_signal(sig)  # type: ignore[union-attr]
+        if self.popen is not None and self.running:
+            self.popen.send_signal(sig)
 
     def stop(self, timeout: float = 20.0, sig: int = signal.SIGTERM) -> int | None:
         """`sig`, up to `timeout` s to exit, then SIGKILL of its group; returns the exit code
@@ -125,15 +125,15 @@ def stop_all(
     """Stop several children at once: `sig` to each, one shared deadline, then SIGKILL of the
     groups of those still running and of the leftovers (a horse, a gunicorn worker) of those
     that exited."""
-    started = [p for p in processes if p.popen is not None]
-    for process in started:
+    started = [(p, p.popen) for p in processes if p.popen is not None]
+    for process, popen in started:
         if process.running:
             with contextlib.suppress(ProcessLookupError):
-                process.popen.send_signal(sig)  # type: ignore[union-attr]
+                popen.send_signal(sig)
     deadline = time.monotonic() + timeout
-    for process in started:
+    for process, popen in started:
         try:
-            process.popen.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
+            popen.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             log.warning(
                 "%s (pid %s) still running after %.0f s: SIGKILL",
@@ -142,7 +142,7 @@ def stop_all(
                 timeout,
             )
             process.kill_group()
-            process.popen.wait(10)  # type: ignore[union-attr]
+            popen.wait(10)
         process.kill_group()
 
 

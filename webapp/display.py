@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Flask
+from flask.sansio.app import App
 from markupsafe import Markup, escape
 
 from jobs import ATTEMPT_WORDS, attempt_words, match_pattern, parse_iso
@@ -181,7 +181,7 @@ def now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
 
 
-def init_app(app: Flask) -> None:
+def init_app(app: App) -> None:
     app.add_template_filter(duration)
     app.add_template_filter(clock)
     app.add_template_filter(stalled)
@@ -193,8 +193,12 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(size_text)
     app.add_template_global(highlight)
     app.add_template_global(now_ms)
-    app.add_template_global(STATUS_LABELS, "STATUS_LABELS")
-    app.add_template_global(BATCH_LABELS, "BATCH_LABELS")
-    app.add_template_global(ADVICE, "ADVICE")
-    app.add_template_global(WORDS, "WORDS")
-    app.add_template_global(STALLED_AFTER_SECONDS, "STALLED_AFTER_SECONDS")
+    # Values, not functions: add_template_global stores them the same way, but is typed for
+    # functions only.
+    app.jinja_env.globals.update(
+        STATUS_LABELS=STATUS_LABELS,
+        BATCH_LABELS=BATCH_LABELS,
+        ADVICE=ADVICE,
+        WORDS=WORDS,
+        STALLED_AFTER_SECONDS=STALLED_AFTER_SECONDS,
+    )

@@ -193,7 +193,7 @@ class BatchStream:
             if self.sent_tasks.get(task["id"]) != mark:
                 self.sent_tasks[task["id"]] = mark
                 parts.append(message("task", task))
-        summary = {name: batch.get(name) for name in BATCH_FIELDS}
+        summary: dict[str, Any] = {name: batch.get(name) for name in BATCH_FIELDS}
         mark = (summary["status"], summary["progress"], tuple(sorted(summary["counts"].items())))
         if mark != self.sent_batch:
             self.sent_batch = mark

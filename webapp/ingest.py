@@ -19,6 +19,7 @@ from jobs import (
     LAST_RUN_FAILED,
     TERMINAL,
     FolderRecord,
+    Intake,
     LimitReached,
     NotFound,
     NotNow,
@@ -141,13 +142,7 @@ def ingest_command(
     _finish(service, tenant, batch, no_wait, refused=bool(checked.rejected))
 
 
-def _finish(
-    service,
-    tenant: str,
-    batch: dict,
-    no_wait: bool,  # type: ignore[no-untyped-def]
-    refused: bool,
-) -> None:
+def _finish(service: Intake, tenant: str, batch: dict, no_wait: bool, refused: bool) -> None:
     """Print the tasks and return (`no_wait`), or follow the batch with the bar and exit: 1
     when anything failed, was canceled or `refused`, NO_WORKER_EXIT when no worker listens."""
     if no_wait:
@@ -161,10 +156,7 @@ def _finish(
 
 
 def _sync_removals(
-    service,
-    record: FolderRecord,  # type: ignore[no-untyped-def]
-    present: list[str],
-    batch: dict | None,
+    service: Intake, record: FolderRecord, present: list[str], batch: dict | None
 ) -> None:
     """Record the version of each document this sync submitted (or found unchanged), remove
     the documents of files gone since the last one while they are still the version this
@@ -189,12 +181,7 @@ def _sync_removals(
     )
 
 
-def _remove_one(
-    service,
-    tenant: str,
-    document_id: str,  # type: ignore[no-untyped-def]
-    version: str | None,
-) -> str:
+def _remove_one(service: Intake, tenant: str, document_id: str, version: str | None) -> str:
     """Remove a gone file's document if it is still the version this folder brought; else
     why it stays (empty when removed, or already gone)."""
     if version is None:
@@ -228,7 +215,7 @@ def _log_to_file(path: Path) -> None:
             handler.setStream(path.open("a", encoding="utf-8"))
 
 
-def _follow(service, tenant: str, batch_id: str) -> dict | None:  # type: ignore[no-untyped-def]
+def _follow(service: Intake, tenant: str, batch_id: str) -> dict | None:
     """Redraw one progress line until the batch is terminal; returns its last state, or None
     when nothing moved for NO_WORKER_SECONDS and no worker listens on this Redis (after saying
     so: waiting would be forever)."""

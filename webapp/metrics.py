@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from jobs import (
     STEP_BUCKETS,
+    Intake,
     dead_letter_count,
     read_metrics,
     shared_queue_name,
@@ -51,7 +52,7 @@ LABELED = {
 class IntakeCollector(Collector):
     """Reads Redis at each scrape; nothing is held in this process."""
 
-    def __init__(self, service, per_tenant: bool) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, service: Intake, per_tenant: bool) -> None:
         self.service = service
         self.per_tenant = per_tenant
 

@@ -18,7 +18,8 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from flask import Flask, Response, current_app, g, redirect, request, session
+from flask import Flask, current_app, g, redirect, request, session
+from werkzeug.wrappers import Response
 
 from webapp import limits, sessions
 from webapp.errors import ApiError

@@ -19,7 +19,7 @@ import re
 import tempfile
 import unicodedata
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, BinaryIO, cast
 
 from flask import Request
 from werkzeug.datastructures import FileStorage
@@ -101,7 +101,9 @@ def accept(files: list[FileStorage], document_ids: list[str], settings: Settings
         filename = posixpath.basename(path)
         given = document_ids[position] if position < len(document_ids) else ""
         document_id = clean_path(given) or path
-        measured = measure_upload(storage.stream, settings.max_file_bytes, SNIFF_BYTES)
+        # werkzeug types the stream IO[bytes]; it is the request's temporary file or a BytesIO.
+        stream = cast(BinaryIO, storage.stream)
+        measured = measure_upload(stream, settings.max_file_bytes, SNIFF_BYTES)
         kind = detect_kind(filename, measured.head)
         problem = _problem(filename, measured.size, measured.head, kind, settings)
         if problem is not None:
@@ -118,7 +120,7 @@ def accept(files: list[FileStorage], document_ids: list[str], settings: Settings
                 size=measured.size,
                 sha256=measured.sha256,
                 data=measured.data,
-                source=storage.stream,
+                source=stream,
             )
         )
     return result

@@ -48,7 +48,7 @@ def report(connection: Redis) -> dict[str, Any]:
     depths = queues.depths(connection, names)
     priorities = dict.fromkeys(queues.PRIORITIES, 0)
     for name, depth in depths.items():
-        priorities[queues.parse(name)[1]] += depth
+        priorities[queues.priority_of(name)] += depth
     return {
         "redis": "ok",
         "workers": {"count": len(workers), "names": sorted(w.name for w in workers)},

@@ -254,7 +254,8 @@ class S3Store:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=piece)
             return len(piece)
         upload = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
-        parts, size = [], 0
+        parts: list[dict[str, Any]] = []
+        size = 0
         try:
             while piece:
                 reply = self.client.upload_part(

@@ -46,6 +46,14 @@ def parse(name: str) -> tuple[str, str] | None:
     return (tenant if sep else DEFAULT_TENANT), priority
 
 
+def priority_of(name: str) -> str:
+    """The priority of one of Intake's queue names; ValueError for any other queue."""
+    parsed = parse(name)
+    if parsed is None:
+        raise ValueError(f"{name!r} is not one of Intake's queues")
+    return parsed[1]
+
+
 def tenant_queue_names(tenant: str) -> list[str]:
     """A tenant's three queues, highest priority first."""
     return [queue_name(tenant, priority) for priority in PRIORITIES]

@@ -186,7 +186,7 @@ class WorkerRedis(Redis):
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> WorkerRedis:
-        return connect(url, WORKER, redis_class=cls, **kwargs)  # type: ignore[return-value]
+        return connect(url, WORKER, redis_class=cls, **kwargs)
 
 
 def dashboard_url(url: str) -> str:

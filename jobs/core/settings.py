@@ -152,7 +152,7 @@ class Settings:
             raw = env.get(name)
             if raw is None or raw == "":
                 continue
-            kind = type(f.default)
+            kind: type[Any] = type(f.default)  # every field has a plain default, no factory
             try:
                 values[f.name] = kind(raw) if kind is not int else int(str(raw).strip())
             except (TypeError, ValueError):

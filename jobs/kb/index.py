@@ -641,7 +641,7 @@ def collect_garbage(
             )
             if not batch:
                 break
-            spans = [tuple(int(n) for n in run.split(b":")) for run in batch]
+            spans = [(int(first), int(stop)) for first, stop in (r.split(b":") for r in batch)]
             if not _delete_runs(connection, tenant, spans, (lock, token)):
                 break
             if vectors is not None:

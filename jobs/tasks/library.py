@@ -219,6 +219,7 @@ def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dic
     ]
     found.sort(key=_newest_first)
     by_id = {record["id"]: record for record in found}
+    entry: dict[str, Any] | None
     if latest_id in by_id:
         entry = _from_task(document_id, latest_id, by_id[latest_id])
     else:

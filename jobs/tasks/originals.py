@@ -176,6 +176,7 @@ def load(
     inside the store, so that it belongs to the new version like any upload's. Its loss is
     permanent: the file must be uploaded again. A store that does not answer is transient: the
     attempt is retried like any outage, with a message that names the store."""
+    data: bytes | None
     try:
         if original_of and not store(settings).exists(name(tenant, document_id, task_id)):
             store(settings).copy(

@@ -657,8 +657,8 @@ def _summary(
     batch_id: str, created_at: str, uploads: Any, entries: list[bytes], tenant: str, trace_id: str
 ) -> dict[str, Any]:
     answer = []
-    for upload, task_id, existing in zip(uploads, entries[0::2], entries[1::2]):
-        task_id, existing = task_id.decode(), existing.decode()
+    for upload, raw_id, raw_existing in zip(uploads, entries[0::2], entries[1::2]):
+        task_id, existing = raw_id.decode(), raw_existing.decode()
         answer.append(
             {
                 "id": task_id,

@@ -52,7 +52,8 @@ class SpacedDecode(CTCLabelDecode):
     """RapidOCR's CTC decoding, with the spaces its greedy choice drops between Latin words
     put back from the model's probability of a space (module docstring)."""
 
-    def __init__(self, decoder: CTCLabelDecode) -> None:  # no super().__init__(): it reads files
+    # No super().__init__(): it reads the dictionary's files again.
+    def __init__(self, decoder: CTCLabelDecode) -> None:
         self.character, self.dict = decoder.character, decoder.dict
         if self.character[-1] != " ":
             raise ValueError("RapidOCR's dictionary no longer ends with the space")
@@ -96,10 +97,12 @@ class PageOrientation(TextClassifier):
     and the recognizer, on up to CHECKED_LINES of them, reads them turned with more confidence
     than as they are; then all of them are turned."""
 
-    def __init__(
-        self, classifier: TextClassifier, recognizer: Any
-    ) -> None:  # no super().__init__(): shares
-        self.__dict__.update(classifier.__dict__)  # its model
+    #: RapidOCR's classifier threshold (set by its __init__, taken over from `classifier`).
+    cls_thresh: float
+
+    # No super().__init__(): this one shares `classifier`'s model instead of loading its own.
+    def __init__(self, classifier: TextClassifier, recognizer: Any) -> None:
+        self.__dict__.update(classifier.__dict__)
         self.recognizer = recognizer
         self.upside_down = False  # of the last page classified
 

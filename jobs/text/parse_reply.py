@@ -106,7 +106,7 @@ def encode(parsed: ParsedDocument, max_chars: int) -> bytes:
 def take_progress(buffer: bytearray) -> tuple[list[str], bool]:
     """Remove the complete progress lines at the start of `buffer` and return their details,
     and whether the reply itself has begun (then nothing more is taken from the buffer)."""
-    details = []
+    details: list[str] = []
     while buffer.startswith(PROGRESS_PREFIX):
         end = buffer.find(b"\n")
         if end < 0:

@@ -69,7 +69,7 @@ def parse_bounded(
     max_chars: int = DEFAULT_MAX_CHARS,
     options: ParseOptions | None = None,
     budget_seconds: float | None = None,
-    heartbeat: Callable[[], None] | None = None,
+    heartbeat: Callable[[], object] | None = None,
 ) -> ParsedDocument:
     """parse_document in a child process (plain text and Markdown: in this one, under the same
     bounds, jobs.text.in_process); PermanentError when it fails, overruns a deadline, blows a
@@ -248,7 +248,7 @@ def _read_reply(
     deadlines: _Deadlines,
     max_chars: int,
     progress: Callable[[str], None] | None,
-    heartbeat: Callable[[], None] | None = None,
+    heartbeat: Callable[[], object] | None = None,
 ) -> bytearray:
     """Everything the child sends until it exits, progress relayed; PermanentError past a
     deadline or once the reply is longer than a `max_chars` text can be (the caller then kills
@@ -263,8 +263,8 @@ def _read_reply(
             raise deadlines.missed()
         wait = left if heartbeat is None else min(left, HEARTBEAT_SECONDS)
         if not poller.poll(wait * 1000):
-            if wait < left:
-                heartbeat()  # type: ignore[misc]  (set whenever wait < left)
+            if heartbeat is not None and wait < left:
+                heartbeat()
                 continue
             raise deadlines.missed()
         chunk = os.read(fd, min(READ_BYTES, limit + 1 - len(reply)))

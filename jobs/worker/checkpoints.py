@@ -86,7 +86,8 @@ class Checkpoints:
 
     def _write(self, fields: dict[str, Any], pipe: Pipeline | None) -> None:
         own = pipe is None
-        pipe = self.connection.pipeline() if own else pipe
+        if pipe is None:
+            pipe = self.connection.pipeline()
         pipe.hset(self.key, mapping=fields)
         pipe.expire(self.key, self.ttl_seconds)
         if own:
@@ -165,7 +166,8 @@ def decode_embedding(raw: bytes) -> Embedding:
     for dtype, length in zip(("<i8", "<u4", "<f4"), header["lengths"]):
         arrays.append(np.frombuffer(raw, dtype=dtype, count=length, offset=offset).copy())
         offset += np.dtype(dtype).itemsize * length
-    return SparseRows(*arrays, int(header["dimension"]))
+    indptr, indices, values = arrays
+    return SparseRows(indptr, indices, values, int(header["dimension"]))
 
 
 def _decode_npz(raw: bytes) -> Embedding:

@@ -45,7 +45,7 @@ def wake_up() -> None:
 def wanted_queues(given: list[str], tenants: list[str]) -> list[str]:
     """The command line's queues, then each tenant's queues of the static priorities named
     there (a worker started on `intake-bulk` alone serves every tenant's bulk)."""
-    priorities = {queues.parse(name)[1] for name in given if name in QUEUE_NAMES}
+    priorities = {queues.priority_of(name) for name in given if name in QUEUE_NAMES}
     extra = [
         queues.queue_name(tenant, priority)
         for tenant in tenants

@@ -14,6 +14,7 @@ on a Redis of its own, the flips that workers recorded but did not live to apply
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from redis import Redis
 
@@ -50,7 +51,7 @@ def run(
         index.collect_garbage(kb, tenant, vectors)
 
 
-def _tenants_with(connection: Redis, *key_of) -> set[str]:
+def _tenants_with(connection: Redis, *key_of: Callable[[str], str]) -> set[str]:
     """The tenants that have one of these per-tenant keys (each a function of the tenant)."""
     found = set()
     for make in key_of:

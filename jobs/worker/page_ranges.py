@@ -300,8 +300,8 @@ class PageRanges:
         """Until a range is saved (or fails), at most `seconds`."""
         self.connection.blpop([self.done_key], timeout=max(seconds, 0.01))
 
-    def replies(self) -> list[bytes]:
-        """Every range's reply, in order (once `claim` says Finished)."""
+    def replies(self) -> list[bytes | None]:
+        """Every range's reply, in order (once `claim` says Finished); None: deleted since."""
         count = len(self.ranges())
         return self.connection.hmget(self.key, [f"text:{i}" for i in range(count)])
 

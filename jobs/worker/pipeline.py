@@ -20,7 +20,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from redis import Redis
@@ -369,7 +369,10 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
             block = None  # saved under another batch size (another worker's): embed it again
         pipe = attempt.connection.pipeline()
         if block is None:
-            block = embedder.embed(batch, gate=gate) if gate else embedder.embed(batch)
+            if gate is not None and isinstance(embedder, HttpEmbedder):
+                block = embedder.embed(batch, gate=gate)
+            else:
+                block = embedder.embed(batch)
             attempt.checkpoints.save_embedding(start, block, pipe=pipe)
         attempt.queue_unsent(pipe)  # a failed embed leaves it to the failure's write
         blocks.append(block)
@@ -377,9 +380,10 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding:
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
         attempt.fence.check(pipe)  # one round trip for the checkpoint and the check
     reporter.end_step("embedding")
+    # One embedder made every block, so all are of the first one's kind.
     if isinstance(blocks[0], SparseRows):
-        return SparseRows.concatenate(blocks)
-    return np.vstack(blocks)
+        return SparseRows.concatenate(cast("list[SparseRows]", blocks))
+    return np.vstack(cast("list[np.ndarray]", blocks))
 
 
 def _budget_gate(attempt: Attempt, embedder: HttpEmbedder) -> WaitingGate:
@@ -478,8 +482,9 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     as_dict = error.as_dict(error.step or reporter.current_step)
     tenant, task_id = attempt.tenant, attempt.task_id
     if job.retries_left:
-        if getattr(error, "retry_after", None):
-            _stretch_retry(job, error.retry_after)
+        retry_after = getattr(error, "retry_after", None)  # TransientError's
+        if retry_after:
+            _stretch_retry(job, retry_after)
         delay = job.get_retry_interval()
         reporter.current_step = states.STEP_OF[states.WAIT_FOR_RETRY.target]
         words = tasks.attempt_words(

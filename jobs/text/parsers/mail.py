@@ -13,7 +13,7 @@ from __future__ import annotations
 import email
 import email.errors
 import email.policy
-from email.message import EmailMessage
+from email.message import EmailMessage, MIMEPart
 from typing import Any
 
 from jobs.core.failures import PermanentError
@@ -60,10 +60,12 @@ def _header_block(message: EmailMessage) -> Block:
     return Block("\n".join(lines))
 
 
-def _text_of(part: EmailMessage) -> Decoded:
+def _text_of(part: MIMEPart) -> Decoded:
     """A text part's content in its declared charset when that reads it, else detected (mail
     often declares us-ascii and carries UTF-8)."""
-    payload = part.get_payload(decode=True) or b""
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):  # None: no body (a text part is never multipart)
+        payload = b""
     charset = part.get_content_charset()
     if charset:
         try:
