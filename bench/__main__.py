@@ -6,10 +6,10 @@ server; then, with production `rq worker` processes, the pipeline against bare R
 progress writes of one job (bench.metawrites), a 200-task batch poll (bench.batchpoll), a
 search over 10,000 chunks (bench.search), one tenant's 50 documents behind another's 500
 (bench.fair_share), a 200 MiB upload's cost to the web's memory and a re-index of 200
-documents against their first ingest (bench.originals), and, in this process once the servers are stopped, the first OCR page of
-a scan against its later ones in a process warmed up as a worker is (bench.ocr_first_page),
-a 40-page scan made searchable by 2 workers against 1, with servers of its own
-(bench.scan_split),
+documents against their first ingest (bench.originals), and, in this process once the servers are
+stopped, the first OCR page of a scan against its later ones in a process warmed up as a worker is
+(bench.ocr_first_page), a 40-page scan made searchable by 2 workers against 1, with servers of its
+own (bench.scan_split),
 the parse step on a 300-page PDF against bare pypdfium2 and OCR's pages per second
 (bench.pdf), OCR's word and character recall on generated clean scans (bench.ocr_quality),
 Intake's search against BM25 on the CISI collection (bench.search_quality),
@@ -22,6 +22,7 @@ Prints progress
 on stderr, then a table on stdout, and as the LAST line one JSON object of the figures with
 "goals_met" (figures without a goal are only reported). See docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,23 +30,39 @@ import os
 import sys
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
-from bench import (batchpoll, dense_quality, failover, fair_share, measure, ocr_quality,
-                   originals, pdf, pipeline, replica, scaling, search, search_quality, streams)
+from bench import (
+    batchpoll,
+    dense_quality,
+    failover,
+    fair_share,
+    measure,
+    ocr_first_page,
+    ocr_quality,
+    originals,
+    pdf,
+    pipeline,
+    replica,
+    scaling,
+    scan_split,
+    search,
+    search_quality,
+    streams,
+)
 from bench.servers import Services, cpu_seconds, services
-from bench import ocr_first_page, scan_split
 from jobs.core import keys
 
-SUBMIT_WARMUP = 30          # per side, not measured
-SUBMIT_ROUNDS = 60          # pairs of rounds, order alternating (AB, BA, …)
-SUBMIT_PER_ROUND = 10       # sequential requests per side per round: 600 each in all
+SUBMIT_WARMUP = 30  # per side, not measured
+SUBMIT_ROUNDS = 60  # pairs of rounds, order alternating (AB, BA, …)
+SUBMIT_PER_ROUND = 10  # sequential requests per side per round: 600 each in all
 BATCH_FILES = 200
 BATCH_REPEATS = 3
 POLL_THREADS = 8
-POLL_ROUNDS = 15            # pairs of rounds, order alternating
+POLL_ROUNDS = 15  # pairs of rounds, order alternating
 POLL_SECONDS = 2.0
 CONDITIONAL_POLLS = 200
 
@@ -76,8 +93,13 @@ GOALS: dict[str, tuple[str, Callable[[float], bool]]] = {
 #: Figures shown and written with no goal: nothing to meet on this machine. Submit with a replica
 #: attached pays a round trip to another redis-server by design (WAIT): reported beside
 #: submit_ratio, not held to its goal.
-REPORTED = ("ocr_pages_per_s", "submit_ratio_replica", "failover_s", "failover_ratio",
-            "hybrid_ndcg_ratio")
+REPORTED = (
+    "ocr_pages_per_s",
+    "submit_ratio_replica",
+    "failover_s",
+    "failover_ratio",
+    "hybrid_ndcg_ratio",
+)
 
 
 def log(message: str) -> None:
@@ -87,10 +109,15 @@ def log(message: str) -> None:
 def with_cpu(svc: Services, run: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
     """run()'s result and the CPU seconds the client, gunicorn and redis-server used meanwhile,
     with the wall-clock seconds under "wall"."""
+
     def snapshot() -> dict[str, float]:
-        return {"wall": time.perf_counter(), "client": time.process_time(),
-                "web": cpu_seconds(svc.gunicorn_pid, with_children=True),
-                "redis": cpu_seconds(svc.redis_pid)}
+        return {
+            "wall": time.perf_counter(),
+            "client": time.process_time(),
+            "web": cpu_seconds(svc.gunicorn_pid, with_children=True),
+            "redis": cpu_seconds(svc.redis_pid),
+        }
+
     before = snapshot()
     result = run()
     after = snapshot()
@@ -105,7 +132,10 @@ def bench_submit(svc: Services, nonce: str) -> dict[str, float]:
     pairs = measure.interleaved(
         SUBMIT_ROUNDS,
         lambda: with_cpu(svc, lambda: measure.upload_latencies(s, api, SUBMIT_PER_ROUND, n, nonce)),
-        lambda: with_cpu(svc, lambda: measure.upload_latencies(s, bare, SUBMIT_PER_ROUND, n, nonce)))
+        lambda: with_cpu(
+            svc, lambda: measure.upload_latencies(s, bare, SUBMIT_PER_ROUND, n, nonce)
+        ),
+    )
     s.close()
     subject = [x for (a, _), _ in pairs for x in a]
     baseline = [x for _, (b, _) in pairs for x in b]
@@ -136,9 +166,12 @@ def describe_submit(submit: dict[str, Any], with_replica: dict[str, Any]) -> lis
             f"~2 KB; per-round ratios q1/median/q3 {fmt(figures['round_ratios'])})",
             f"{name} CPU per request: gunicorn {figures['subject_web_cpu_ms']:.2f} vs "
             f"{figures['baseline_web_cpu_ms']:.2f} ms, redis-server (primary) "
-            f"{figures['subject_redis_cpu_ms']:.2f} vs {figures['baseline_redis_cpu_ms']:.2f} ms"]
-    lines.append(f"submit, 1 replica: the primary ran {with_replica['waits']} WAITs during it "
-                 "(one per upload of Intake's, warm-up included; none for the bare enqueue)")
+            f"{figures['subject_redis_cpu_ms']:.2f} vs {figures['baseline_redis_cpu_ms']:.2f} ms",
+        ]
+    lines.append(
+        f"submit, 1 replica: the primary ran {with_replica['waits']} WAITs during it "
+        "(one per upload of Intake's, warm-up included; none for the bare enqueue)"
+    )
     return lines
 
 
@@ -168,12 +201,13 @@ def one_task(base: str, nonce: str) -> str:
 def bench_poll(svc: Services, task_id: str) -> dict[str, Any]:
     base = svc.base
     api, bare = f"{base}/api/tasks/{task_id}", f"{base}/bare/hgetall/{keys.task(task_id)}"
-    measure.throughput(api, POLL_THREADS, 1.0)       # warm-up: both gunicorn workers, all threads
+    measure.throughput(api, POLL_THREADS, 1.0)  # warm-up: both gunicorn workers, all threads
     measure.throughput(bare, POLL_THREADS, 1.0)
     pairs = measure.interleaved(
         POLL_ROUNDS,
         lambda: with_cpu(svc, lambda: measure.throughput(api, POLL_THREADS, POLL_SECONDS)),
-        lambda: with_cpu(svc, lambda: measure.throughput(bare, POLL_THREADS, POLL_SECONDS)))
+        lambda: with_cpu(svc, lambda: measure.throughput(bare, POLL_THREADS, POLL_SECONDS)),
+    )
 
     def cores(side: int, who: str) -> float:
         return measure.median([p[side][1][who] / p[side][1]["wall"] for p in pairs])
@@ -184,8 +218,10 @@ def bench_poll(svc: Services, task_id: str) -> dict[str, Any]:
         "round_ratios": measure.quartiles(round_ratios),
         "subject_rps": measure.median([a for (a, _), _ in pairs]),
         "baseline_rps": measure.median([b for _, (b, _) in pairs]),
-        "cores": {side: {who: cores(i, who) for who in ("client", "web", "redis")}
-                  for i, side in enumerate(("subject", "baseline"))},
+        "cores": {
+            side: {who: cores(i, who) for who in ("client", "web", "redis")}
+            for i, side in enumerate(("subject", "baseline"))
+        },
     }
 
 
@@ -218,22 +254,27 @@ def main() -> int:
         batch = bench_batch(base, nonce)
         store.flushdb()
         task_id = one_task(base, nonce)
-        log(f"poll throughput: {POLL_ROUNDS} interleaved rounds x {POLL_SECONDS:g} s per side, "
-            f"{POLL_THREADS} client threads")
+        log(
+            f"poll throughput: {POLL_ROUNDS} interleaved rounds x {POLL_SECONDS:g} s per side, "
+            f"{POLL_THREADS} client threads"
+        )
         poll = bench_poll(svc, task_id)
-        share, etag = measure.not_modified_share(f"{base}/api/tasks/{task_id}",
-                                                 CONDITIONAL_POLLS)
+        share, etag = measure.not_modified_share(f"{base}/api/tasks/{task_id}", CONDITIONAL_POLLS)
         store.flushdb()
-        log(f"pipeline: {pipeline.ROUNDS} interleaved rounds x {pipeline.DOCUMENTS} tiny "
-            f"documents / no-op jobs, {pipeline.WORKERS} workers")
+        log(
+            f"pipeline: {pipeline.ROUNDS} interleaved rounds x {pipeline.DOCUMENTS} tiny "
+            f"documents / no-op jobs, {pipeline.WORKERS} workers"
+        )
         overhead = pipeline.run(svc, nonce)
         store.flushdb()
         scale = scaling.run(svc, nonce, log)
         log(f"batch poll: {batchpoll.ROUNDS} interleaved rounds x {batchpoll.PER_ROUND} per side")
         batch_poll = batchpoll.run(svc, scale["batch_id"], scale["task_id"])
         store.flushdb()
-        log(f"search: indexing {search.DOCUMENTS * search.CHUNKS_PER_DOCUMENT} chunks, then "
-            f"{search.ROUNDS} interleaved rounds x {search.PER_ROUND} per side")
+        log(
+            f"search: indexing {search.DOCUMENTS * search.CHUNKS_PER_DOCUMENT} chunks, then "
+            f"{search.ROUNDS} interleaved rounds x {search.PER_ROUND} per side"
+        )
         found = search.run(svc, one_task(base, nonce), nonce)
         store.flushdb()
         fair = fair_share.run(svc, nonce, log)
@@ -274,10 +315,23 @@ def main() -> int:
         "pdf_pages_per_s_ratio": round(documents["ratio"], 4),
         "ocr_pages_per_s": round(documents["ocr"]["pages_per_s"], 3),
         **ocr_quality.figures(scans),
-        **({"search_ndcg_ratio": round(quality["ndcg_ratio"], 4),
-            "search_recall50_ratio": round(quality["recall50_ratio"], 4)} if quality else {}),
-        **({"hybrid_ndcg_ratio": dense["models"][dense_quality.REPORTED_MODEL][
-            "hybrid_ndcg_ratio"]} if "models" in dense else {}),
+        **(
+            {
+                "search_ndcg_ratio": round(quality["ndcg_ratio"], 4),
+                "search_recall50_ratio": round(quality["recall50_ratio"], 4),
+            }
+            if quality
+            else {}
+        ),
+        **(
+            {
+                "hybrid_ndcg_ratio": dense["models"][dense_quality.REPORTED_MODEL][
+                    "hybrid_ndcg_ratio"
+                ]
+            }
+            if "models" in dense
+            else {}
+        ),
         **streams.figures(streaming),
         "failover_s": lost["failover_s"],
         "failover_ratio": lost["failover_ratio"],
@@ -290,15 +344,18 @@ def main() -> int:
         f"{failover.FAILOVERS} failovers, Sentinel's down-after 1 s: "
         f"{lost['failover_ratio']:.2f} × that floor",
         f"batch: {BATCH_FILES} files in one POST: "
-        + ", ".join(f"{s:.3f}" for s in batch["all"]) + " s "
+        + ", ".join(f"{s:.3f}" for s in batch["all"])
+        + " s "
         f"(median {1000 * batch['seconds'] / BATCH_FILES:.2f} ms per file)",
         f"poll: median {poll['subject_rps']:.0f} req/s GET /api/tasks/<id> vs "
         f"{poll['baseline_rps']:.0f} req/s GET /bare/hgetall/<key> ({POLL_THREADS} threads, "
         f"{POLL_ROUNDS} x {POLL_SECONDS:g} s per side; per-round ratios q1/median/q3 "
         f"{fmt(poll['round_ratios'])})",
-        *(f"poll CPU ({side}): client {c['client']:.2f}, gunicorn {c['web']:.2f}, "
-          f"redis-server {c['redis']:.2f} cores of {os.cpu_count()}"
-          for side, c in poll["cores"].items()),
+        *(
+            f"poll CPU ({side}): client {c['client']:.2f}, gunicorn {c['web']:.2f}, "
+            f"redis-server {c['redis']:.2f} cores of {os.cpu_count()}"
+            for side, c in poll["cores"].items()
+        ),
         f"conditional: {CONDITIONAL_POLLS} polls with If-None-Match {etag}: "
         f"{share:.0%} answered 304",
         f"batch poll: median {batch_poll['subject_ms']:.2f} ms GET /api/batches/<id> "
@@ -313,7 +370,8 @@ def main() -> int:
         f"scaling: {scaling.DOCUMENTS} documents, {scale['embedding_requests']} embedding "
         f"requests of {1000 * scaling.EMBED_SECONDS:.0f} ms a run: T1 {scale['t1']:.2f} s with "
         f"1 worker, T4 "
-        + " and ".join(f"{t:.2f}" for t in scale["t4"]) + f" s with {scaling.WORKERS} "
+        + " and ".join(f"{t:.2f}" for t in scale["t4"])
+        + f" s with {scaling.WORKERS} "
         f"(before and after T1); ideal T4 = T1/4 = {scale['t1'] / scaling.WORKERS:.2f} s; "
         f"{1000 * scale['t1'] / scaling.DOCUMENTS:.0f} ms per document with 1 worker",
         f"meta writes: one document of {meta['chunks']} chunks, {meta['job_seconds']:.1f} s from "

@@ -8,6 +8,7 @@ The baselines do the least a handler could do for the same job, on the same app 
 
 Built at import time on purpose: like webapp.wsgi, this module is an entry point, not a library.
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ its steps, result and timings (the largest a task record gets); the single task 
 Sequential requests without If-None-Match on one keep-alive session each; rounds of each side
 alternate AB, BA, …; the figure is the ratio of the pooled medians (per-round ratios printed).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,11 +26,14 @@ def run(svc: Services, batch_id: str, task_id: str) -> dict[str, Any]:
     first = sb.get(batch_url, timeout=30)
     size, tasks = len(first.content), len(first.json()["tasks"])
     task_size = len(st.get(task_url, timeout=30).content)
-    figures = measure.latency_ratio((sb, batch_url), (st, task_url), warmup=WARMUP,
-                                    rounds=ROUNDS, per_round=PER_ROUND)
+    figures = measure.latency_ratio(
+        (sb, batch_url), (st, task_url), warmup=WARMUP, rounds=ROUNDS, per_round=PER_ROUND
+    )
     sb.close()
     st.close()
     return {
         **figures,
-        "tasks": tasks, "batch_bytes": size, "task_bytes": task_size,
+        "tasks": tasks,
+        "batch_bytes": size,
+        "task_bytes": task_size,
     }

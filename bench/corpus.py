@@ -7,10 +7,11 @@ rows made from word ids (`rows_of`, checked against the counter on a sample, `ch
 take seconds. Words are drawn from bench.search's Zipf-like vocabulary, so the
 query shape (one word in ~60 % of the chunks, one in ~7 %) is the same at every size.
 """
+
 from __future__ import annotations
 
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -22,8 +23,7 @@ WORDS = vocabulary(VOCABULARY)
 # A word's bucket is its indexed term's (stemmed); a word the index drops (a stop word, one
 # character) gets -1 and is left out of the rows.
 _TERMS = [document_terms(w) for w in WORDS]
-_BUCKETS = np.array([zlib.crc32(t[0].encode("utf-8")) if t else -1 for t in _TERMS],
-                    dtype=np.int64)
+_BUCKETS = np.array([zlib.crc32(t[0].encode("utf-8")) if t else -1 for t in _TERMS], dtype=np.int64)
 _CUMULATIVE = np.cumsum(1.0 / np.arange(1, VOCABULARY + 1))
 _CUMULATIVE /= _CUMULATIVE[-1]
 _ARRAY = np.array(WORDS, dtype=object)
@@ -48,8 +48,9 @@ def rows_of(ids: np.ndarray) -> SparseRows:
     cell_rows = cells >> 32
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(cell_rows, minlength=n), out=indptr[1:])
-    return SparseRows(indptr, (cells & 0xFFFFFFFF).astype(np.uint32),
-                      counts.astype(np.float32), 2 ** 32)
+    return SparseRows(
+        indptr, (cells & 0xFFFFFFFF).astype(np.uint32), counts.astype(np.float32), 2**32
+    )
 
 
 def check_rows(seed: int = 3) -> None:
@@ -74,6 +75,7 @@ def _build_part(job: tuple[str, str, int, int, int, int]) -> float:
     import redis
 
     from jobs.kb import index
+
     redis_url, tenant, seed, chunks, per_document, offset = job
     start = time.perf_counter()
     connection = redis.Redis.from_url(redis_url)
@@ -87,8 +89,15 @@ def _build_part(job: tuple[str, str, int, int, int, int]) -> float:
     return time.perf_counter() - start
 
 
-def build(redis_url: str, tenant: str, chunks: int, *, per_document: int = 1000,
-          processes: int = 2, seed: int = 11) -> float:
+def build(
+    redis_url: str,
+    tenant: str,
+    chunks: int,
+    *,
+    per_document: int = 1000,
+    processes: int = 2,
+    seed: int = 11,
+) -> float:
     """Write `chunks` chunks into one tenant's knowledge base with `jobs.kb.index.write` (what the
     pipeline's last step does), from `processes` processes; returns the seconds it took."""
     import multiprocessing
@@ -96,8 +105,18 @@ def build(redis_url: str, tenant: str, chunks: int, *, per_document: int = 1000,
 
     check_rows()
     share = -(-chunks // processes // per_document) * per_document
-    jobs = [(redis_url, tenant, seed + p, min(share, chunks - p * share), per_document,
-             p * share // per_document) for p in range(processes) if chunks > p * share]
+    jobs = [
+        (
+            redis_url,
+            tenant,
+            seed + p,
+            min(share, chunks - p * share),
+            per_document,
+            p * share // per_document,
+        )
+        for p in range(processes)
+        if chunks > p * share
+    ]
     start = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
         pool.map(_build_part, jobs)

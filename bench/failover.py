@@ -10,14 +10,16 @@ business, not what is measured). Reported: the median, and failover_ratio = that
 down-after time, the floor (Sentinel acts only once the primary has been silent that long): the
 part of the outage that is Intake's and Sentinel's own, whatever down-after a deployment picks.
 """
+
 from __future__ import annotations
 
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
@@ -30,17 +32,29 @@ UPLOAD_EVERY = 0.05
 BOUND = 60.0
 
 
-def _first_accepted_after(base: str, since: float, stop: threading.Event,
-                          seen: dict[str, Any]) -> None:
+def _first_accepted_after(
+    base: str, since: float, stop: threading.Event, seen: dict[str, Any]
+) -> None:
     """Upload until one is accepted after `since` (monotonic); keeps the first such time."""
     session = requests.Session()
     n = 0
     while not stop.is_set():
         n += 1
         try:
-            response = session.post(f"{base}/api/documents", timeout=10, files=[
-                ("files", (f"failover-{time.time_ns()}-{n}.txt",
-                           f"failover probe {n} {time.time_ns()}".encode(), "text/plain"))])
+            response = session.post(
+                f"{base}/api/documents",
+                timeout=10,
+                files=[
+                    (
+                        "files",
+                        (
+                            f"failover-{time.time_ns()}-{n}.txt",
+                            f"failover probe {n} {time.time_ns()}".encode(),
+                            "text/plain",
+                        ),
+                    )
+                ],
+            )
             status = response.status_code
         except requests.RequestException:
             status = None
@@ -69,22 +83,27 @@ def run(log: Callable[[str], None]) -> dict[str, Any]:
                 group.stop_all()
         outages.append(outage)
         unexpected += odd
-        log(f"failover {round_number + 1}: uploads accepted again {outage:.2f} s after the "
-            f"kill ({answers} answers)")
+        log(
+            f"failover {round_number + 1}: uploads accepted again {outage:.2f} s after the "
+            f"kill ({answers} answers)"
+        )
     if unexpected:
         raise RuntimeError(f"answers other than 202/503 during a failover: {unexpected}")
     median = statistics.median(outages)
-    return {"failover_s": round(median, 2),
-            "failover_ratio": round(median / (DOWN_AFTER_MS / 1000), 2),
-            "failover_s_max": round(max(outages), 2)}
+    return {
+        "failover_s": round(median, 2),
+        "failover_ratio": round(median / (DOWN_AFTER_MS / 1000), 2),
+        "failover_s_max": round(max(outages), 2),
+    }
 
 
 def _one_failover(cluster: SentinelCluster, base: str) -> tuple[float, int, list[Any]]:
     """Kill the primary under uploads; (seconds to the first 202 after, answers, odd ones)."""
     stop, seen = threading.Event(), {}
-    killed_at = time.monotonic() + 0.5   # the client uploads for a moment first
-    probe = threading.Thread(target=_first_accepted_after, args=(base, killed_at, stop, seen),
-                             daemon=True)
+    killed_at = time.monotonic() + 0.5  # the client uploads for a moment first
+    probe = threading.Thread(
+        target=_first_accepted_after, args=(base, killed_at, stop, seen), daemon=True
+    )
     probe.start()
     time.sleep(max(0.0, killed_at - time.monotonic()))
     killed_at = time.monotonic()

@@ -10,11 +10,13 @@ document. fair_share_ratio = (B's last end − B's upload) / (100 × that pace):
 workers alternate between the tenants, about 5.5 when they take the work first come, first
 served. Also reported: how many of A's documents were done when B's last one was.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 import redis
 
@@ -23,8 +25,8 @@ from bench.servers import ORIGINALS, Services, workers
 from jobs import Intake, Settings, Upload
 from jobs.core import keys
 
-BEHIND = 500     # tenant A's backlog
-AHEAD = 50       # tenant B's upload behind it
+BEHIND = 500  # tenant A's backlog
+AHEAD = 50  # tenant B's upload behind it
 WORKERS = 2
 
 
@@ -55,15 +57,20 @@ def _wait_idle(connection: redis.Redis, tenants: list[str], timeout: float) -> N
 
 def run(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[str, Any]:
     connection = redis.Redis.from_url(svc.redis_url)
-    service = Intake(connection, Settings.from_mapping({
-        "REDIS_URL": svc.redis_url, "INTAKE_STORAGE_URL": ORIGINALS.as_uri()}))
+    service = Intake(
+        connection,
+        Settings.from_mapping(
+            {"REDIS_URL": svc.redis_url, "INTAKE_STORAGE_URL": ORIGINALS.as_uri()}
+        ),
+    )
     a, b = f"bench-a-{nonce}", f"bench-b-{nonce}"
     with workers(svc.redis_url, WORKERS, svc.workdir, prefix="fair"):
         for tenant in (a, b):  # each tenant's queues learned, each worker warm
             service.submit(tenant, _uploads(tenant, 2, f"warm-{nonce}"))
         _wait_idle(connection, [a, b], 60)
-        log(f"fair share: tenant A's {BEHIND} documents, then tenant B's {AHEAD}, "
-            f"{WORKERS} workers")
+        log(
+            f"fair share: tenant A's {BEHIND} documents, then tenant B's {AHEAD}, {WORKERS} workers"
+        )
         a_start = time.time()
         a_ids = [t["id"] for t in service.submit(a, _uploads(a, BEHIND, nonce))["tasks"]]
         b_start = time.time()
@@ -73,23 +80,30 @@ def run(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[str, Any]
     connection.close()
     pace = (max(a_ends + b_ends) - a_start) / (BEHIND + AHEAD)
     b_seconds = max(b_ends) - b_start
-    return {"ratio": b_seconds / (2 * AHEAD * pace), "b_seconds": b_seconds,
-            "pace_ms": 1000 * pace, "all_seconds": max(a_ends + b_ends) - a_start,
-            "a_done_when_b_done": sum(end <= max(b_ends) for end in a_ends)}
+    return {
+        "ratio": b_seconds / (2 * AHEAD * pace),
+        "b_seconds": b_seconds,
+        "pace_ms": 1000 * pace,
+        "all_seconds": max(a_ends + b_ends) - a_start,
+        "a_done_when_b_done": sum(end <= max(b_ends) for end in a_ends),
+    }
 
 
 def describe(result: dict[str, Any]) -> list[str]:
-    return [f"fair share: tenant B's {AHEAD} documents behind tenant A's {BEHIND} done "
-            f"{result['b_seconds']:.1f} s after B's upload, when {result['a_done_when_b_done']} "
-            f"of A's were; the fleet took {result['pace_ms']:.0f} ms a document "
-            f"({result['all_seconds']:.1f} s for all {BEHIND + AHEAD}): {2 * AHEAD} documents' "
-            f"time is {2 * AHEAD * result['pace_ms'] / 1000:.1f} s, first come first served "
-            f"would be {(BEHIND + AHEAD) * result['pace_ms'] / 1000:.1f} s"]
+    return [
+        f"fair share: tenant B's {AHEAD} documents behind tenant A's {BEHIND} done "
+        f"{result['b_seconds']:.1f} s after B's upload, when {result['a_done_when_b_done']} "
+        f"of A's were; the fleet took {result['pace_ms']:.0f} ms a document "
+        f"({result['all_seconds']:.1f} s for all {BEHIND + AHEAD}): {2 * AHEAD} documents' "
+        f"time is {2 * AHEAD * result['pace_ms'] / 1000:.1f} s, first come first served "
+        f"would be {(BEHIND + AHEAD) * result['pace_ms'] / 1000:.1f} s"
+    ]
 
 
 if __name__ == "__main__":  # this figure alone: python -m bench.fair_share
     import uuid
 
     from bench.servers import services
+
     with services() as svc:
         print(describe(run(svc, uuid.uuid4().hex[:8], print))[0])

@@ -25,6 +25,7 @@ big knowledge bases are written directly with `jobs.kb.index.write` (bench.corpu
 flip the pipeline's last step makes, from 2 processes; the during-ingest figure indexes through
 the workers. Takes ~6 minutes; prints progress on stderr, then a table, then one JSON line.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
@@ -88,7 +90,7 @@ def worker_rss_mb(master_pid: int) -> float:
 
 def _query() -> str:
     words = corpus.WORDS
-    return f"{words[10]} {words[150]}"   # in ~60 % and ~7 % of the chunks at 110 words
+    return f"{words[10]} {words[150]}"  # in ~60 % and ~7 % of the chunks at 110 words
 
 
 def growth(base: str) -> dict[str, Any]:
@@ -97,10 +99,12 @@ def growth(base: str) -> dict[str, Any]:
     for answer in (small.get(url, timeout=30).json(), large.get(url, timeout=30).json()):
         if len(answer["results"]) != 10:
             raise RuntimeError(f"a search found {len(answer['results'])} results")
-    exact = {t: s.get(url, timeout=30).json()["exact"] for t, s in (("small", small),
-                                                                    ("large", large))}
-    figures = measure.latency_ratio((large, url), (small, url), warmup=WARMUP, rounds=ROUNDS,
-                                    per_round=PER_ROUND)
+    exact = {
+        t: s.get(url, timeout=30).json()["exact"] for t, s in (("small", small), ("large", large))
+    }
+    figures = measure.latency_ratio(
+        (large, url), (small, url), warmup=WARMUP, rounds=ROUNDS, per_round=PER_ROUND
+    )
     small.close()
     large.close()
     return {**figures, "exact": exact}
@@ -128,7 +132,7 @@ def exact_share(base: str, redis_url: str) -> dict[str, Any]:
     from jobs.text.terms import TERMS
     session, latencies, exact, overlaps = _session("large"), [], 0, []
     connection = redis.Redis.from_url(redis_url)
-    unbounded = Retriever(connection, budget=10 ** 9)
+    unbounded = Retriever(connection, budget=10**9)
     for query in exact_queries():
         started = time.perf_counter()
         answer = session.get(_search_url(base, query), timeout=60).json()
@@ -141,10 +145,14 @@ def exact_share(base: str, redis_url: str) -> dict[str, Any]:
         overlaps.append(len(got & {(h["document_id"], h["chunk"]) for h in truth}) / 10)
     session.close()
     connection.close()
-    return {"share": exact / EXACT_QUERIES, "median_ms": 1000 * float(np.median(latencies)),
-            "p95_ms": 1000 * float(np.percentile(latencies, 95)),
-            "max_ms": 1000 * max(latencies), "inexact": len(overlaps),
-            "least_overlap": min(overlaps, default=1.0)}
+    return {
+        "share": exact / EXACT_QUERIES,
+        "median_ms": 1000 * float(np.median(latencies)),
+        "p95_ms": 1000 * float(np.percentile(latencies, 95)),
+        "max_ms": 1000 * max(latencies),
+        "inexact": len(overlaps),
+        "least_overlap": min(overlaps, default=1.0),
+    }
 
 
 def during_ingest(base: str, connection: redis.Redis, nonce: str) -> dict[str, Any]:
@@ -177,11 +185,16 @@ def during_ingest(base: str, connection: redis.Redis, nonce: str) -> dict[str, A
     s.close()
     uploader.close()
     idle = before + after
-    return {"ratio": measure.median(during) / measure.median(idle),
-            "idle_ms": 1000 * measure.median(idle), "during_ms": 1000 * measure.median(during),
-            "before_ms": 1000 * measure.median(before), "after_ms": 1000 * measure.median(after),
-            "searches_during": len(during), "ingest_seconds": ingest_seconds,
-            "chunks_ingested": chunks}
+    return {
+        "ratio": measure.median(during) / measure.median(idle),
+        "idle_ms": 1000 * measure.median(idle),
+        "during_ms": 1000 * measure.median(during),
+        "before_ms": 1000 * measure.median(before),
+        "after_ms": 1000 * measure.median(after),
+        "searches_during": len(during),
+        "ingest_seconds": ingest_seconds,
+        "chunks_ingested": chunks,
+    }
 
 
 def time_to_searchable(base: str, nonce: str) -> dict[str, Any]:
@@ -190,8 +203,11 @@ def time_to_searchable(base: str, nonce: str) -> dict[str, Any]:
     for n in range(MARKERS):
         marker = f"zq{nonce}mark{n}"
         body = f"A short note that carries one marker word: {marker}.\n".encode()
-        answer = s.post(f"{base}/api/documents", files=[(
-            "files", (f"marker-{nonce}-{n}.txt", body, "text/plain"))], timeout=30)
+        answer = s.post(
+            f"{base}/api/documents",
+            files=[("files", (f"marker-{nonce}-{n}.txt", body, "text/plain"))],
+            timeout=30,
+        )
         task_url = f"{base}{answer.json()['tasks'][0]['url']}"
         deadline = time.perf_counter() + 60
         while s.get(task_url, timeout=30).json()["status"] != "succeeded":
@@ -224,18 +240,22 @@ def run() -> dict[str, Any]:
     keys = ",".join(f"{tenant}:{key}" for tenant, key in KEYS.items())
     with tempfile.TemporaryDirectory(prefix="intake-bench-scale-") as tmp:
         workdir = Path(tmp)
-        with redis_server(workdir) as (redis_url, _redis_pid), \
-                procfile_web(redis_url, workdir, {"INTAKE_API_KEYS": keys}) as (base, pid, _):
+        with (
+            redis_server(workdir) as (redis_url, _redis_pid),
+            procfile_web(redis_url, workdir, {"INTAKE_API_KEYS": keys}) as (base, pid, _),
+        ):
             connection = redis.Redis.from_url(redis_url)
-            for tenant in KEYS:   # the empty knowledge base, warmed: scripts loaded, pools open
+            for tenant in KEYS:  # the empty knowledge base, warmed: scripts loaded, pools open
                 s = _session(tenant)
                 measure.get_latencies(s, _search_url(base, _query()), 20)
                 s.close()
             rss_empty = worker_rss_mb(pid)
             log(f"writing {SMALL:,} and {LARGE:,} chunks (jobs.kb.index.write, 2 processes)")
-            built = {"small_s": corpus.build(redis_url, "small", SMALL),
-                     "large_s": corpus.build(redis_url, "large", LARGE)}
-            redis_mb = connection.info("memory")["used_memory"] / 2 ** 20
+            built = {
+                "small_s": corpus.build(redis_url, "small", SMALL),
+                "large_s": corpus.build(redis_url, "large", LARGE),
+            }
+            redis_mb = connection.info("memory")["used_memory"] / 2**20
             log(f"search latency: {ROUNDS} interleaved rounds x {PER_ROUND} per side")
             grown = growth(base)
             log(f"exact share: {EXACT_QUERIES} queries of 1-4 words at {LARGE:,} chunks")
@@ -243,15 +263,24 @@ def run() -> dict[str, Any]:
             memory_searches(base)
             rss_full = worker_rss_mb(pid)
             with workers(redis_url, 2, workdir, prefix="scale"):
-                log(f"search while {INGEST_DOCUMENTS} documents of ~{INGEST_CHUNKS} chunks are "
-                    "ingested by 2 workers")
+                log(
+                    f"search while {INGEST_DOCUMENTS} documents of ~{INGEST_CHUNKS} chunks are "
+                    "ingested by 2 workers"
+                )
                 ingest = during_ingest(base, connection, nonce)
                 log(f"time to searchable: {MARKERS} marker documents")
                 searchable = time_to_searchable(base, nonce)
             connection.close()
-    return {"growth": grown, "ingest": ingest, "searchable": searchable, "built": built,
-            "exactness": exactness,
-            "rss_empty_mb": rss_empty, "rss_full_mb": rss_full, "redis_mb": redis_mb}
+    return {
+        "growth": grown,
+        "ingest": ingest,
+        "searchable": searchable,
+        "built": built,
+        "exactness": exactness,
+        "rss_empty_mb": rss_empty,
+        "rss_full_mb": rss_full,
+        "redis_mb": redis_mb,
+    }
 
 
 def main() -> int:
@@ -265,27 +294,39 @@ def main() -> int:
         "search_exact_share": round(found["exactness"]["share"], 4),
     }
     measure.print_table(figures, GOALS)
-    print(f"search: median {grown['subject_ms']:.2f} ms at {LARGE:,} chunks vs "
-          f"{grown['baseline_ms']:.2f} ms at {SMALL:,} (q={_query()}; exact top 10: "
-          f"{grown['exact']}); per-round ratios q1/median/q3 "
-          + "/".join(f"{v:.2f}" for v in grown["round_ratios"]))
-    print(f"index written in {found['built']['small_s']:.1f} s ({SMALL:,}) and "
-          f"{found['built']['large_s']:.1f} s ({LARGE:,}); Redis used "
-          f"{found['redis_mb']:.0f} MB")
-    print(f"web worker RSS: {found['rss_empty_mb']:.1f} MB empty, {found['rss_full_mb']:.1f} MB "
-          f"after {LARGE + SMALL:,} chunks and {RSS_SEARCHES} searches")
-    print(f"during ingest: median {ingest['during_ms']:.2f} ms over {ingest['searches_during']} "
-          f"searches while {ingest['chunks_ingested']:,} chunks were ingested in "
-          f"{ingest['ingest_seconds']:.1f} s, vs idle {ingest['idle_ms']:.2f} ms (before "
-          f"{ingest['before_ms']:.2f}, after {ingest['after_ms']:.2f})")
+    print(
+        f"search: median {grown['subject_ms']:.2f} ms at {LARGE:,} chunks vs "
+        f"{grown['baseline_ms']:.2f} ms at {SMALL:,} (q={_query()}; exact top 10: "
+        f"{grown['exact']}); per-round ratios q1/median/q3 "
+        + "/".join(f"{v:.2f}" for v in grown["round_ratios"])
+    )
+    print(
+        f"index written in {found['built']['small_s']:.1f} s ({SMALL:,}) and "
+        f"{found['built']['large_s']:.1f} s ({LARGE:,}); Redis used "
+        f"{found['redis_mb']:.0f} MB"
+    )
+    print(
+        f"web worker RSS: {found['rss_empty_mb']:.1f} MB empty, {found['rss_full_mb']:.1f} MB "
+        f"after {LARGE + SMALL:,} chunks and {RSS_SEARCHES} searches"
+    )
+    print(
+        f"during ingest: median {ingest['during_ms']:.2f} ms over {ingest['searches_during']} "
+        f"searches while {ingest['chunks_ingested']:,} chunks were ingested in "
+        f"{ingest['ingest_seconds']:.1f} s, vs idle {ingest['idle_ms']:.2f} ms (before "
+        f"{ingest['before_ms']:.2f}, after {ingest['after_ms']:.2f})"
+    )
     exactness = found["exactness"]
-    print(f"exact share: {exactness['share']:.3f} of {EXACT_QUERIES} queries at {LARGE:,} "
-          f"chunks; latency median {exactness['median_ms']:.1f} ms, p95 "
-          f"{exactness['p95_ms']:.1f} ms, max {exactness['max_ms']:.1f} ms; "
-          f"{exactness['inexact']} inexact, whose top 10 held at least "
-          f"{exactness['least_overlap']:.0%} of the exact top 10")
-    print(f"time to searchable: median {searchable['median_s']:.3f} s, max "
-          f"{searchable['max_s']:.3f} s over {MARKERS} documents")
+    print(
+        f"exact share: {exactness['share']:.3f} of {EXACT_QUERIES} queries at {LARGE:,} "
+        f"chunks; latency median {exactness['median_ms']:.1f} ms, p95 "
+        f"{exactness['p95_ms']:.1f} ms, max {exactness['max_ms']:.1f} ms; "
+        f"{exactness['inexact']} inexact, whose top 10 held at least "
+        f"{exactness['least_overlap']:.0%} of the exact top 10"
+    )
+    print(
+        f"time to searchable: median {searchable['median_s']:.3f} s, max "
+        f"{searchable['max_s']:.3f} s over {MARKERS} documents"
+    )
     met = measure.goals_met(figures, GOALS)
     print(json.dumps({**figures, "goals_met": met}), flush=True)
     return 0

@@ -3,13 +3,15 @@
 Requests are prepared (multipart bodies encoded) before the clock starts, so a latency is the
 server's answer plus the client's send and receive, not the client's encoding.
 """
+
 from __future__ import annotations
 
 import itertools
 import statistics
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import redis
 import requests
@@ -18,8 +20,10 @@ from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 from jobs import QUEUE_NAMES
 
-_LINE = ("Intake benchmark document: a plain text paragraph of ordinary words, written so that "
-         "the upload looks like a small note a person would send for ingestion.\n")
+_LINE = (
+    "Intake benchmark document: a plain text paragraph of ordinary words, written so that "
+    "the upload looks like a small note a person would send for ingestion.\n"
+)
 _BODY = (_LINE * (2048 // len(_LINE) + 1))[:2000]
 
 
@@ -37,25 +41,37 @@ def text_file(n: int, nonce: str, size: int = 2000) -> tuple[str, bytes, str]:
     return f"doc-{nonce}-{n}.txt", f"{body}\n#{nonce}-{n}\n".encode(), "text/plain"
 
 
-def upload(s: requests.Session, url: str, counter: Iterator[int], nonce: str,
-           files: int = 1, size: int = 2000) -> requests.PreparedRequest:
+def upload(
+    s: requests.Session,
+    url: str,
+    counter: Iterator[int],
+    nonce: str,
+    files: int = 1,
+    size: int = 2000,
+) -> requests.PreparedRequest:
     parts = [("files", text_file(next(counter), nonce, size)) for _ in range(files)]
     return s.prepare_request(requests.Request("POST", url, files=parts))
 
 
-def send(s: requests.Session, prepared: requests.PreparedRequest, expect: int,
-         ) -> tuple[float, requests.Response]:
+def send(
+    s: requests.Session,
+    prepared: requests.PreparedRequest,
+    expect: int,
+) -> tuple[float, requests.Response]:
     start = time.perf_counter()
     response = s.send(prepared, timeout=60)
     elapsed = time.perf_counter() - start
     if response.status_code != expect:
-        raise RuntimeError(f"{prepared.method} {prepared.url} answered {response.status_code}, "
-                           f"expected {expect}: {response.text[:500]}")
+        raise RuntimeError(
+            f"{prepared.method} {prepared.url} answered {response.status_code}, "
+            f"expected {expect}: {response.text[:500]}"
+        )
     return elapsed, response
 
 
-def upload_latencies(s: requests.Session, url: str, count: int, counter: Iterator[int],
-                     nonce: str) -> list[float]:
+def upload_latencies(
+    s: requests.Session, url: str, count: int, counter: Iterator[int], nonce: str
+) -> list[float]:
     """`count` sequential one-file uploads on one keep-alive connection; seconds each."""
     return [send(s, upload(s, url, counter, nonce), 202)[0] for _ in range(count)]
 
@@ -79,8 +95,8 @@ def throughput(url: str, threads: int, duration: float) -> float:
         s = session()
         prepared = s.prepare_request(requests.Request("GET", url))
         try:
-            send(s, prepared, 200)      # opens the connection before the clock starts
-        except Exception as exc:        # reported below, after the barrier
+            send(s, prepared, 200)  # opens the connection before the clock starts
+        except Exception as exc:  # reported below, after the barrier
             errors.append(str(exc))
         barrier.wait()
         done = 0
@@ -97,7 +113,7 @@ def throughput(url: str, threads: int, duration: float) -> float:
     workers = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
     for worker in workers:
         worker.start()
-    stop_at[0] = time.perf_counter() + duration + 30     # provisional, set properly below
+    stop_at[0] = time.perf_counter() + duration + 30  # provisional, set properly below
     barrier.wait()
     start = time.perf_counter()
     stop_at[0] = start + duration
@@ -120,8 +136,11 @@ def not_modified_share(url: str, polls: int) -> tuple[float, str]:
     return hits / polls, etag
 
 
-def interleaved(rounds: int, subject: Callable[[], Any], baseline: Callable[[], Any],
-                ) -> list[tuple[Any, Any]]:
+def interleaved(
+    rounds: int,
+    subject: Callable[[], Any],
+    baseline: Callable[[], Any],
+) -> list[tuple[Any, Any]]:
     """`rounds` pairs (subject result, baseline result), running AB, BA, AB … to cancel drift."""
     pairs = []
     for i in range(rounds):
@@ -183,49 +202,69 @@ class Completion:
                 raise RuntimeError(f"{failed - self.failed} job(s) failed")
             if finished - self.finished >= len(job_ids):
                 jobs = Job.fetch_many(job_ids, connection=self.connection)
-                open_jobs = [j for j, job in zip(job_ids, jobs)
-                             if job is None or job.get_status(refresh=False) != JobStatus.FINISHED]
+                open_jobs = [
+                    j
+                    for j, job in zip(job_ids, jobs)
+                    if job is None or job.get_status(refresh=False) != JobStatus.FINISHED
+                ]
                 if open_jobs:
-                    raise RuntimeError(f"{len(open_jobs)} job(s) not finished, yet the "
-                                       "finished registries grew: other jobs ran")
+                    raise RuntimeError(
+                        f"{len(open_jobs)} job(s) not finished, yet the "
+                        "finished registries grew: other jobs ran"
+                    )
                 return now
             if now > deadline:
-                raise RuntimeError(f"{len(job_ids) - (finished - self.finished)} of "
-                                   f"{len(job_ids)} jobs not finished after {timeout:g} s")
+                raise RuntimeError(
+                    f"{len(job_ids) - (finished - self.finished)} of "
+                    f"{len(job_ids)} jobs not finished after {timeout:g} s"
+                )
             time.sleep(self.interval)
 
 
-def latency_ratio(subject: tuple[Any, str], baseline: tuple[Any, str], *, warmup: int,
-                  rounds: int, per_round: int) -> dict[str, Any]:
+def latency_ratio(
+    subject: tuple[Any, str], baseline: tuple[Any, str], *, warmup: int, rounds: int, per_round: int
+) -> dict[str, Any]:
     """Median latency of GET subject ÷ GET baseline, each (session, url), after a warm-up, in
     interleaved rounds; with the per-round spread and both medians in ms."""
     for session, url in (subject, baseline):
         get_latencies(session, url, warmup)
-    pairs = interleaved(rounds, lambda: get_latencies(*subject, per_round),
-                        lambda: get_latencies(*baseline, per_round))
+    pairs = interleaved(
+        rounds,
+        lambda: get_latencies(*subject, per_round),
+        lambda: get_latencies(*baseline, per_round),
+    )
     mine = [x for a, _ in pairs for x in a]
     theirs = [x for _, b in pairs for x in b]
-    return {"ratio": median(mine) / median(theirs),
-            "round_ratios": quartiles([median(a) / median(b) for a, b in pairs]),
-            "subject_ms": 1000 * median(mine), "baseline_ms": 1000 * median(theirs)}
+    return {
+        "ratio": median(mine) / median(theirs),
+        "round_ratios": quartiles([median(a) / median(b) for a, b in pairs]),
+        "subject_ms": 1000 * median(mine),
+        "baseline_ms": 1000 * median(theirs),
+    }
 
 
-def unmeasured(figures: dict[str, Any],
-               goals: dict[str, tuple[str, Callable[[float], bool]]]) -> list[str]:
+def unmeasured(
+    figures: dict[str, Any], goals: dict[str, tuple[str, Callable[[float], bool]]]
+) -> list[str]:
     """The goals this run has no figure for (a missing font, no CISI collection): a run that
     could not measure a goal has not met it."""
     return [name for name in goals if name not in figures]
 
 
-def goals_met(figures: dict[str, Any],
-              goals: dict[str, tuple[str, Callable[[float], bool]]]) -> bool:
+def goals_met(
+    figures: dict[str, Any], goals: dict[str, tuple[str, Callable[[float], bool]]]
+) -> bool:
     """Every goal measured and met."""
     return not unmeasured(figures, goals) and all(
-        check(figures[name]) for name, (_, check) in goals.items())
+        check(figures[name]) for name, (_, check) in goals.items()
+    )
 
 
-def print_table(figures: dict[str, Any], goals: dict[str, tuple[str, Callable[[float], bool]]],
-                reported: tuple[str, ...] = ()) -> None:
+def print_table(
+    figures: dict[str, Any],
+    goals: dict[str, tuple[str, Callable[[float], bool]]],
+    reported: tuple[str, ...] = (),
+) -> None:
     """The figures as a table of value, goal and whether it is met (`reported`: no goal); a goal
     whose figure this run could not measure is shown as such, never left out of the table."""
     rows = [("figure", "value", "goal", "met?")]

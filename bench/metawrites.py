@@ -12,6 +12,7 @@ The upload's own HSET (the idempotency claim writes the new record) comes first 
 progress write: it is dropped. The figure is the largest number of the job's writes in any 1 s
 window [t, t + 1) (sliding, starting at each write); the table also shows fixed 1 s bins.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,25 @@ from bench import measure
 from bench.servers import Services
 from jobs.core import keys
 
-CHUNKS = 2500            # at INTAKE_CHUNK_SIZE 1000 / overlap 150: ~850 new characters each
-WORDS = ("intake", "document", "worker", "progress", "embedding", "search", "queue", "redis",
-         "paragraph", "sentence", "chunk", "vector", "batch", "index", "retry", "status")
+CHUNKS = 2500  # at INTAKE_CHUNK_SIZE 1000 / overlap 150: ~850 new characters each
+WORDS = (
+    "intake",
+    "document",
+    "worker",
+    "progress",
+    "embedding",
+    "search",
+    "queue",
+    "redis",
+    "paragraph",
+    "sentence",
+    "chunk",
+    "vector",
+    "batch",
+    "index",
+    "retry",
+    "status",
+)
 
 
 def big_text(chunks: int, seed: int) -> bytes:
@@ -80,8 +97,9 @@ class KeyspaceListener:
         while not self._stop.is_set():
             message = self.pubsub.get_message(timeout=0.2)
             if message and message["type"] == "pmessage":
-                self.events.append((time.perf_counter(), message["channel"].decode(),
-                                    message["data"].decode()))
+                self.events.append(
+                    (time.perf_counter(), message["channel"].decode(), message["data"].decode())
+                )
 
     def close(self) -> None:
         self._stop.set()
@@ -96,28 +114,35 @@ def run(svc: Services, connection: redis.Redis, nonce: str) -> dict[str, Any]:
     listener = KeyspaceListener(svc.redis_url, f"__keyspace@0__:{keys.task('*')}")
     try:
         s = measure.session()
-        prepared = s.prepare_request(requests.Request(
-            "POST", f"{svc.base}/api/documents",
-            files=[("files", (f"big-{nonce}.txt", data, "text/plain"))]))
+        prepared = s.prepare_request(
+            requests.Request(
+                "POST",
+                f"{svc.base}/api/documents",
+                files=[("files", (f"big-{nonce}.txt", data, "text/plain"))],
+            )
+        )
         completion = measure.Completion(connection, interval=0.05)
         start = time.perf_counter()
         _, response = measure.send(s, prepared, 202)
         s.close()
         task_id = response.json()["tasks"][0]["id"]
         end = completion.wait([task_id], timeout=120)
-        time.sleep(0.2)             # the last events are in flight
+        time.sleep(0.2)  # the last events are in flight
     finally:
         listener.close()
-    record = {k.decode(): v.decode() for k, v in
-              connection.hgetall(keys.task(task_id)).items()}
+    record = {k.decode(): v.decode() for k, v in connection.hgetall(keys.task(task_id)).items()}
     if record.get("status") != "succeeded":
         raise RuntimeError(f"the big document ended {record.get('status')}")
     channel = f"__keyspace@0__:{keys.task(task_id)}"
     hsets = [t for t, ch, event in listener.events if ch == channel and event == "hset"]
-    writes = hsets[1:]              # the first is the upload's claim, not a progress write
-    result = {"max_per_s": sliding_max(writes), "max_per_fixed_s": fixed_bins_max(writes),
-              "writes": len(writes), "job_seconds": end - start,
-              "chunks": int(json.loads(record["result"])["chunks"])}
+    writes = hsets[1:]  # the first is the upload's claim, not a progress write
+    result = {
+        "max_per_s": sliding_max(writes),
+        "max_per_fixed_s": fixed_bins_max(writes),
+        "writes": len(writes),
+        "job_seconds": end - start,
+        "chunks": int(json.loads(record["result"])["chunks"]),
+    }
     if len(writes) > 1:
         result["writes_per_s"] = (len(writes) - 1) / (writes[-1] - writes[0])
     return result

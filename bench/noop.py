@@ -1,4 +1,5 @@
 """The job the bare baseline enqueues. No worker runs during the benchmark: it is never executed."""
+
 from __future__ import annotations
 
 

@@ -16,6 +16,7 @@ after the warm-up is reported beside it (what the worker's parent pays for the w
 
 `python -m bench.ocr_first_page` prints the context lines and, last, one JSON object.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,8 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 DOCUMENTS = 2
 LATER_PAGES = 3
@@ -61,7 +63,7 @@ def measure() -> dict[str, Any]:
         def update(progress: int, detail: str) -> None:
             numbers = ocr.page_numbers(detail)
             if numbers:
-                marks[numbers[0]] = time.perf_counter()
+                marks[numbers[0]] = time.perf_counter()  # noqa: B023  (called in this iteration)
 
         parsed = _parse(data, "pdf", config, update)
         end = time.perf_counter()
@@ -84,10 +86,16 @@ def measure() -> dict[str, Any]:
 
 def run(log: Callable[[str], None]) -> dict[str, Any]:
     """`measure` in a fresh process (a worker's start, not this one's state)."""
-    log(f"ocr first page: {DOCUMENTS} scans of 1 + {LATER_PAGES} pages, each read in a fork of "
-        "a process warmed up as a worker is")
-    out = subprocess.run([sys.executable, "-m", "bench.ocr_first_page", "--json"],
-                         capture_output=True, text=True, check=True)
+    log(
+        f"ocr first page: {DOCUMENTS} scans of 1 + {LATER_PAGES} pages, each read in a fork of "
+        "a process warmed up as a worker is"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.ocr_first_page", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -98,11 +106,13 @@ def figures(found: dict[str, Any]) -> dict[str, float]:
 def describe(found: dict[str, Any]) -> list[str]:
     """The context line of the bench's table."""
     pages = "; ".join(" / ".join(f"{s:.2f}" for s in doc) for doc in found["documents"])
-    return [f"ocr first page: median {found['first_page_s']:.2f} s the first page of a scan vs "
-            f"{found['later_page_s']:.2f} s a later one (ratio {found['ratio']:.2f}; each "
-            f"document's pages, s: {pages}); the warm-up took {found['warm_up_s']:.2f} s, the "
-            f"worker-like process's RSS {found['rss_before_mib']:.0f} → "
-            f"{found['rss_after_mib']:.0f} MiB"]
+    return [
+        f"ocr first page: median {found['first_page_s']:.2f} s the first page of a scan vs "
+        f"{found['later_page_s']:.2f} s a later one (ratio {found['ratio']:.2f}; each "
+        f"document's pages, s: {pages}); the warm-up took {found['warm_up_s']:.2f} s, the "
+        f"worker-like process's RSS {found['rss_before_mib']:.0f} → "
+        f"{found['rss_after_mib']:.0f} MiB"
+    ]
 
 
 if __name__ == "__main__":

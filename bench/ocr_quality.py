@@ -19,6 +19,7 @@ Both have the goal ≥ 0.97 (docs/architecture.md, "OCR"). Seconds per page are 
 them, and, in this module's own output (`python -m bench.ocr_quality`), the same pages at
 smaller and larger type (EXTRA_SIZES), when the fonts are installed.
 """
+
 from __future__ import annotations
 
 import collections
@@ -27,45 +28,136 @@ import re
 import sys
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 SEED = 25
-SIZE = 26                       # pixels: the glyph size of the measured pages
-EXTRA_SIZES = (16, 20, 34)      # reported by `python -m bench.ocr_quality` only
+SIZE = 26  # pixels: the glyph size of the measured pages
+EXTRA_SIZES = (16, 20, 34)  # reported by `python -m bench.ocr_quality` only
 EN_PAGES, ZH_PAGES = 4, 2
-EN_WORDS = 1300                 # about this many words in all, spread over EN_PAGES
-ZH_CHARS = 1400                 # about this many characters in all, spread over ZH_PAGES
-PAGE = (1400, 1980)             # width, height in pixels
+EN_WORDS = 1300  # about this many words in all, spread over EN_PAGES
+ZH_CHARS = 1400  # about this many characters in all, spread over ZH_PAGES
+PAGE = (1400, 1980)  # width, height in pixels
 MARGIN = 100
 LATIN_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 CJK_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
-CJK_FONT_INDEX = 2              # Noto Sans CJK SC in the collection (JP, KR, SC, TC, HK)
+CJK_FONT_INDEX = 2  # Noto Sans CJK SC in the collection (JP, KR, SC, TC, HK)
 GOAL = 0.97
 
 # -- the English text: report-like sentences from templates -----------------------------------
 
-_NAMES = ("Okafor", "Lindqvist", "Moreau", "Kowalski", "Tanaka", "Brennan", "Haddad", "Novak",
-          "Fischer", "Delgado", "Patel", "Whitfield", "Ivanova", "McAllister", "Osei", "Larsen")
-_FIRST = ("Anna", "David", "Maria", "James", "Priya", "Thomas", "Elena", "Samuel", "Grace",
-          "Henrik", "Laura", "Kwame", "Sofia", "Michael", "Ingrid", "Rafael")
-_SITES = ("Riverside", "North Quay", "Eastfield", "the Harbour depot", "Millbrook", "Westgate",
-          "the Calder plant", "Stonebridge", "Ashford yard", "Kingsway", "Pine Hill", "Dunmore")
-_PARTS = ("valve", "pump", "turbine", "compressor", "boiler", "transformer", "conveyor belt",
-          "cooling tower", "gearbox", "heat exchanger", "pressure relief valve", "fan bearing",
-          "generator", "feed pipe", "control panel", "backup battery", "filter housing")
-_FINDINGS = ("minor corrosion on the outer flange", "a worn seal that leaked under pressure",
-             "loose bolts on the mounting bracket", "no defects of any kind",
-             "vibration above the agreed limit", "a cracked inspection window",
-             "oil residue around the drive shaft", "an outdated calibration certificate",
-             "normal wear within tolerance", "a faulty temperature sensor",
-             "debris blocking the intake screen", "paint damage but sound metal underneath")
-_ACTIONS = ("replaced the seal", "tightened every bolt", "cleaned the intake screen",
-            "recalibrated the sensor", "ordered a new part", "logged the fault for review",
-            "scheduled a second visit", "tested the alarm twice", "updated the drawings",
-            "isolated the circuit", "flushed the cooling loop", "signed off the work order")
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December")
+_NAMES = (
+    "Okafor",
+    "Lindqvist",
+    "Moreau",
+    "Kowalski",
+    "Tanaka",
+    "Brennan",
+    "Haddad",
+    "Novak",
+    "Fischer",
+    "Delgado",
+    "Patel",
+    "Whitfield",
+    "Ivanova",
+    "McAllister",
+    "Osei",
+    "Larsen",
+)
+_FIRST = (
+    "Anna",
+    "David",
+    "Maria",
+    "James",
+    "Priya",
+    "Thomas",
+    "Elena",
+    "Samuel",
+    "Grace",
+    "Henrik",
+    "Laura",
+    "Kwame",
+    "Sofia",
+    "Michael",
+    "Ingrid",
+    "Rafael",
+)
+_SITES = (
+    "Riverside",
+    "North Quay",
+    "Eastfield",
+    "the Harbour depot",
+    "Millbrook",
+    "Westgate",
+    "the Calder plant",
+    "Stonebridge",
+    "Ashford yard",
+    "Kingsway",
+    "Pine Hill",
+    "Dunmore",
+)
+_PARTS = (
+    "valve",
+    "pump",
+    "turbine",
+    "compressor",
+    "boiler",
+    "transformer",
+    "conveyor belt",
+    "cooling tower",
+    "gearbox",
+    "heat exchanger",
+    "pressure relief valve",
+    "fan bearing",
+    "generator",
+    "feed pipe",
+    "control panel",
+    "backup battery",
+    "filter housing",
+)
+_FINDINGS = (
+    "minor corrosion on the outer flange",
+    "a worn seal that leaked under pressure",
+    "loose bolts on the mounting bracket",
+    "no defects of any kind",
+    "vibration above the agreed limit",
+    "a cracked inspection window",
+    "oil residue around the drive shaft",
+    "an outdated calibration certificate",
+    "normal wear within tolerance",
+    "a faulty temperature sensor",
+    "debris blocking the intake screen",
+    "paint damage but sound metal underneath",
+)
+_ACTIONS = (
+    "replaced the seal",
+    "tightened every bolt",
+    "cleaned the intake screen",
+    "recalibrated the sensor",
+    "ordered a new part",
+    "logged the fault for review",
+    "scheduled a second visit",
+    "tested the alarm twice",
+    "updated the drawings",
+    "isolated the circuit",
+    "flushed the cooling loop",
+    "signed off the work order",
+)
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
 _UNITS = ("bar", "kPa", "degrees", "litres", "hours", "metres", "volts", "percent")
 _TEMPLATES = (
@@ -91,17 +183,28 @@ def english_text(rng: random.Random, words: int = EN_WORDS) -> str:
     count = 0
     while count < words:
         fill = {
-            "part": rng.choice(_PARTS), "part2": rng.choice(_PARTS), "site": rng.choice(_SITES),
-            "finding": rng.choice(_FINDINGS), "action": rng.choice(_ACTIONS),
-            "first": rng.choice(_FIRST), "name": rng.choice(_NAMES), "day": rng.choice(_DAYS),
-            "month": rng.choice(_MONTHS), "unit": rng.choice(_UNITS),
-            "n": rng.randint(2, 999), "h": rng.randint(12, 480), "p": rng.randint(1, 4),
+            "part": rng.choice(_PARTS),
+            "part2": rng.choice(_PARTS),
+            "site": rng.choice(_SITES),
+            "finding": rng.choice(_FINDINGS),
+            "action": rng.choice(_ACTIONS),
+            "first": rng.choice(_FIRST),
+            "name": rng.choice(_NAMES),
+            "day": rng.choice(_DAYS),
+            "month": rng.choice(_MONTHS),
+            "unit": rng.choice(_UNITS),
+            "n": rng.randint(2, 999),
+            "h": rng.randint(12, 480),
+            "p": rng.randint(1, 4),
             "x": f"{rng.randint(1, 250)}.{rng.randint(0, 9)}",
             "y": f"{rng.randint(1, 250)}.{rng.randint(0, 9)}",
             "date": f"{rng.randint(1, 28)} {rng.choice(_MONTHS)} {rng.randint(2019, 2026)}",
             "time": f"{rng.randint(6, 21):02d}:{rng.choice((0, 15, 30, 45)):02d}",
-            "wo": f"WO-{rng.randint(1000, 9999)}", "money": f"{rng.randint(1, 99)},{rng.randint(100, 999)}",
-            "pct": rng.randint(2, 30), "k": rng.randint(2, 20), "m": rng.randint(21, 60),
+            "wo": f"WO-{rng.randint(1000, 9999)}",
+            "money": f"{rng.randint(1, 99)},{rng.randint(100, 999)}",
+            "pct": rng.randint(2, 30),
+            "k": rng.randint(2, 20),
+            "m": rng.randint(21, 60),
         }
         sentence = rng.choice(_TEMPLATES).format(**fill)
         sentences.append(sentence[0].upper() + sentence[1:])
@@ -110,18 +213,30 @@ def english_text(rng: random.Random, words: int = EN_WORDS) -> str:
 
 
 _ZH_SENTENCES = (
-    "本季度对三号机组进行了全面检查，发现冷却系统运行正常。", "维修人员更换了损坏的密封圈，并重新校准了温度传感器。",
-    "根据记录，压力读数在上午九点达到最高值。", "请在下周五之前提交设备维护报告。",
-    "仓库的备用零件数量不足，需要尽快采购。", "安全检查中没有发现严重问题，但部分螺栓需要紧固。",
-    "技术部门建议每六个月更换一次过滤器。", "由于天气原因，户外管道的检修推迟到下个月。",
-    "北京和上海的工厂已经完成了年度审核。", "新员工必须参加消防安全培训后才能上岗。",
-    "控制面板的软件已经升级到最新版本。", "本月的电费比预算低百分之八。",
-    "运输公司将在周三把新的变压器送到现场。", "检查结果显示涡轮机的振动在允许范围之内。",
-    "所有的工作单都需要经理签字确认。", "会议决定明年增加两名维修工程师。",
-    "发电机的运行时间已经超过两千小时。", "数据库中的旧记录将在年底归档。",
-    "如有疑问，请联系设备管理办公室。", "我们对供应商的服务质量进行了评估。",
-    "冷却塔的水质检测合格，无需进一步处理。", "报告中的数字已经由财务部门核对。",
-    "明天早上八点开始停电检修，预计持续四个小时。", "这台压缩机去年修理过两次，应考虑更换。",
+    "本季度对三号机组进行了全面检查，发现冷却系统运行正常。",
+    "维修人员更换了损坏的密封圈，并重新校准了温度传感器。",
+    "根据记录，压力读数在上午九点达到最高值。",
+    "请在下周五之前提交设备维护报告。",
+    "仓库的备用零件数量不足，需要尽快采购。",
+    "安全检查中没有发现严重问题，但部分螺栓需要紧固。",
+    "技术部门建议每六个月更换一次过滤器。",
+    "由于天气原因，户外管道的检修推迟到下个月。",
+    "北京和上海的工厂已经完成了年度审核。",
+    "新员工必须参加消防安全培训后才能上岗。",
+    "控制面板的软件已经升级到最新版本。",
+    "本月的电费比预算低百分之八。",
+    "运输公司将在周三把新的变压器送到现场。",
+    "检查结果显示涡轮机的振动在允许范围之内。",
+    "所有的工作单都需要经理签字确认。",
+    "会议决定明年增加两名维修工程师。",
+    "发电机的运行时间已经超过两千小时。",
+    "数据库中的旧记录将在年底归档。",
+    "如有疑问，请联系设备管理办公室。",
+    "我们对供应商的服务质量进行了评估。",
+    "冷却塔的水质检测合格，无需进一步处理。",
+    "报告中的数字已经由财务部门核对。",
+    "明天早上八点开始停电检修，预计持续四个小时。",
+    "这台压缩机去年修理过两次，应考虑更换。",
 )
 
 
@@ -137,8 +252,10 @@ def chinese_text(rng: random.Random, characters: int = ZH_CHARS) -> str:
 
 # -- pages ------------------------------------------------------------------------------------
 
+
 def _font(size: int, cjk: bool) -> Any:
     from PIL import ImageFont
+
     if cjk:
         return ImageFont.truetype(str(CJK_FONT), size, index=CJK_FONT_INDEX)
     return ImageFont.truetype(str(LATIN_FONT), size)
@@ -148,7 +265,7 @@ def wrap(text: str, font: Any, width: int, cjk: bool) -> list[str]:
     """`text` in lines no wider than `width` pixels: at spaces (English), anywhere (Chinese)."""
     lines: list[str] = []
     line = ""
-    for piece in (text if cjk else text.split(" ")):
+    for piece in text if cjk else text.split(" "):
         candidate = line + piece if cjk or not line else f"{line} {piece}"
         if line and font.getlength(candidate) > width:
             lines.append(line)
@@ -161,6 +278,7 @@ def wrap(text: str, font: Any, width: int, cjk: bool) -> list[str]:
 def pages(text: str, size: int, count: int, cjk: bool) -> list[tuple[list[str], Any]]:
     """`text` laid out on `count` pages (lines spread evenly): each page's lines and image."""
     from PIL import Image, ImageDraw
+
     font = _font(size, cjk)
     lines = wrap(text, font, PAGE[0] - 2 * MARGIN, cjk)
     step = round(size * 1.6)
@@ -171,7 +289,7 @@ def pages(text: str, size: int, count: int, cjk: bool) -> list[tuple[list[str], 
     for first in range(0, len(lines), per_page):
         image = Image.new("L", PAGE, "white")
         draw = ImageDraw.Draw(image)
-        page_lines = lines[first:first + per_page]
+        page_lines = lines[first : first + per_page]
         for number, line in enumerate(page_lines):
             draw.text((MARGIN, MARGIN + step * number), line, font=font, fill="black")
         out.append((page_lines, image))
@@ -179,6 +297,7 @@ def pages(text: str, size: int, count: int, cjk: bool) -> list[tuple[list[str], 
 
 
 # -- measures ---------------------------------------------------------------------------------
+
 
 def _is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
@@ -217,9 +336,11 @@ def read(images: list[Any]) -> tuple[list[str], list[float]]:
 
     languages = Settings.from_mapping({}).ocr_language_list
     started: list[float] = []
-    texts = ocr.read_pages([lambda image=image: image for image in images],
-                           lambda detail: started.append(time.perf_counter()),
-                           languages=languages)
+    texts = ocr.read_pages(
+        [lambda image=image: image for image in images],
+        lambda detail: started.append(time.perf_counter()),
+        languages=languages,
+    )
     ended = time.perf_counter()
     seconds = [b - a for a, b in zip(started, started[1:] + [ended])]
     return texts, seconds
@@ -231,12 +352,18 @@ def measure_size(size: int, log: Callable[[str], None]) -> dict[str, Any]:
     english, chinese = english_text(rng), chinese_text(rng)
     en_pages = pages(english, size, EN_PAGES, cjk=False)
     zh_pages = pages(chinese, size, ZH_PAGES, cjk=True)
-    log(f"ocr quality: {len(en_pages)} English pages ({len(words(english))} words) and "
-        f"{len(zh_pages)} Chinese pages ({len(characters(chinese))} characters) at {size} px")
+    log(
+        f"ocr quality: {len(en_pages)} English pages ({len(words(english))} words) and "
+        f"{len(zh_pages)} Chinese pages ({len(characters(chinese))} characters) at {size} px"
+    )
     en_read, en_seconds = read([image for _, image in en_pages])
     zh_read, zh_seconds = read([image for _, image in zh_pages])
-    glued = [(line, text) for (lines, _), text in zip(en_pages, en_read)
-             for line in lines if _glued(line, text)]
+    glued = [
+        (line, text)
+        for (lines, _), text in zip(en_pages, en_read)
+        for line in lines
+        if _glued(line, text)
+    ]
     return {
         "size": size,
         "word_recall_en": recall(words(english), words("\n".join(en_read))),
@@ -254,15 +381,24 @@ def measure_size(size: int, log: Callable[[str], None]) -> dict[str, Any]:
 def _glued(line: str, page_text: str) -> bool:
     """Whether `line`'s words are found on the page only with some of its spaces gone."""
     squeezed = re.sub(r"\s+", "", line)
-    return line not in page_text and squeezed in re.sub(r"\s+", "", page_text) and any(
-        squeezed == re.sub(r"\s+", "", read_line) and read_line != line
-        for read_line in page_text.split("\n"))
+    return (
+        line not in page_text
+        and squeezed in re.sub(r"\s+", "", page_text)
+        and any(
+            squeezed == re.sub(r"\s+", "", read_line) and read_line != line
+            for read_line in page_text.split("\n")
+        )
+    )
 
 
 def fonts_missing() -> str:
     """Why the pages cannot be drawn here ("" when they can)."""
     missing = [str(path) for path in (LATIN_FONT, CJK_FONT) if not path.exists()]
-    return f"fonts missing: {', '.join(missing)} (fonts-dejavu-core, fonts-noto-cjk)" if missing else ""
+    return (
+        f"fonts missing: {', '.join(missing)} (fonts-dejavu-core, fonts-noto-cjk)"
+        if missing
+        else ""
+    )
 
 
 def run(log: Callable[[str], None], sizes: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -272,6 +408,7 @@ def run(log: Callable[[str], None], sizes: tuple[int, ...] = ()) -> dict[str, An
     if why:
         return {"skipped": why}
     from jobs.text import ocr
+
     ocr.engine()  # built before the first page: the seconds a page are a built engine's
     figures = measure_size(SIZE, log)
     figures["sizes"] = [measure_size(size, log) for size in sizes]
@@ -296,15 +433,18 @@ def figures(found: dict[str, Any]) -> dict[str, float]:
     """The bench's figures of `found` (none when it was skipped)."""
     if "skipped" in found:
         return {}
-    return {"ocr_word_recall_en": round(found["word_recall_en"], 4),
-            "ocr_char_recall_zh": round(found["char_recall_zh"], 4)}
+    return {
+        "ocr_word_recall_en": round(found["word_recall_en"], 4),
+        "ocr_char_recall_zh": round(found["char_recall_zh"], 4),
+    }
 
 
 if __name__ == "__main__":
     import json
 
-    result = run(lambda message: print(f"[bench] {message}", file=sys.stderr, flush=True),
-                 sizes=EXTRA_SIZES)
+    result = run(
+        lambda message: print(f"[bench] {message}", file=sys.stderr, flush=True), sizes=EXTRA_SIZES
+    )
     if "--show" in sys.argv:
         print("\n\n".join(result.get("en_read", [])))
     print("\n".join(describe(result)))

@@ -15,12 +15,14 @@ first ingest of the same documents.
   new documents, median (goal ≥ 0.9: reading the stored original again costs no more than
   receiving it did).
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import redis
 import requests
@@ -55,9 +57,14 @@ def upload_memory(svc: Services, nonce: str) -> dict[str, Any]:
     line = f"Line of the {nonce} manual, padded to a steady length for the benchmark.\n".encode()
     content = line * (UPLOAD_MIB * MIB // len(line))
     boundary = f"bench{nonce}"
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; "
-            f"filename=\"manual-{nonce}.txt\"\r\nContent-Type: text/plain\r\n\r\n").encode() \
-        + content + f"\r\n--{boundary}--\r\n".encode()
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; '
+            f'filename="manual-{nonce}.txt"\r\nContent-Type: text/plain\r\n\r\n'
+        ).encode()
+        + content
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
     pids = _children(svc.gunicorn_pid)
     before = {pid: _rss_mib(pid) for pid in pids}
     peak = dict(before)
@@ -73,22 +80,29 @@ def upload_memory(svc: Services, nonce: str) -> dict[str, Any]:
     sampler.start()
     started = time.perf_counter()
     try:
-        response = requests.post(f"{svc.base}/api/documents", data=body, timeout=300,
-                                 headers={"Content-Type": f"multipart/form-data; "
-                                                          f"boundary={boundary}"})
+        response = requests.post(
+            f"{svc.base}/api/documents",
+            data=body,
+            timeout=300,
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        )
     finally:
         done.set()
         sampler.join()
     seconds = time.perf_counter() - started
     if response.status_code != 202:
-        raise RuntimeError(f"the 200 MiB upload answered {response.status_code}: "
-                           f"{response.text[:300]}")
+        raise RuntimeError(
+            f"the 200 MiB upload answered {response.status_code}: {response.text[:300]}"
+        )
     document = response.json()["tasks"][0]["document_id"]
     requests.delete(f"{svc.base}/api/documents/{document}", timeout=30)
     growth = {pid: peak[pid] - before[pid] for pid in pids}
-    return {"rss_mb": round(max(growth.values()), 1), "seconds": seconds,
-            "before_mb": {str(pid): round(before[pid], 1) for pid in pids},
-            "peak_mb": {str(pid): round(peak[pid], 1) for pid in pids}}
+    return {
+        "rss_mb": round(max(growth.values()), 1),
+        "seconds": seconds,
+        "before_mb": {str(pid): round(before[pid], 1) for pid in pids},
+        "peak_mb": {str(pid): round(peak[pid], 1) for pid in pids},
+    }
 
 
 def reindex_rate(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[str, Any]:
@@ -98,8 +112,9 @@ def reindex_rate(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[
     pairs: list[tuple[float, float]] = []
     with workers(svc.redis_url, WORKERS, svc.workdir, prefix="reindex"):
         for round_ in range(ROUNDS + 1):  # the first round warms every fork path, unmeasured
-            prepared = measure.upload(session, url, counter, f"reindex-{nonce}-{round_}",
-                                      files=DOCUMENTS)
+            prepared = measure.upload(
+                session, url, counter, f"reindex-{nonce}-{round_}", files=DOCUMENTS
+            )
             completion = measure.Completion(connection)
             _, response = measure.send(session, prepared, 202)
             start = time.perf_counter()
@@ -107,8 +122,11 @@ def reindex_rate(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[
             ingest = completion.wait([t["id"] for t in tasks]) - start
 
             completion = measure.Completion(connection)
-            answer = session.post(f"{url}/reindex", timeout=60, json={
-                "document_ids": [t["document_id"] for t in tasks], "force": True})
+            answer = session.post(
+                f"{url}/reindex",
+                timeout=60,
+                json={"document_ids": [t["document_id"] for t in tasks], "force": True},
+            )
             start = time.perf_counter()
             if answer.status_code != 202:
                 raise RuntimeError(f"re-index answered {answer.status_code}: {answer.text[:300]}")
@@ -122,22 +140,29 @@ def reindex_rate(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[
     session.close()
     connection.close()
     ratios = [ingest / reindex for ingest, reindex in pairs]
-    return {"ratio": measure.median(ratios), "round_ratios": measure.quartiles(ratios),
-            "ingest_s": measure.median([a for a, _ in pairs]),
-            "reindex_s": measure.median([b for _, b in pairs])}
+    return {
+        "ratio": measure.median(ratios),
+        "round_ratios": measure.quartiles(ratios),
+        "ingest_s": measure.median([a for a, _ in pairs]),
+        "reindex_s": measure.median([b for _, b in pairs]),
+    }
 
 
 def run(svc: Services, nonce: str, log: Callable[[str], None]) -> dict[str, Any]:
     log(f"originals: one {UPLOAD_MIB} MiB upload, the web's memory sampled")
     memory = upload_memory(svc, nonce)
-    log(f"originals: {DOCUMENTS} documents ingested then re-indexed, {ROUNDS} rounds, "
-        f"{WORKERS} workers")
+    log(
+        f"originals: {DOCUMENTS} documents ingested then re-indexed, {ROUNDS} rounds, "
+        f"{WORKERS} workers"
+    )
     return {"memory": memory, "reindex": reindex_rate(svc, nonce, log)}
 
 
 def figures(result: dict[str, Any]) -> dict[str, float]:
-    return {"upload_200mib_web_rss_mb": result["memory"]["rss_mb"],
-            "reindex_docs_per_s_ratio": round(result["reindex"]["ratio"], 4)}
+    return {
+        "upload_200mib_web_rss_mb": result["memory"]["rss_mb"],
+        "reindex_docs_per_s_ratio": round(result["reindex"]["ratio"], 4),
+    }
 
 
 def describe(result: dict[str, Any]) -> list[str]:

@@ -2,9 +2,9 @@
 
 Text: a 300-page PDF of ordinary paragraphs (~2.7k characters a page, words drawn from a few
 hundred English words, numbers, a few accented ones; Flate-compressed content streams, as
-writers save them), read by (a) `jobs.worker.pipeline._parse(data, "pdf", settings, update)`, exactly
-what a worker's parsing step runs: the fork, the memory and time bounds, the reply encoded in
-the child and decoded in the parent, the text normalised, with the settings a worker has when
+writers save them), read by (a) `jobs.worker.pipeline._parse(data, "pdf", settings, update)`,
+exactly what a worker's parsing step runs: the fork, the memory and time bounds, the reply encoded
+in the child and decoded in the parent, the text normalised, with the settings a worker has when
 no INTAKE_* variable is set (OCR on: no page of this file needs it), in a process that has
 parsed a tiny text document first, as jobs.worker.warmup does in a worker before its first job (so
 the parser modules are imported before the fork, as in a worker); and (b) a bare pypdfium2
@@ -21,6 +21,7 @@ loaded the OCR engine (a worker has: bench.ocr_first_page), so it is built in th
 counts the pages after it, from the progress line "OCR page 2 of n" reaching the parent to
 `_parse` returning; the whole document's pages/s (engine build included) is reported beside it.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,10 +42,10 @@ from jobs.text import ocr
 from jobs.worker.pipeline import _parse
 
 PAGES = 300
-ROUNDS = 8                  # pairs of rounds, order alternating
-PAGE_CHARS = 2400           # at least this much text a page (wrapped at 80 columns)
-OCR_PAGES = 3               # measured, after one warm-up page
-OCR_LINES = 18              # English lines a scanned page (and two Chinese ones)
+ROUNDS = 8  # pairs of rounds, order alternating
+PAGE_CHARS = 2400  # at least this much text a page (wrapped at 80 columns)
+OCR_PAGES = 3  # measured, after one warm-up page
+OCR_LINES = 18  # English lines a scanned page (and two Chinese ones)
 CHINESE_IMAGE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "chinese.png"
 
 _WORDS = (
@@ -70,6 +71,7 @@ WORDS = tuple(_WORDS.split())
 
 # -- documents --------------------------------------------------------------------------------
 
+
 def paragraph(rng: random.Random) -> str:
     """A few sentences of words from WORDS (some numbers, some in parentheses or hyphenated)."""
     sentences = []
@@ -77,9 +79,14 @@ def paragraph(rng: random.Random) -> str:
         words = [rng.choice(WORDS) for _ in range(rng.randint(7, 22))]
         for _ in range(rng.randint(0, 2)):
             spot = rng.randrange(len(words))
-            words[spot] = rng.choice((str(rng.randint(2, 99999)),
-                                      f"{rng.randint(1, 99)}.{rng.randint(0, 99):02d}",
-                                      f"({words[spot]})", f"{words[spot]}-{rng.choice(WORDS)}"))
+            words[spot] = rng.choice(
+                (
+                    str(rng.randint(2, 99999)),
+                    f"{rng.randint(1, 99)}.{rng.randint(0, 99):02d}",
+                    f"({words[spot]})",
+                    f"{words[spot]}-{rng.choice(WORDS)}",
+                )
+            )
         sentences.append(" ".join(words).capitalize() + rng.choice(".....?;:"))
     return " ".join(sentences)
 
@@ -92,8 +99,12 @@ def page_text(rng: random.Random, chars: int = PAGE_CHARS, width: int = 80) -> s
     return "\n\n".join(paragraphs)
 
 
-def texts(pages: int = PAGES, seed: int = 13, chars: int = PAGE_CHARS, width: int = 80,
-          ) -> list[str]:
+def texts(
+    pages: int = PAGES,
+    seed: int = 13,
+    chars: int = PAGE_CHARS,
+    width: int = 80,
+) -> list[str]:
     rng = random.Random(seed)
     return [page_text(rng, chars, width) for _ in range(pages)]
 
@@ -103,27 +114,36 @@ def _pdf_string(line: str) -> bytes:
     return b"(" + raw.replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)") + b")"
 
 
-def text_pdf(pages: list[str], *, size: float = 11, leading: float = 13,
-             box: tuple[float, float] = (612, 792)) -> bytes:
+def text_pdf(
+    pages: list[str],
+    *,
+    size: float = 11,
+    leading: float = 13,
+    box: tuple[float, float] = (612, 792),
+) -> bytes:
     """A PDF with one page per text (Helvetica, WinAnsiEncoding, a Tj per line, from the top
     left margin down; Flate-compressed content streams), written by hand with an xref table."""
     width, height = box
     font = 3 + 2 * len(pages)
     kids = b" ".join(b"%d 0 R" % (3 + 2 * i) for i in range(len(pages)))
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(pages))]
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(pages)),
+    ]
     for i, text in enumerate(pages):
         ops = [b"BT", b"/F1 %g Tf" % size, b"%g TL" % leading, b"54 %g Td" % (height - 54)]
         for number, line in enumerate(text.split("\n")):
             ops.append((b"T* " if number else b"") + _pdf_string(line) + b" Tj")
         ops.append(b"ET")
         stream = zlib.compress(b"\n".join(ops), 6)
-        objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %g %g] /Resources << /Font "
-                    b"<< /F1 %d 0 R >> >> /Contents %d 0 R >>" % (width, height, font, 4 + 2 * i),
-                    b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream"
-                    % (len(stream), stream)]
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica"
-                   b" /Encoding /WinAnsiEncoding >>")
+        objects += [
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %g %g] /Resources << /Font "
+            b"<< /F1 %d 0 R >> >> /Contents %d 0 R >>" % (width, height, font, 4 + 2 * i),
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream),
+        ]
+    objects.append(
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+    )
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
@@ -133,8 +153,9 @@ def text_pdf(pages: list[str], *, size: float = 11, leading: float = 13,
     xref = out.tell()
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
-              % (len(objects) + 1, xref))
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    )
     return out.getvalue()
 
 
@@ -150,8 +171,9 @@ def scan_pdf(pages: int, seed: int = 5, lines: int = OCR_LINES, dpi: int = 200) 
     for _ in range(pages):
         image = Image.new("L", (dpi * 17 // 2, dpi * 11), "white")
         draw = ImageDraw.Draw(image)
-        for number, line in enumerate(textwrap.wrap(paragraph(rng) + " " + paragraph(rng),
-                                                    60)[:lines]):
+        for number, line in enumerate(
+            textwrap.wrap(paragraph(rng) + " " + paragraph(rng), 60)[:lines]
+        ):
             draw.text((dpi, dpi + step * number), line, font=font, fill="black")
         image.paste(chinese, (dpi - 20, dpi + step * (lines + 1)))
         images.append(image)
@@ -161,6 +183,7 @@ def scan_pdf(pages: int, seed: int = 5, lines: int = OCR_LINES, dpi: int = 200) 
 
 
 # -- the two sides ----------------------------------------------------------------------------
+
 
 def settings() -> Settings:
     """What a worker runs with when no INTAKE_* variable is set (OCR "auto")."""
@@ -177,8 +200,12 @@ def intake(data: bytes, config: Settings) -> dict[str, float]:
     cpu, children, start = time.process_time(), _children_cpu(), time.perf_counter()
     parsed = _parse(data, "pdf", config, lambda progress, detail: None)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "pages": parsed.pages, "characters": parsed.characters,
-            "cpu": time.process_time() - cpu + _children_cpu() - children}
+    return {
+        "seconds": seconds,
+        "pages": parsed.pages,
+        "characters": parsed.characters,
+        "cpu": time.process_time() - cpu + _children_cpu() - children,
+    }
 
 
 def bare(data: bytes) -> dict[str, float]:
@@ -194,8 +221,12 @@ def bare(data: bytes) -> dict[str, float]:
         page.close()
     document.close()
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "pages": pages, "characters": characters,
-            "cpu": time.process_time() - cpu}
+    return {
+        "seconds": seconds,
+        "pages": pages,
+        "characters": characters,
+        "cpu": time.process_time() - cpu,
+    }
 
 
 def warm_up(config: Settings) -> None:
@@ -207,7 +238,7 @@ def warm_up(config: Settings) -> None:
 
 def ratio(data: bytes, config: Settings, rounds: int = ROUNDS) -> dict[str, Any]:
     warm_up(config)
-    intake(data, config)    # unmeasured: PDFium's first document
+    intake(data, config)  # unmeasured: PDFium's first document
     bare(data)
     pairs = measure.interleaved(rounds, lambda: intake(data, config), lambda: bare(data))
     mine = [a["pages"] / a["seconds"] for a, _ in pairs]
@@ -217,8 +248,10 @@ def ratio(data: bytes, config: Settings, rounds: int = ROUNDS) -> dict[str, Any]
         "round_ratios": measure.quartiles([a / b for a, b in zip(mine, theirs)]),
         "subject_pages_per_s": measure.median(mine),
         "baseline_pages_per_s": measure.median(theirs),
-        "cpu_ratio": (measure.median([b["cpu"] for _, b in pairs])
-                      / measure.median([a["cpu"] for a, _ in pairs])),
+        "cpu_ratio": (
+            measure.median([b["cpu"] for _, b in pairs])
+            / measure.median([a["cpu"] for a, _ in pairs])
+        ),
         "subject_cpu_ms": 1000 * measure.median([a["cpu"] for a, _ in pairs]),
         "baseline_cpu_ms": 1000 * measure.median([b["cpu"] for _, b in pairs]),
         "characters": pairs[0][0]["characters"],
@@ -257,8 +290,10 @@ def ocr_rate(config: Settings, pages: int = OCR_PAGES) -> dict[str, Any]:
 def run(log: Callable[[str], None]) -> dict[str, Any]:
     config = settings()
     data = text_pdf(texts())
-    log(f"pdf: {ROUNDS} interleaved rounds of Intake's parse step and a bare pypdfium2 loop on "
-        f"a {PAGES}-page text PDF ({len(data) / 1024:.0f} KiB)")
+    log(
+        f"pdf: {ROUNDS} interleaved rounds of Intake's parse step and a bare pypdfium2 loop on "
+        f"a {PAGES}-page text PDF ({len(data) / 1024:.0f} KiB)"
+    )
     figures = ratio(data, config)
     figures["pdf_bytes"] = len(data)
     log(f"ocr: a scan of 1 + {OCR_PAGES} pages through the parse step (page 1: warm-up)")
@@ -270,17 +305,23 @@ def describe(found: dict[str, Any]) -> list[str]:
     """The context lines of the bench's table."""
     scan = found["ocr"]
     return [
-        (f"pdf: median {found['subject_pages_per_s']:.0f} pages/s Intake's parse step "
-        f"(jobs.worker.pipeline._parse: fork, bounds, reply) vs {found['baseline_pages_per_s']:.0f} "
-        f"pages/s a bare pypdfium2 loop, {PAGES}-page text PDF ({found['pdf_bytes'] / 1024:.0f} "
-        f"KiB, {found['characters'] / PAGES / 1000:.1f}k characters a page); per-round ratios "
-        f"q1/median/q3 {'/'.join(f'{v:.2f}' for v in found['round_ratios'])}; CPU "
-        f"{found['subject_cpu_ms']:.0f} ms (with the child) vs {found['baseline_cpu_ms']:.0f} ms "
-        f"(CPU ratio {found['cpu_ratio']:.2f})"),
-        (f"ocr: {scan['pages_per_s']:.2f} pages/s on one worker (pages 2–{scan['pages'] + 1} of "
-        f"a 200 dpi scan, {OCR_LINES} English + 2 Chinese lines a page); the first page, "
-        f"engine build in the parse's child included, took {scan['first_page_s']:.2f} s; whole "
-        f"document {scan['document_pages_per_s']:.2f} pages/s"),
+        (
+            f"pdf: median {found['subject_pages_per_s']:.0f} pages/s Intake's parse step "
+            "(jobs.worker.pipeline._parse: fork, bounds, reply) "
+            f"vs {found['baseline_pages_per_s']:.0f} pages/s a bare pypdfium2 loop, "
+            f"{PAGES}-page text PDF ({found['pdf_bytes'] / 1024:.0f} KiB, "
+            f"{found['characters'] / PAGES / 1000:.1f}k characters a page); per-round ratios "
+            f"q1/median/q3 {'/'.join(f'{v:.2f}' for v in found['round_ratios'])}; CPU "
+            f"{found['subject_cpu_ms']:.0f} ms (with the child) "
+            f"vs {found['baseline_cpu_ms']:.0f} ms "
+            f"(CPU ratio {found['cpu_ratio']:.2f})"
+        ),
+        (
+            f"ocr: {scan['pages_per_s']:.2f} pages/s on one worker (pages 2–{scan['pages'] + 1} of "
+            f"a 200 dpi scan, {OCR_LINES} English + 2 Chinese lines a page); the first page, "
+            f"engine build in the parse's child included, took {scan['first_page_s']:.2f} s; whole "
+            f"document {scan['document_pages_per_s']:.2f} pages/s"
+        ),
     ]
 
 
@@ -290,5 +331,11 @@ if __name__ == "__main__":
 
     result = run(lambda message: print(f"[bench] {message}", file=sys.stderr, flush=True))
     print("\n".join(describe(result)))
-    print(json.dumps({"pdf_pages_per_s_ratio": round(result["ratio"], 4),
-                      "ocr_pages_per_s": round(result["ocr"]["pages_per_s"], 3)}))
+    print(
+        json.dumps(
+            {
+                "pdf_pages_per_s_ratio": round(result["ratio"], 4),
+                "ocr_pages_per_s": round(result["ocr"]["pages_per_s"], 3),
+            }
+        )
+    )

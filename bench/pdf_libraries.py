@@ -17,6 +17,7 @@ returns against the words of the text written into the file, as multisets; for t
 files, whose source text is unknown, pypdfium2's against pypdf's. pypdfium2's words are counted
 as it returns them and with its end-of-line hyphen mark put back (HYPHEN_FIXED).
 """
+
 from __future__ import annotations
 
 import io
@@ -35,7 +36,7 @@ from bench import measure
 from bench.pdf import text_pdf, texts
 
 ROUNDS = 5
-REPEAT_SECONDS = 0.4        # a round reads a small file this long, at least once
+REPEAT_SECONDS = 0.4  # a round reads a small file this long, at least once
 REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
 REAL_FILES = ("pdflatex-outline.pdf", "Seige_of_Vicksburg_Sample_OCR.pdf", "crazyones.pdf")
 
@@ -58,8 +59,7 @@ def with_pypdf(data: bytes) -> list[str]:
     return [page.extract_text() for page in reader.pages]
 
 
-LIBRARIES: dict[str, Callable[[bytes], list[str]]] = {"pypdfium2": with_pdfium,
-                                                       "pypdf": with_pypdf}
+LIBRARIES: dict[str, Callable[[bytes], list[str]]] = {"pypdfium2": with_pdfium, "pypdf": with_pypdf}
 #: PDFium gives a hyphen that ends a line as U+0002 and drops the line break after it
 #: ("dan-⏎gerous" → "dan\x02gerous"); put back, its words are the page's words.
 HYPHEN_FIXED = "pypdfium2 with \\x02 as -\\n"
@@ -82,8 +82,11 @@ def shapes() -> list[tuple[str, bytes, list[str] | None]]:
     out: list[tuple[str, bytes, list[str] | None]] = [
         (f"{len(big)} pages, {each(big)} each (bench.pdf's file)", text_pdf(big), big),
         (f"{len(small):,} small pages, {each(small)} each", text_pdf(small), small),
-        (f"1 long dense page, {each(long_page)} ({lines} lines of 8 pt)",
-         text_pdf(long_page, size=8, leading=9, box=(612, 9 * lines + 108)), long_page),
+        (
+            f"1 long dense page, {each(long_page)} ({lines} lines of 8 pt)",
+            text_pdf(long_page, size=8, leading=9, box=(612, 9 * lines + 108)),
+            long_page,
+        ),
     ]
     for name in REAL_FILES:
         out.append((f"{name} (real)", (REAL / name).read_bytes(), None))
@@ -102,10 +105,14 @@ def speed(data: bytes, pages: int) -> dict[str, float]:
     """Median pages/s of each library on `data`."""
     first = {name: timed(read, data, 1) for name, read in LIBRARIES.items()}  # unmeasured
     repeat = max(1, round(REPEAT_SECONDS / max(first.values())))
-    pairs = measure.interleaved(ROUNDS, lambda: timed(with_pdfium, data, repeat),
-                                lambda: timed(with_pypdf, data, repeat))
-    return {"pypdfium2": pages / measure.median([a for a, _ in pairs]),
-            "pypdf": pages / measure.median([b for _, b in pairs]), "repeat": repeat}
+    pairs = measure.interleaved(
+        ROUNDS, lambda: timed(with_pdfium, data, repeat), lambda: timed(with_pypdf, data, repeat)
+    )
+    return {
+        "pypdfium2": pages / measure.median([a for a, _ in pairs]),
+        "pypdf": pages / measure.median([b for _, b in pairs]),
+        "repeat": repeat,
+    }
 
 
 def words(pages: list[str]) -> Counter[str]:
@@ -114,10 +121,13 @@ def words(pages: list[str]) -> Counter[str]:
 
 def difference(found: Counter[str], expected: Counter[str]) -> dict[str, Any]:
     missing, extra = expected - found, found - expected
-    return {"words": sum(found.values()), "missing": sum(missing.values()),
-            "extra": sum(extra.values()), "missing_examples": [w for w, _ in
-                                                               missing.most_common(3)],
-            "extra_examples": [w for w, _ in extra.most_common(3)]}
+    return {
+        "words": sum(found.values()),
+        "missing": sum(missing.values()),
+        "extra": sum(extra.values()),
+        "missing_examples": [w for w, _ in missing.most_common(3)],
+        "extra_examples": [w for w, _ in extra.most_common(3)],
+    }
 
 
 def compare() -> list[dict[str, Any]]:
@@ -125,8 +135,12 @@ def compare() -> list[dict[str, Any]]:
     for name, data, source in shapes():
         read = {lib: fn(data) for lib, fn in LIBRARIES.items()}
         pages = len(read["pypdfium2"])
-        row: dict[str, Any] = {"file": name, "pages": pages, "bytes": len(data),
-                               **speed(data, pages)}
+        row: dict[str, Any] = {
+            "file": name,
+            "pages": pages,
+            "bytes": len(data),
+            **speed(data, pages),
+        }
         read[HYPHEN_FIXED] = hyphen_fixed(read["pypdfium2"])
         found = {lib: words(texts_) for lib, texts_ in read.items()}
         # The words written into the file; for a real file, pypdf's (the source is unknown).
@@ -143,11 +157,15 @@ def show(rows: list[dict[str, Any]]) -> None:
     print("| file | pages | pypdfium2 pages/s | pypdf pages/s | pypdfium2 ÷ pypdf | words |")
     print("|---|---|---|---|---|---|")
     for row in rows:
-        said = "; ".join(f"{lib} {f['words']:,} ({_few('missing', f)}, {_few('extra', f)})"
-                         for lib, f in row["fidelity"].items())
-        print(f"| {row['file']} | {row['pages']} | {row['pypdfium2']:,.0f} | {row['pypdf']:,.0f} "
-              f"| {row['pypdfium2'] / row['pypdf']:.1f} | {row['reference']} "
-              f"{row['reference_words']:,}; {said} |")
+        said = "; ".join(
+            f"{lib} {f['words']:,} ({_few('missing', f)}, {_few('extra', f)})"
+            for lib, f in row["fidelity"].items()
+        )
+        print(
+            f"| {row['file']} | {row['pages']} | {row['pypdfium2']:,.0f} | {row['pypdf']:,.0f} "
+            f"| {row['pypdfium2'] / row['pypdf']:.1f} | {row['reference']} "
+            f"{row['reference_words']:,}; {said} |"
+        )
 
 
 def _few(what: str, fidelity: dict[str, Any]) -> str:
@@ -156,11 +174,14 @@ def _few(what: str, fidelity: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    print(f"[bench] pypdfium2 {pdfium.PYPDFIUM_INFO} (PDFium {pdfium.PDFIUM_INFO}), pypdf "
-          f"{pypdf.__version__}; {ROUNDS} interleaved rounds per file", file=sys.stderr)
+    print(
+        f"[bench] pypdfium2 {pdfium.PYPDFIUM_INFO} (PDFium {pdfium.PDFIUM_INFO}), pypdf "
+        f"{pypdf.__version__}; {ROUNDS} interleaved rounds per file",
+        file=sys.stderr,
+    )
     rows = compare()
     show(rows)
-    print(json.dumps([{k: v for k, v in row.items()} for row in rows], default=str))
+    print(json.dumps([dict(row) for row in rows], default=str))
     return 0
 
 

@@ -1,8 +1,8 @@
 """pipeline_overhead_ratio: N tiny documents through Intake's pipeline against N bare RQ no-op
 jobs, drained by the same production workers.
 
-Both sides run on the same `rq worker` processes (jobs.worker.workers.worker_command: IntakeWorker, a
-fork per job, the scheduler, Intake's three queues), started once and idle before every round.
+Both sides run on the same `rq worker` processes (jobs.worker.workers.worker_command: IntakeWorker,
+a fork per job, the scheduler, Intake's three queues), started once and idle before every round.
 A round's clock starts when all its jobs are in the queue and stops when the last of them is
 finished (RQ's finished registries, polled every 10 ms: bench.measure.Completion):
 
@@ -15,6 +15,7 @@ finished (RQ's finished registries, polled every 10 ms: bench.measure.Completion
 
 Rounds alternate AB, BA, …; the figure is the median of the per-pair ratios.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,8 +30,8 @@ from jobs.core import keys
 
 DOCUMENTS = 60
 WORKERS = 2
-ROUNDS = 7              # pairs of rounds, order alternating
-WARMUP_DOCUMENTS = 10   # one unmeasured round per side first: every fork path warm
+ROUNDS = 7  # pairs of rounds, order alternating
+WARMUP_DOCUMENTS = 10  # one unmeasured round per side first: every fork path warm
 TINY_BYTES = 120
 QUEUE = "intake-bulk"
 
@@ -43,11 +44,12 @@ def run(svc: Services, nonce: str) -> dict[str, Any]:
     submit_seconds: list[float] = []
 
     def intake_round(count: int) -> float:
-        prepared = measure.upload(session, url, counter, f"tiny-{nonce}", files=count,
-                                  size=TINY_BYTES)
+        prepared = measure.upload(
+            session, url, counter, f"tiny-{nonce}", files=count, size=TINY_BYTES
+        )
         completion = measure.Completion(connection)
         posted, response = measure.send(session, prepared, 202)
-        start = time.perf_counter()     # the answer comes once every job is in the queue
+        start = time.perf_counter()  # the answer comes once every job is in the queue
         submit_seconds.append(posted)
         ids = [t["id"] for t in response.json()["tasks"]]
         end = completion.wait(ids)
@@ -59,18 +61,20 @@ def run(svc: Services, nonce: str) -> dict[str, Any]:
         return end - start
 
     def bare_round(count: int) -> float:
-        datas = [Queue.prepare_data("bench.noop.noop", args=(n,), result_ttl=3600)
-                 for n in range(count)]
+        datas = [
+            Queue.prepare_data("bench.noop.noop", args=(n,), result_ttl=3600) for n in range(count)
+        ]
         completion = measure.Completion(connection)
         jobs = queue.enqueue_many(datas)
-        start = time.perf_counter()     # as above: every job is in the queue
+        start = time.perf_counter()  # as above: every job is in the queue
         return completion.wait([j.id for j in jobs]) - start
 
     with workers(svc.redis_url, WORKERS, svc.workdir, prefix="pipeline"):
         intake_round(WARMUP_DOCUMENTS)
         bare_round(WARMUP_DOCUMENTS)
-        pairs = measure.interleaved(ROUNDS, lambda: intake_round(DOCUMENTS),
-                            lambda: bare_round(DOCUMENTS))
+        pairs = measure.interleaved(
+            ROUNDS, lambda: intake_round(DOCUMENTS), lambda: bare_round(DOCUMENTS)
+        )
     session.close()
     connection.close()
     ratios = [a / b for a, b in pairs]

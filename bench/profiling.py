@@ -7,6 +7,7 @@ the median wall time per request of each path without the profiler (interleaved 
 for each path cProfile's top functions (cProfile inflates code that makes many small calls:
 compare paths and shares, not absolute ms).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,8 @@ import pstats
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlencode
 
 from werkzeug.datastructures import MultiDict
@@ -35,20 +36,25 @@ BATCH_FILES = 200
 
 def environ_factory(path: str, ids: dict[str, str]) -> Callable[[int], dict]:
     """A function n -> a fresh WSGI environ for request n of `path` (files differ per n)."""
+
     def build(n: int) -> dict:
         if path in ("submit", "bare-enqueue"):
             name, data, ctype = text_file(n, f"profile-{path}")
             url = "/api/documents" if path == "submit" else "/bare/enqueue"
-            builder = EnvironBuilder(path=url, method="POST",
-                                     data={"files": (io.BytesIO(data), name, ctype)})
+            builder = EnvironBuilder(
+                path=url, method="POST", data={"files": (io.BytesIO(data), name, ctype)}
+            )
         else:
-            url = {"poll": f"/api/tasks/{ids['task']}",
-                   "bare-hgetall": f"/bare/hgetall/{keys.task(ids['task'])}",
-                   "poll-done": f"/api/tasks/{ids.get('done_task')}",
-                   "batch": f"/api/batches/{ids.get('batch')}",
-                   "search": f"/api/search?{urlencode({'q': ids.get('query', '')})}"}[path]
+            url = {
+                "poll": f"/api/tasks/{ids['task']}",
+                "bare-hgetall": f"/bare/hgetall/{keys.task(ids['task'])}",
+                "poll-done": f"/api/tasks/{ids.get('done_task')}",
+                "batch": f"/api/batches/{ids.get('batch')}",
+                "search": f"/api/search?{urlencode({'q': ids.get('query', '')})}",
+            }[path]
             builder = EnvironBuilder(path=url, method="GET")
         return builder.get_environ()
+
     return build
 
 
@@ -60,13 +66,19 @@ def succeeded_batch(app, url: str) -> tuple[str, str]:
     from rq import Queue, SimpleWorker
 
     from jobs.core.settings import QUEUE_NAMES
-    files = MultiDict([("files", (io.BytesIO(data), name, ctype)) for name, data, ctype in
-                       (text_file(n, "profile-batch") for n in range(BATCH_FILES))])
+
+    files = MultiDict(
+        [
+            ("files", (io.BytesIO(data), name, ctype))
+            for name, data, ctype in (text_file(n, "profile-batch") for n in range(BATCH_FILES))
+        ]
+    )
     environ = EnvironBuilder(path="/api/documents", method="POST", data=files).get_environ()
     answer = json.loads(b"".join(app(environ, lambda s, h, exc_info=None: None)))
     connection = Redis.from_url(url)
-    SimpleWorker([Queue(name, connection=connection) for name in QUEUE_NAMES],
-                 connection=connection).work(burst=True, logging_level="WARNING")
+    SimpleWorker(
+        [Queue(name, connection=connection) for name in QUEUE_NAMES], connection=connection
+    ).work(burst=True, logging_level="WARNING")
     return answer["batch_id"], answer["tasks"][0]["id"]
 
 
@@ -88,8 +100,13 @@ def warm_up(app, path: str, ids: dict[str, str]) -> None:
             raise RuntimeError(f"{path} answered {status}, expected {expect}")
 
 
-def time_paths(app, paths: list[str], ids: dict[str, str], count: int, rounds: int = 10,
-               ) -> dict[str, float]:
+def time_paths(
+    app,
+    paths: list[str],
+    ids: dict[str, str],
+    count: int,
+    rounds: int = 10,
+) -> dict[str, float]:
     """Median over `rounds` interleaved rounds of the mean ms per request of each path."""
     per_round = max(1, count // rounds)
     samples: dict[str, list[float]] = {p: [] for p in paths}
@@ -105,8 +122,9 @@ def time_paths(app, paths: list[str], ids: dict[str, str], count: int, rounds: i
     return {p: statistics.median(v) for p, v in samples.items()}
 
 
-def profile(app, path: str, ids: dict[str, str], count: int, top: int, callees: list[str],
-            sort: str) -> str:
+def profile(
+    app, path: str, ids: dict[str, str], count: int, top: int, callees: list[str], sort: str
+) -> str:
     build = environ_factory(path, ids)
     environs = [build(10**7 + n) for n in range(count)]
     profiler = cProfile.Profile()
@@ -128,8 +146,13 @@ def main() -> None:
     parser.add_argument("-n", "--count", type=int, default=500)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"))
-    parser.add_argument("--callees", action="append", default=[], metavar="REGEX",
-                        help="also list what functions matching REGEX call (repeatable)")
+    parser.add_argument(
+        "--callees",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also list what functions matching REGEX call (repeatable)",
+    )
     args = parser.parse_args()
     unknown = set(args.paths) - set(PATHS)
     if unknown:
@@ -138,6 +161,7 @@ def main() -> None:
         with redis_server(Path(tmp)) as (url, _pid):
             os.environ.update(REDIS_URL=url, SECRET_KEY="profile-" + os.urandom(8).hex())
             from bench.app import app
+
             environ = environ_factory("submit", "")(0)
             body = b"".join(app(environ, lambda s, h, exc_info=None: None))
             ids = {"task": json.loads(body)["tasks"][0]["id"]}
@@ -148,16 +172,21 @@ def main() -> None:
                 from redis import Redis
 
                 from bench.search import build_index
+
                 ids["query"] = build_index(Redis.from_url(url), "profile")["query"]
             for path in paths:
                 warm_up(app, path, ids)
             timings = time_paths(app, paths, ids, args.count)
-            print(f"Median ms per request without profiler ({args.count} requests each, "
-                  "10 interleaved rounds):")
+            print(
+                f"Median ms per request without profiler ({args.count} requests each, "
+                "10 interleaved rounds):"
+            )
             for path, ms in timings.items():
                 print(f"  {path:<13} {ms:7.3f} ms")
             for path in paths:
-                print(f"\n=== cProfile of {path} ({args.count} requests), sorted by {args.sort} ===")
+                print(
+                    f"\n=== cProfile of {path} ({args.count} requests), sorted by {args.sort} ==="
+                )
                 print(profile(app, path, ids, args.count, args.top, args.callees, args.sort))
 
 

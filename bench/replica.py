@@ -1,21 +1,23 @@
 """Submit with one replica attached (issue 16): what waiting for its confirmation (WAIT) costs.
 
 `attached(svc)` starts a redis-server replica of the bench's Redis (`--replicaof`, loopback, no
-persistence), waits until it confirms a write (WAIT answers 1), and stops it at the end, waiting until the primary lists none (so later phases measure a plain Redis again). While
-it runs, bench.__main__ measures submit exactly as for `submit_ratio`: Intake's upload (ROLE
-read with the claim lists a replica, so the upload's last pipeline ends with `WAIT 1 500`)
-against the same bare RQ enqueue, interleaved, on the same server. `waits()` counts the WAITs
-the primary ran (INFO commandstats), to show the measured path really waited.
+persistence), waits until it confirms a write (WAIT answers 1), and stops it at the end, waiting
+until the primary lists none (so later phases measure a plain Redis again). While it runs,
+bench.__main__ measures submit exactly as for `submit_ratio`: Intake's upload (ROLE read with the
+claim lists a replica, so the upload's last pipeline ends with `WAIT 1 500`) against the same bare
+RQ enqueue, interleaved, on the same server. `waits()` counts the WAITs the primary ran (INFO
+commandstats), to show the measured path really waited.
 
 `python -m bench.replica_alone [--rounds N]` runs just the two submit measurements (plain, then with
 the replica), at the bench's scale unless told fewer rounds.
 """
+
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import redis
 
@@ -56,8 +58,12 @@ def attached(svc: Services) -> Iterator[int]:
     workdir = svc.workdir / "replica"
     workdir.mkdir(exist_ok=True)
     log = workdir / "redis.log"
-    argv = [*server_argv(port, workdir, durable=False, executable=binary),
-            "--replicaof", host, str(primary.connection_pool.connection_kwargs["port"])]
+    argv = [
+        *server_argv(port, workdir, durable=False, executable=binary),
+        "--replicaof",
+        host,
+        str(primary.connection_pool.connection_kwargs["port"]),
+    ]
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     replica = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
@@ -67,7 +73,10 @@ def attached(svc: Services) -> Iterator[int]:
         yield process.pid
     finally:
         _stop(process)
-        wait_until(lambda: primary.info("replication")["connected_slaves"] == 0, 15,
-                   "the primary listing no replica")
+        wait_until(
+            lambda: primary.info("replication")["connected_slaves"] == 0,
+            15,
+            "the primary listing no replica",
+        )
         replica.close()
         primary.close()

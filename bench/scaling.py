@@ -14,11 +14,13 @@ While the workers of the 4-worker run are up, the same server also serves the ot
 figures that need an HTTP embedder: meta_writes_per_s_max (bench.metawrites) and, on the
 200-task batch T4 produced, batch_poll_ratio (bench.batchpoll).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import redis
 
@@ -42,17 +44,20 @@ def embedding_server() -> Iterator[EmbeddingServer]:
         server.close()
 
 
-def drain(svc: Services, connection: redis.Redis, nonce: str, count: int = DOCUMENTS,
-          ) -> tuple[float, dict[str, Any]]:
+def drain(
+    svc: Services,
+    connection: redis.Redis,
+    nonce: str,
+    count: int = DOCUMENTS,
+) -> tuple[float, dict[str, Any]]:
     """POST `count` new ~2 KB documents in one request, wait until RQ finished every job;
     (seconds from the answer, when every job is in the queue, to the last job finished; the
     upload's answer)."""
     s = measure.session()
-    prepared = measure.upload(s, f"{svc.base}/api/documents", measure.counter(), nonce,
-                              files=count)
+    prepared = measure.upload(s, f"{svc.base}/api/documents", measure.counter(), nonce, files=count)
     completion = measure.Completion(connection)
     _, response = measure.send(s, prepared, 202)
-    start = time.perf_counter()     # the answer comes once every job is in the queue
+    start = time.perf_counter()  # the answer comes once every job is in the queue
     s.close()
     body = response.json()
     end = completion.wait([t["id"] for t in body["tasks"]], timeout=200)

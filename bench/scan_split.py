@@ -39,6 +39,7 @@ worker between two of its ranges; and the machine's busy and stolen cores
 `python -m bench.scan_split` prints the context lines and, last, one JSON object;
 `--keep-logs DIR` copies the workers' logs (RQ's own format) there.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,9 +48,10 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import redis
 import requests
@@ -64,8 +66,8 @@ from jobs.core import keys
 from jobs.worker.scan_reading import RANGE_PAGES, READ_FUNCTION
 
 PAGES = 40
-ORDER = (2, 1, 2)           # workers of each measurement, in order
-TIMEOUT = 1200.0            # seconds for one scan to succeed
+ORDER = (2, 1, 2)  # workers of each measurement, in order
+TIMEOUT = 1200.0  # seconds for one scan to succeed
 POLL_SECONDS = 0.1
 WARM_LINE = "OCR engine loaded"
 
@@ -90,10 +92,11 @@ def _epoch(iso: bytes | str | None) -> float | None:
 def _wait_warm(workdir: Path, prefix: str, count: int) -> None:
     """Until each of the `count` workers named `prefix-…` has logged that its OCR engine is
     loaded (the warm-up runs before RQ registers the worker, so this is a check, not a wait)."""
+
     def warm() -> bool:
         logs = list(workdir.glob(f"worker-{prefix}-*.log"))
-        return len(logs) == count and all(WARM_LINE in p.read_text(errors="replace")
-                                          for p in logs)
+        return len(logs) == count and all(WARM_LINE in p.read_text(errors="replace") for p in logs)
+
     wait_until(warm, 120, f"{count} workers logging '{WARM_LINE}'")
 
 
@@ -105,7 +108,7 @@ def _follow(connection: redis.Redis, task_id: str, timeout: float) -> dict[str, 
     readers_key = keys.page_range_readers(task_id)
     plan: list[list[int]] | None = None
     plan_at: float | None = None
-    held: dict[tuple[str, int], list[float]] = {}    # (reader, range) → [first, last] seen
+    held: dict[tuple[str, int], list[float]] = {}  # (reader, range) → [first, last] seen
     saved: dict[int, float] = {}
     deadline = time.monotonic() + timeout
     while True:
@@ -129,11 +132,17 @@ def _follow(connection: redis.Redis, task_id: str, timeout: float) -> dict[str, 
             seen = held.setdefault((reader.decode(), int(index)), [now, now])
             seen[1] = now
         if status in (b"succeeded", b"failed", b"canceled"):
-            return {"status": status.decode(), "plan": plan, "plan_at": plan_at,
-                    "held": held, "saved": saved}
+            return {
+                "status": status.decode(),
+                "plan": plan,
+                "plan_at": plan_at,
+                "held": held,
+                "saved": saved,
+            }
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the {PAGES}-page scan was not done after {timeout:g} s "
-                               f"(status {status!r})")
+            raise RuntimeError(
+                f"the {PAGES}-page scan was not done after {timeout:g} s (status {status!r})"
+            )
         time.sleep(POLL_SECONDS)
 
 
@@ -143,8 +152,9 @@ def _range_jobs(connection: redis.Redis, queue_name: str, task_id: str) -> list[
     return [j for j in jobs if j.func_name == READ_FUNCTION and j.args and j.args[0] == task_id]
 
 
-def _timeline(connection: redis.Redis, task_id: str, started: float, ended: float,
-              followed: dict[str, Any]) -> dict[str, Any]:
+def _timeline(
+    connection: redis.Redis, task_id: str, started: float, ended: float, followed: dict[str, Any]
+) -> dict[str, Any]:
     """What the poll and RQ's records say of one reading (see the module's docstring)."""
     task_job = Job.fetch(task_id, connection=connection)
     range_jobs = _range_jobs(connection, task_job.origin, task_id)
@@ -152,8 +162,10 @@ def _timeline(connection: redis.Redis, task_id: str, started: float, ended: floa
     worker_of.update({j.id: j.worker_name for j in range_jobs})
     plan = followed["plan"] or []
     steps = json.loads(connection.hget(keys.task(task_id), "steps") or "[]")
-    parsed = next((_epoch(s.get("ended_at")) for s in steps if s.get("name") == "parsing"),
-                  None) or ended
+    parsed = (
+        next((_epoch(s.get("ended_at")) for s in steps if s.get("name") == "parsing"), None)
+        or ended
+    )
     # A range saved less than a poll before the task ended is never seen saved (its ranges
     # are deleted with the task's end): it was saved before the parsing step ended. So the
     # ranges' times are to the poll's 0.1 s, their end at most the parsing step's.
@@ -163,10 +175,16 @@ def _timeline(connection: redis.Redis, task_id: str, started: float, ended: floa
     ranges = []
     for (reader, index), (first, _) in followed["held"].items():
         if index in saved and saved[index] >= first:
-            ranges.append({"range": index, "reader": "task" if reader == task_id else "range",
-                           "worker": worker_of.get(reader, "?"), "claimed": first - started,
-                           "saved": saved[index] - started,
-                           "seconds": saved[index] - first})
+            ranges.append(
+                {
+                    "range": index,
+                    "reader": "task" if reader == task_id else "range",
+                    "worker": worker_of.get(reader, "?"),
+                    "claimed": first - started,
+                    "saved": saved[index] - started,
+                    "seconds": saved[index] - first,
+                }
+            )
     ranges.sort(key=lambda r: r["claimed"])
     gaps: dict[str, list[float]] = {}
     for worker in sorted({r["worker"] for r in ranges}):
@@ -176,12 +194,18 @@ def _timeline(connection: redis.Redis, task_id: str, started: float, ended: floa
     last_by_worker = [max(r["saved"] for r in ranges if r["worker"] == w) for w in gaps]
     task_saves = [r["saved"] for r in ranges if r["reader"] == "task"]
     outcomes = [j.return_value() or {} for j in range_jobs]
-    waits = [(j.started_at - j.enqueued_at).total_seconds() for j in range_jobs
-             if j.started_at and j.enqueued_at]
+    waits = [
+        (j.started_at - j.enqueued_at).total_seconds()
+        for j in range_jobs
+        if j.started_at and j.enqueued_at
+    ]
     return {
         "plan_s": followed["plan_at"] - started if followed["plan_at"] else None,
-        "reading_s": (last_saved - (followed["plan_at"] - started)
-                      if last_saved is not None and followed["plan_at"] else None),
+        "reading_s": (
+            last_saved - (followed["plan_at"] - started)
+            if last_saved is not None and followed["plan_at"]
+            else None
+        ),
         "together_s": parsed - started - last_saved if last_saved is not None else None,
         "after_s": ended - parsed,
         "ranges_planned": len(plan),
@@ -200,21 +224,33 @@ def _timeline(connection: redis.Redis, task_id: str, started: float, ended: floa
     }
 
 
-def read_scan(svc: Services, connection: redis.Redis, data: bytes, count: int, label: str,
-              log: Log, keep_logs: Path | None = None) -> dict[str, Any]:
+def read_scan(
+    svc: Services,
+    connection: redis.Redis,
+    data: bytes,
+    count: int,
+    label: str,
+    log: Log,
+    keep_logs: Path | None = None,
+) -> dict[str, Any]:
     """One measurement: `count` fresh, warm workers read the scan; its figures."""
     connection.flushdb()
     prefix = f"scan-{label}"
     with workers(svc.redis_url, count, svc.workdir, prefix=prefix):
         _wait_warm(svc.workdir, prefix, count)
         if Worker.count(connection=connection) != count:
-            raise RuntimeError(f"{Worker.count(connection=connection)} workers registered, "
-                               f"expected {count}")
+            raise RuntimeError(
+                f"{Worker.count(connection=connection)} workers registered, expected {count}"
+            )
         log(f"scan split: the {PAGES}-page scan, {count} worker(s) ({label})")
         s = measure.session()
-        prepared = s.prepare_request(requests.Request(
-            "POST", f"{svc.base}/api/documents",
-            files=[("files", (f"scan-{PAGES}-{label}.pdf", data, "application/pdf"))]))
+        prepared = s.prepare_request(
+            requests.Request(
+                "POST",
+                f"{svc.base}/api/documents",
+                files=[("files", (f"scan-{PAGES}-{label}.pdf", data, "application/pdf"))],
+            )
+        )
         cpu_before = _cpu_ticks()
         started = time.time()
         _, response = measure.send(s, prepared, 202)
@@ -224,11 +260,16 @@ def read_scan(svc: Services, connection: redis.Redis, data: bytes, count: int, l
         task = s.get(f"{svc.base}/api/tasks/{task_id}", timeout=30).json()
         s.close()
         result = task.get("result") or {}
-        if (task.get("status") != "succeeded" or result.get("pages") != PAGES
-                or result.get("ocr_pages") != PAGES):
-            raise RuntimeError(f"the {PAGES}-page scan with {count} worker(s) ended "
-                               f"{task.get('status')!r}, result {result}, error "
-                               f"{task.get('error')}")
+        if (
+            task.get("status") != "succeeded"
+            or result.get("pages") != PAGES
+            or result.get("ocr_pages") != PAGES
+        ):
+            raise RuntimeError(
+                f"the {PAGES}-page scan with {count} worker(s) ended "
+                f"{task.get('status')!r}, result {result}, error "
+                f"{task.get('error')}"
+            )
         ended = _epoch(connection.hget(keys.task(task_id), "ended_at"))
         if ended is None:
             raise RuntimeError("the scan's task has no ended_at")
@@ -238,30 +279,42 @@ def read_scan(svc: Services, connection: redis.Redis, data: bytes, count: int, l
             for path in svc.workdir.glob(f"worker-{prefix}-*.log"):
                 shutil.copy(path, keep_logs / path.name)
     elapsed = cpu_after[2] - cpu_before[2]
-    return {"workers": count, "label": label, "seconds": ended - started,
-            "characters": result.get("characters"),
-            "busy_cores": (cpu_after[0] - cpu_before[0]) / elapsed,
-            "steal_cores": (cpu_after[1] - cpu_before[1]) / elapsed,
-            **timeline}
+    return {
+        "workers": count,
+        "label": label,
+        "seconds": ended - started,
+        "characters": result.get("characters"),
+        "busy_cores": (cpu_after[0] - cpu_before[0]) / elapsed,
+        "steal_cores": (cpu_after[1] - cpu_before[1]) / elapsed,
+        **timeline,
+    }
 
 
 def run(log: Log, keep_logs: Path | None = None) -> dict[str, Any]:
     data = scan_pdf(PAGES)
-    log(f"scan split: a {PAGES}-page scan ({len(data) / 2**20:.1f} MiB), read by "
+    log(
+        f"scan split: a {PAGES}-page scan ({len(data) / 2**20:.1f} MiB), read by "
         + ", then ".join(f"{n} worker{'s' if n > 1 else ''}" for n in ORDER)
-        + " (redis-server, gunicorn and workers of its own)")
+        + " (redis-server, gunicorn and workers of its own)"
+    )
     runs = []
     with services() as svc:
         connection = redis.Redis.from_url(svc.redis_url)
         for index, count in enumerate(ORDER):
-            runs.append(read_scan(svc, connection, data, count, f"{index + 1}w{count}", log,
-                                  keep_logs))
+            runs.append(
+                read_scan(svc, connection, data, count, f"{index + 1}w{count}", log, keep_logs)
+            )
             log(f"scan split: {runs[-1]['seconds']:.1f} s with {count} worker(s)")
         connection.close()
     t1 = [r["seconds"] for r in runs if r["workers"] == 1]
     t2 = [r["seconds"] for r in runs if r["workers"] == 2]
-    return {"speedup": statistics.mean(t1) / statistics.mean(t2), "t1": t1, "t2": t2,
-            "scan_bytes": len(data), "runs": runs}
+    return {
+        "speedup": statistics.mean(t1) / statistics.mean(t2),
+        "t1": t1,
+        "t2": t2,
+        "scan_bytes": len(data),
+        "runs": runs,
+    }
 
 
 def figures(found: dict[str, Any]) -> dict[str, float]:
@@ -276,11 +329,13 @@ def describe(found: dict[str, Any]) -> list[str]:
     """The context lines of the bench's table: the figure, then one line a measurement."""
     t1 = " and ".join(f"{t:.1f}" for t in found["t1"])
     t2 = " and ".join(f"{t:.1f}" for t in found["t2"])
-    lines = [f"scan split: a {PAGES}-page scan (200 dpi, {OCR_LINES} English + 2 Chinese lines "
-             f"a page, {found['scan_bytes'] / 2**20:.1f} MiB) from upload to succeeded: "
-             f"T1 {t1} s with 1 worker, T2 {t2} s with 2 (order "
-             f"{', '.join(map(str, ORDER))} workers); speedup T1 / mean T2 = "
-             f"{found['speedup']:.2f} (ideal 2)"]
+    lines = [
+        f"scan split: a {PAGES}-page scan (200 dpi, {OCR_LINES} English + 2 Chinese lines "
+        f"a page, {found['scan_bytes'] / 2**20:.1f} MiB) from upload to succeeded: "
+        f"T1 {t1} s with 1 worker, T2 {t2} s with 2 (order "
+        f"{', '.join(map(str, ORDER))} workers); speedup T1 / mean T2 = "
+        f"{found['speedup']:.2f} (ideal 2)"
+    ]
     for r in found["runs"]:
         gaps = [g for worker in r["gaps_s"].values() for g in worker]
         lines.append(
@@ -297,7 +352,8 @@ def describe(found: dict[str, Any]) -> list[str]:
             f"last was saved (the task's job waited {r['task_waited_s']:.1f} s of it); "
             f"a worker's gaps between two ranges {sum(gaps):.1f} s in all "
             f"({max(gaps, default=0):.1f} s at most); machine {r['busy_cores']:.2f} cores busy, "
-            f"{r['steal_cores']:.2f} stolen")
+            f"{r['steal_cores']:.2f} stolen"
+        )
     return lines
 
 
@@ -306,17 +362,23 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(prog="python -m bench.scan_split")
     parser.add_argument("--keep-logs", type=Path, help="copy the workers' logs to this folder")
-    parser.add_argument("--timeline", action="store_true",
-                        help="print each range: reader, worker, claimed and saved (s)")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print each range: reader, worker, claimed and saved (s)",
+    )
     args = parser.parse_args()
-    result = run(lambda message: print(f"[bench] {message}", file=sys.stderr, flush=True),
-                 args.keep_logs)
+    result = run(
+        lambda message: print(f"[bench] {message}", file=sys.stderr, flush=True), args.keep_logs
+    )
     print("\n".join(describe(result)))
     if args.timeline:
         for r in result["runs"]:
             print(f"-- {r['label']}: {r['workers']} worker(s), {r['seconds']:.1f} s")
             for x in r["ranges"]:
-                print(f"   range {x['range']:2d} {x['reader']:5s} {x['worker']:>20s} "
-                      f"claimed {x['claimed']:6.1f} saved {x['saved']:6.1f} "
-                      f"({x['seconds']:.1f} s)")
+                print(
+                    f"   range {x['range']:2d} {x['reader']:5s} {x['worker']:>20s} "
+                    f"claimed {x['claimed']:6.1f} saved {x['saved']:6.1f} "
+                    f"({x['seconds']:.1f} s)"
+                )
     print(json.dumps(figures(result)), flush=True)

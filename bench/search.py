@@ -11,6 +11,7 @@ keep-alive sessions, rounds alternating AB, BA, …; the figure is the ratio of 
 medians. The first search after indexing is reported apart, as "cold" (it once built a
 per-process snapshot; now it only loads the search script).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,12 +30,32 @@ DOCUMENTS = 100
 CHUNKS_PER_DOCUMENT = 100
 WORDS_PER_CHUNK = 110
 VOCABULARY = 20_000
-TENANT = "default"          # the bench runs without INTAKE_API_KEYS: one tenant
+TENANT = "default"  # the bench runs without INTAKE_API_KEYS: one tenant
 WARMUP = 10
 ROUNDS = 16
 PER_ROUND = 8
-_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "de", "po", "ra", "en", "qu", "zi",
-              "ba", "fo", "gu", "hi", "ja", "ly")
+_SYLLABLES = (
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "sa",
+    "to",
+    "vi",
+    "de",
+    "po",
+    "ra",
+    "en",
+    "qu",
+    "zi",
+    "ba",
+    "fo",
+    "gu",
+    "hi",
+    "ja",
+    "ly",
+)
 
 
 def vocabulary(size: int) -> list[str]:
@@ -75,11 +96,13 @@ def build_index(connection: redis.Redis, nonce: str) -> dict[str, Any]:
     # At 110 words a chunk, rank 10 is in ~60 % of the chunks and rank 150 in ~7 %.
     common, rare = words[10], words[150]
     split = [set(t.lower().rstrip(".").split()) for t in texts]
-    return {"query": f"{common} {rare}", "seconds": time.perf_counter() - start,
-            "matching_chunks": sum(1 for w in split if common in w or rare in w),
-            "word_chunks": [sum(1 for w in split if common in w),
-                            sum(1 for w in split if rare in w)],
-            "chunks": len(texts)}
+    return {
+        "query": f"{common} {rare}",
+        "seconds": time.perf_counter() - start,
+        "matching_chunks": sum(1 for w in split if common in w or rare in w),
+        "word_chunks": [sum(1 for w in split if common in w), sum(1 for w in split if rare in w)],
+        "chunks": len(texts),
+    }
 
 
 def run(svc: Services, task_id: str, nonce: str) -> dict[str, Any]:
@@ -94,8 +117,9 @@ def run(svc: Services, task_id: str, nonce: str) -> dict[str, Any]:
     results = answer.json()["results"]
     if len(results) != 10:
         raise RuntimeError(f"the search found {len(results)} results, expected 10")
-    figures = measure.latency_ratio((ss, search_url), (st, task_url), warmup=WARMUP,
-                                    rounds=ROUNDS, per_round=PER_ROUND)
+    figures = measure.latency_ratio(
+        (ss, search_url), (st, task_url), warmup=WARMUP, rounds=ROUNDS, per_round=PER_ROUND
+    )
     ss.close()
     st.close()
     return {

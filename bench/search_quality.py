@@ -11,6 +11,7 @@ same chunk texts. A chunk stands for its document; a document's rank is that of 
 chunk, on both sides. Figures: nDCG@10 and Recall@50 averaged over the judged queries, and
 Intake ÷ baseline. bm25s over whole documents (not chunks) is reported beside them.
 """
+
 from __future__ import annotations
 
 import collections
@@ -19,8 +20,9 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import redis
 
@@ -33,7 +35,7 @@ from jobs.text.chunking import chunk_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TENANT = "cisi"
-RANKED = 200          # chunks asked for per query: enough distinct documents for Recall@50
+RANKED = 200  # chunks asked for per query: enough distinct documents for Recall@50
 NDCG_AT, RECALL_AT = 10, 50
 #: What Intake's searches said and took, in this run (exactness and latency are reported).
 SEEN: dict[str, list[Any]] = {"seconds": [], "exact": []}
@@ -61,15 +63,20 @@ def _records(path: Path) -> dict[int, dict[str, str]]:
 
 def load(folder: Path) -> tuple[dict[int, str], list[tuple[int, str]], dict[int, set[int]]]:
     """(document text by id, judged queries in order, relevant document ids by query)."""
-    documents = {i: f"{r.get('T', '').strip()}\n\n{r.get('W', '').strip()}".strip()
-                 for i, r in _records(folder / "CISI.ALL").items()}
+    documents = {
+        i: f"{r.get('T', '').strip()}\n\n{r.get('W', '').strip()}".strip()
+        for i, r in _records(folder / "CISI.ALL").items()
+    }
     relevant: dict[int, set[int]] = collections.defaultdict(set)
     for line in (folder / "CISI.REL").read_text().splitlines():
         parts = line.split()
         if len(parts) >= 2:
             relevant[int(parts[0])].add(int(parts[1]))
-    queries = [(i, r.get("W", "").strip()) for i, r in sorted(_records(folder / "CISI.QRY").items())
-               if i in relevant]
+    queries = [
+        (i, r.get("W", "").strip())
+        for i, r in sorted(_records(folder / "CISI.QRY").items())
+        if i in relevant
+    ]
     return documents, queries, relevant
 
 
@@ -83,8 +90,11 @@ def recall(ranked: list[int], relevant: set[int], at: int = RECALL_AT) -> float:
     return len(set(ranked[:at]) & relevant) / len(relevant)
 
 
-def score(search: Callable[[str], list[int]], queries: list[tuple[int, str]],
-          relevant: dict[int, set[int]]) -> dict[str, float]:
+def score(
+    search: Callable[[str], list[int]],
+    queries: list[tuple[int, str]],
+    relevant: dict[int, set[int]],
+) -> dict[str, float]:
     n = r = 0.0
     for qid, text in queries:
         ranked = search(text)
@@ -99,11 +109,16 @@ def documents_of(chunk_owners: Iterable[int]) -> list[int]:
 
 
 def chunks_of(documents: dict[int, str], settings: Settings) -> list[tuple[int, str]]:
-    return [(doc, text) for doc, body in sorted(documents.items())
-            for text in chunk_text(body, settings.chunk_size, settings.chunk_overlap)]
+    return [
+        (doc, text)
+        for doc, body in sorted(documents.items())
+        for text in chunk_text(body, settings.chunk_size, settings.chunk_overlap)
+    ]
 
 
-def intake_side(connection: redis.Redis, chunks: list[tuple[int, str]]) -> Callable[[str], list[int]]:
+def intake_side(
+    connection: redis.Redis, chunks: list[tuple[int, str]]
+) -> Callable[[str], list[int]]:
     """Index every document as the pipeline does; a search function over it."""
     by_doc: dict[int, list[str]] = collections.defaultdict(list)
     for doc, text in chunks:
@@ -122,6 +137,7 @@ def intake_side(connection: redis.Redis, chunks: list[tuple[int, str]]) -> Calla
         SEEN["seconds"].append(time.perf_counter() - started)
         SEEN["exact"].append(answer.exact)
         return documents_of(int(hit["document_id"]) for hit in answer.results)
+
     return search
 
 
@@ -129,10 +145,12 @@ def bm25s_side(texts: list[tuple[int, str]]) -> Callable[[str], list[int]]:
     """Lucene-style BM25 (bm25s) over `texts` (owner, text): owners ranked by best text."""
     import bm25s
     import Stemmer
+
     stemmer = Stemmer.Stemmer("english")
     owners = [owner for owner, _ in texts]
-    tokens = bm25s.tokenize([t for _, t in texts], stopwords="en", stemmer=stemmer,
-                            show_progress=False)
+    tokens = bm25s.tokenize(
+        [t for _, t in texts], stopwords="en", stemmer=stemmer, show_progress=False
+    )
     model = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
     model.index(tokens, show_progress=False)
 
@@ -140,6 +158,7 @@ def bm25s_side(texts: list[tuple[int, str]]) -> Callable[[str], list[int]]:
         asked = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
         found, scores = model.retrieve(asked, k=min(RANKED, len(owners)), show_progress=False)
         return documents_of(owners[j] for j, s in zip(found[0], scores[0]) if s > 0)
+
     return search
 
 
@@ -150,8 +169,10 @@ def run(log: Callable[[str], None] = print) -> dict[str, Any] | None:
         return None
     documents, queries, relevant = load(collection_dir())
     chunks = chunks_of(documents, Settings())
-    log(f"search quality: CISI, {len(documents):,} documents in {len(chunks):,} chunks, "
-        f"{len(queries)} judged queries")
+    log(
+        f"search quality: CISI, {len(documents):,} documents in {len(chunks):,} chunks, "
+        f"{len(queries)} judged queries"
+    )
     baseline = score(bm25s_side(chunks), queries, relevant)
     whole = score(bm25s_side(sorted(documents.items())), queries, relevant)
     with tempfile.TemporaryDirectory(prefix="intake-quality-") as workdir:
@@ -161,24 +182,33 @@ def run(log: Callable[[str], None] = print) -> dict[str, Any] | None:
             SEEN["exact"].clear()
             subject = score(intake_side(connection, chunks), queries, relevant)
     seconds = sorted(SEEN["seconds"])
-    return {"ndcg_ratio": subject["ndcg10"] / baseline["ndcg10"],
-            "exact_share": sum(SEEN["exact"]) / len(SEEN["exact"]),
-            "median_ms": 1000 * seconds[len(seconds) // 2],
-            "recall50_ratio": subject["recall50"] / baseline["recall50"],
-            "intake": subject, "bm25s": baseline, "bm25s_whole_documents": whole,
-            "documents": len(documents), "chunks": len(chunks), "queries": len(queries)}
+    return {
+        "ndcg_ratio": subject["ndcg10"] / baseline["ndcg10"],
+        "exact_share": sum(SEEN["exact"]) / len(SEEN["exact"]),
+        "median_ms": 1000 * seconds[len(seconds) // 2],
+        "recall50_ratio": subject["recall50"] / baseline["recall50"],
+        "intake": subject,
+        "bm25s": baseline,
+        "bm25s_whole_documents": whole,
+        "documents": len(documents),
+        "chunks": len(chunks),
+        "queries": len(queries),
+    }
 
 
 def describe(found: dict[str, Any]) -> str:
     intake, base, whole = found["intake"], found["bm25s"], found["bm25s_whole_documents"]
-    return (f"search quality (CISI, {found['queries']} judged queries, {found['documents']:,} "
-            f"documents in {found['chunks']:,} chunks): nDCG@10 {intake['ndcg10']:.3f} Intake vs "
-            f"{base['ndcg10']:.3f} bm25s with stemming on the same chunks "
-            f"({whole['ndcg10']:.3f} on whole documents); Recall@50 {intake['recall50']:.3f} vs "
-            f"{base['recall50']:.3f} ({whole['recall50']:.3f}); k = {RANKED}: "
-            f"{found['exact_share']:.0%} exact, median {found['median_ms']:.1f} ms a query")
+    return (
+        f"search quality (CISI, {found['queries']} judged queries, {found['documents']:,} "
+        f"documents in {found['chunks']:,} chunks): nDCG@10 {intake['ndcg10']:.3f} Intake vs "
+        f"{base['ndcg10']:.3f} bm25s with stemming on the same chunks "
+        f"({whole['ndcg10']:.3f} on whole documents); Recall@50 {intake['recall50']:.3f} vs "
+        f"{base['recall50']:.3f} ({whole['recall50']:.3f}); k = {RANKED}: "
+        f"{found['exact_share']:.0%} exact, median {found['median_ms']:.1f} ms a query"
+    )
 
 
 if __name__ == "__main__":
     import json
+
     print(json.dumps(run(), indent=1))

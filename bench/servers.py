@@ -4,6 +4,7 @@ production-style `rq worker` processes.
 Servers listen on free loopback ports, keep their files in a temporary directory and are stopped
 when the `with` block ends, whatever happened inside it.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -15,10 +16,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import redis
 import requests
@@ -34,18 +35,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: there is one, as the benchmark's redis-server keeps its data in memory: the figures weigh
 #: Intake's work, not a disk's. (A file's creation took 0.5 ms in this machine's /tmp and 17 µs
 #: elsewhere on the same disk: docs/benchmarks.md, "Where the originals are kept".)
-ORIGINALS = Path(tempfile.mkdtemp(prefix="intake-bench-originals-",
-                                  dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+ORIGINALS = Path(
+    tempfile.mkdtemp(
+        prefix="intake-bench-originals-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+    )
+)
 atexit.register(shutil.rmtree, ORIGINALS, ignore_errors=True)
 
 
 @dataclass(frozen=True)
 class Services:
     redis_url: str
-    base: str             # the web server's base URL
+    base: str  # the web server's base URL
     redis_pid: int
-    gunicorn_pid: int     # the master; its workers are its children
-    workdir: Path         # temporary: logs of redis-server, gunicorn and workers
+    gunicorn_pid: int  # the master; its workers are its children
+    workdir: Path  # temporary: logs of redis-server, gunicorn and workers
 
 
 def cpu_seconds(pid: int, with_children: bool = False) -> float:
@@ -61,12 +65,17 @@ def cpu_seconds(pid: int, with_children: bool = False) -> float:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / ticks    # utime, stime
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
     return total
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str,
-               process: subprocess.Popen | None = None, log: Path | None = None) -> None:
+def wait_until(
+    check: Callable[[], bool],
+    timeout: float,
+    what: str,
+    process: subprocess.Popen | None = None,
+    log: Path | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
@@ -121,8 +130,9 @@ def gunicorn(redis_url: str, workdir: Path) -> Iterator[tuple[str, int]]:
     argv[argv.index("--bind") + 1] = f"127.0.0.1:{port}"
     argv[-1] = "bench.app:app"
     with open(log, "wb") as out:
-        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=web_env(redis_url), stdout=out,
-                                   stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=web_env(redis_url), stdout=out, stderr=subprocess.STDOUT
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_health(base, "gunicorn", process, log)
@@ -135,8 +145,13 @@ def web_env(redis_url: str, **extra: str) -> dict[str, str]:
     """A benchmark web process's environment: none of the caller's INTAKE_* settings, its Redis,
     a SECRET_KEY of its own, the repository importable; plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
-    env.update(REDIS_URL=redis_url, SECRET_KEY="bench-" + os.urandom(16).hex(),
-               PYTHONPATH=str(REPO_ROOT), INTAKE_STORAGE_URL=ORIGINALS.as_uri(), **extra)
+    env.update(
+        REDIS_URL=redis_url,
+        SECRET_KEY="bench-" + os.urandom(16).hex(),
+        PYTHONPATH=str(REPO_ROOT),
+        INTAKE_STORAGE_URL=ORIGINALS.as_uri(),
+        **extra,
+    )
     return env
 
 
@@ -144,8 +159,13 @@ def wait_for_health(base: str, what: str, process: subprocess.Popen, log: Path) 
     probe = requests.Session()
     probe.trust_env = False
     try:
-        wait_until(lambda: probe.get(f"{base}/api/health", timeout=2).status_code == 200,
-                   60, f"{what} answering /api/health", process, log)
+        wait_until(
+            lambda: probe.get(f"{base}/api/health", timeout=2).status_code == 200,
+            60,
+            f"{what} answering /api/health",
+            process,
+            log,
+        )
     finally:
         probe.close()
 
@@ -164,15 +184,25 @@ def worker_env(redis_url: str, extra: dict[str, str] | None = None) -> dict[str,
     """The environment of a benchmark's worker: none of the caller's INTAKE_* settings, the
     repository importable (bench.noop for the baseline jobs), plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTAKE_")}
-    env.update(REDIS_URL=redis_url, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1",
-               INTAKE_STORAGE_URL=ORIGINALS.as_uri())
+    env.update(
+        REDIS_URL=redis_url,
+        PYTHONPATH=str(REPO_ROOT),
+        PYTHONUNBUFFERED="1",
+        INTAKE_STORAGE_URL=ORIGINALS.as_uri(),
+    )
     env.update(extra or {})
     return env
 
 
 @contextmanager
-def workers(redis_url: str, count: int, workdir: Path, *, env: dict[str, str] | None = None,
-            prefix: str = "bench") -> Iterator[list[int]]:
+def workers(
+    redis_url: str,
+    count: int,
+    workdir: Path,
+    *,
+    env: dict[str, str] | None = None,
+    prefix: str = "bench",
+) -> Iterator[list[int]]:
     """`count` production workers, started exactly as the Procfile's `worker:` line
     (jobs.worker.workers.worker_command: IntakeWorker, scheduler, heartbeat flags, Intake's three
     queues), each in its own process group; yields their pids once RQ lists all of them.
@@ -185,10 +215,20 @@ def workers(redis_url: str, count: int, workdir: Path, *, env: dict[str, str] | 
         for name in names:
             log = workdir / f"worker-{name}.log"
             with open(log, "wb") as out:
-                processes.append((subprocess.Popen(
-                    worker_command(redis_url, name=name), cwd=REPO_ROOT,
-                    env=worker_env(redis_url, env), stdout=out, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True), log))
+                processes.append(
+                    (
+                        subprocess.Popen(
+                            worker_command(redis_url, name=name),
+                            cwd=REPO_ROOT,
+                            env=worker_env(redis_url, env),
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                            start_new_session=True,
+                        ),
+                        log,
+                    )
+                )
 
         def registered() -> bool:
             for process, log in processes:
@@ -196,6 +236,7 @@ def workers(redis_url: str, count: int, workdir: Path, *, env: dict[str, str] | 
                     tail = log.read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"worker exited with {process.returncode}\n{tail}")
             return set(names) <= {w.name for w in Worker.all(connection=connection)}
+
         wait_until(registered, 60, f"{count} rq workers registered")
         yield [process.pid for process, _ in processes]
     finally:
@@ -226,24 +267,34 @@ def procfile_command(process_type: str = "web") -> str:
 
 
 @contextmanager
-def procfile_web(redis_url: str, workdir: Path,
-                 extra: dict[str, str] | None = None) -> Iterator[tuple[str, int, str]]:
+def procfile_web(
+    redis_url: str, workdir: Path, extra: dict[str, str] | None = None
+) -> Iterator[tuple[str, int, str]]:
     """One `web:` process started exactly as the Procfile's `web:` line says, read now: the line
     through /bin/sh (as a Procfile runner does; `exec`, so the pid is gunicorn's master) with
     PORT set to a free port, the venv's bin first on PATH, and the environment `gunicorn()`
     gives (REDIS_URL, a SECRET_KEY, no INTAKE_* but those of `extra`). Yields its base URL,
-    the master's pid and the line. Stopped with SIGINT (gunicorn's quick shutdown: the benchmark's streams are
-    gone by then), then SIGKILL of its process group after 15 s."""
+    the master's pid and the line. Stopped with SIGINT (gunicorn's quick shutdown: the benchmark's
+    streams are gone by then), then SIGKILL of its process group after 15 s."""
     line = procfile_command("web")
     port = free_port()
     log = workdir / "web.log"
-    env = web_env(redis_url, PORT=str(port),
-                  PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-                  **(extra or {}))
+    env = web_env(
+        redis_url,
+        PORT=str(port),
+        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        **(extra or {}),
+    )
     with open(log, "wb") as out:
-        process = subprocess.Popen(["/bin/sh", "-c", f"exec {line}"], cwd=REPO_ROOT, env=env,
-                                   stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", f"exec {line}"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_health(base, "the Procfile's web process", process, log)

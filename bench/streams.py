@@ -44,6 +44,7 @@ that each sent `GET /api/health HTTP/1.1\\r\\nHost: x\\r\\n` and nothing more ar
 before the settling and held until the round's polls are done, then closed. Connections the
 server dropped or answered meanwhile are counted. At most 30 s of rounds (whole pairs).
 """
+
 from __future__ import annotations
 
 import errno
@@ -60,8 +61,9 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -70,20 +72,20 @@ from bench import measure
 from bench.servers import cpu_seconds, procfile_web, redis_server
 
 BATCHES = 50
-STREAMS_PER_BATCH = 20                  # 1,000 streams
+STREAMS_PER_BATCH = 20  # 1,000 streams
 SLOW_CLIENTS = 200
 UPLOAD_BYTES = 1000
-TIMEOUT = 10.0                          # per request; a failed request counts as this
+TIMEOUT = 10.0  # per request; a failed request counts as this
 FIRST_BYTES_WAIT = 30.0
-ERROR_RETRY = 1.0                       # a failed stream is tried again after this
-PACE = 0.5                              # a round starts every PACE seconds (or at once if late)
+ERROR_RETRY = 1.0  # a failed stream is tried again after this
+PACE = 0.5  # a round starts every PACE seconds (or at once if late)
 POLLS_PER_ROUND = 10
 UPLOADS_PER_ROUND = 4
-QUIET_SECONDS = 6.0                     # each block with none open
-LOADED_SECONDS = 30.0                   # the block with the streams open
+QUIET_SECONDS = 6.0  # each block with none open
+LOADED_SECONDS = 30.0  # the block with the streams open
 DRAIN_WAIT = 30.0
-DRAIN_SLACK = 4                         # client sockets the web may hold beyond its baseline
-SLOW_ROUNDS = 12                        # pairs, order alternating
+DRAIN_SLACK = 4  # client sockets the web may hold beyond its baseline
+SLOW_ROUNDS = 12  # pairs, order alternating
 SLOW_PER_ROUND = 10
 SLOW_SETTLE = 0.3
 SLOW_BUDGET = 30.0
@@ -94,6 +96,7 @@ Log = Callable[[str], None]
 
 
 # --- the event streams: one selector loop --------------------------------------------------
+
 
 class _Connection:
     __slots__ = ("slot", "sock", "out", "head", "connected", "live", "closed")
@@ -109,19 +112,24 @@ class Swarm:
 
     def __init__(self, host: str, port: int, paths: list[str]) -> None:
         self._address = (host, port)
-        self._requests = [(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                           "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"
-                           "Connection: close\r\n\r\n").encode() for path in paths]
+        self._requests = [
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"
+                "Connection: close\r\n\r\n"
+            ).encode()
+            for path in paths
+        ]
         self.size = len(paths)
-        self.connects = 0           # TCP connections started, first ones and again
-        self.first_bytes = 0        # responses that reached their `retry:` line
-        self.live = 0               # streams past their first bytes, still open
-        self.reconnects = 0         # streams the server ended after their first bytes
+        self.connects = 0  # TCP connections started, first ones and again
+        self.first_bytes = 0  # responses that reached their `retry:` line
+        self.live = 0  # streams past their first bytes, still open
+        self.reconnects = 0  # streams the server ended after their first bytes
         self.errors: Counter[str] = Counter()
-        self.samples: dict[str, str] = {}   # the start of the first body of each error status
-        self.received = 0           # bytes
-        self.streamed: set[int] = set()     # slots that got their first bytes at least once
-        self.ended_at: list[float] = []     # perf_counter of each server end
+        self.samples: dict[str, str] = {}  # the start of the first body of each error status
+        self.received = 0  # bytes
+        self.streamed: set[int] = set()  # slots that got their first bytes at least once
+        self.ended_at: list[float] = []  # perf_counter of each server end
         self.cpu_seconds = 0.0
         self._connections: dict[int, _Connection] = {}
         self._retry: list[tuple[float, int]] = []
@@ -129,7 +137,7 @@ class Swarm:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="event-streams", daemon=True)
 
-    def start(self) -> "Swarm":
+    def start(self) -> Swarm:
         self._thread.start()
         return self
 
@@ -153,7 +161,7 @@ class Swarm:
             while not self._stopping.is_set():
                 for key, mask in self._selector.select(0.05):
                     connection: _Connection = key.data
-                    if connection.closed:       # dropped earlier in this batch of events
+                    if connection.closed:  # dropped earlier in this batch of events
                         continue
                     try:
                         if mask & selectors.EVENT_WRITE:
@@ -161,8 +169,9 @@ class Swarm:
                         else:
                             self._receive(connection)
                     except OSError as exc:
-                        self._fail(connection, errno.errorcode.get(exc.errno or 0,
-                                                                   type(exc).__name__))
+                        self._fail(
+                            connection, errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+                        )
                 now = time.perf_counter()
                 while self._retry and self._retry[0][0] <= now:
                     self._open(heapq.heappop(self._retry)[1])
@@ -175,7 +184,7 @@ class Swarm:
     def _open(self, slot: int) -> None:
         try:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        except OSError as exc:      # out of file descriptors, say
+        except OSError as exc:  # out of file descriptors, say
             self.errors[errno.errorcode.get(exc.errno or 0, "socket")] += 1
             heapq.heappush(self._retry, (time.perf_counter() + ERROR_RETRY, slot))
             return
@@ -207,7 +216,7 @@ class Swarm:
         except BlockingIOError:
             return
         if not data:
-            if connection.live:             # the server ended a stream: reconnect at once
+            if connection.live:  # the server ended a stream: reconnect at once
                 self.reconnects += 1
                 self.ended_at.append(time.perf_counter())
                 self._drop(connection)
@@ -224,12 +233,16 @@ class Swarm:
             if len(connection.head) > 16384:
                 self._fail(connection, "no end of headers")
             return
-        status = bytes(connection.head[:connection.head.find(b"\r\n")]).split(b" ")
+        status = bytes(connection.head[: connection.head.find(b"\r\n")]).split(b" ")
         if len(status) < 2 or status[1] != b"200":
-            kind = (f"HTTP {status[1].decode(errors='replace')}" if len(status) > 1
-                    else "bad status line")
-            self.samples.setdefault(kind, bytes(connection.head[end + 4:end + 204])
-                                    .decode(errors="replace"))
+            kind = (
+                f"HTTP {status[1].decode(errors='replace')}"
+                if len(status) > 1
+                else "bad status line"
+            )
+            self.samples.setdefault(
+                kind, bytes(connection.head[end + 4 : end + 204]).decode(errors="replace")
+            )
             self._fail(connection, kind)
         elif b"retry:" in connection.head[end:]:
             connection.live, connection.head = True, bytearray()
@@ -252,8 +265,9 @@ class Swarm:
             pass
         if reset:
             try:
-                connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                           struct.pack("ii", 1, 0))
+                connection.sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
             except OSError:
                 pass
         connection.sock.close()
@@ -266,6 +280,7 @@ class Swarm:
 
 # --- the measuring client ------------------------------------------------------------------
 
+
 class Client:
     """One keep-alive session polling one task and uploading one small file; every failure
     (no answer within TIMEOUT, a broken connection, another status) counts as TIMEOUT."""
@@ -277,12 +292,17 @@ class Client:
         self.failures: Counter[str] = Counter()
 
     def poll(self) -> float:
-        return self._timed(self.session.prepare_request(requests.Request("GET", self.poll_url)),
-                           200)
+        return self._timed(
+            self.session.prepare_request(requests.Request("GET", self.poll_url)), 200
+        )
 
     def upload(self) -> float:
-        return self._timed(measure.upload(self.session, self.upload_url, self.counter,
-                                          self.nonce, size=UPLOAD_BYTES), 202)
+        return self._timed(
+            measure.upload(
+                self.session, self.upload_url, self.counter, self.nonce, size=UPLOAD_BYTES
+            ),
+            202,
+        )
 
     def failed(self) -> int:
         return sum(self.failures.values())
@@ -300,7 +320,7 @@ class Client:
         if kind is None and elapsed <= TIMEOUT:
             return elapsed
         self.failures[kind or "slower than the timeout"] += 1
-        self.session.close()            # a fresh connection for the next request
+        self.session.close()  # a fresh connection for the next request
         self.session = measure.session()
         return TIMEOUT
 
@@ -308,8 +328,9 @@ class Client:
         self.session.close()
 
 
-def block(client: Client, seconds: float, pids: tuple[int, int],
-          during: Callable[[], None] = lambda: None) -> dict[str, Any]:
+def block(
+    client: Client, seconds: float, pids: tuple[int, int], during: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
     """Rounds of polls and uploads started every PACE s for `seconds`, with the web's and
     redis-server's CPU cores meanwhile; `during()` is called at the start of each round."""
     web_pid, redis_pid = pids
@@ -328,22 +349,27 @@ def block(client: Client, seconds: float, pids: tuple[int, int],
             time.sleep(next_round - now)
         next_round = time.perf_counter() + PACE
         during()
-        sides = [(client.poll, polls, POLLS_PER_ROUND),
-                 (client.upload, uploads, UPLOADS_PER_ROUND)]
-        for request, out, count in (sides if rounds % 2 == 0 else sides[::-1]):
+        sides = [(client.poll, polls, POLLS_PER_ROUND), (client.upload, uploads, UPLOADS_PER_ROUND)]
+        for request, out, count in sides if rounds % 2 == 0 else sides[::-1]:
             for k in range(count):
                 # Choking (a request of this block failed) or late: one of each a round, and
                 # at least one of each in the block.
-                if out and (k and client.failed() > failed_before
-                            or time.perf_counter() >= deadline):
+                if out and (
+                    k and client.failed() > failed_before or time.perf_counter() >= deadline
+                ):
                     break
                 out.append(request())
         rounds += 1
     wall = time.perf_counter() - start
-    return {"polls": polls, "uploads": uploads, "rounds": rounds, "seconds": wall,
-            "failures": client.failed() - failed_before,
-            "web_cores": (cpu_seconds(web_pid, with_children=True) - cpu[0]) / wall,
-            "redis_cores": (cpu_seconds(redis_pid) - cpu[1]) / wall}
+    return {
+        "polls": polls,
+        "uploads": uploads,
+        "rounds": rounds,
+        "seconds": wall,
+        "failures": client.failed() - failed_before,
+        "web_cores": (cpu_seconds(web_pid, with_children=True) - cpu[0]) / wall,
+        "redis_cores": (cpu_seconds(redis_pid) - cpu[1]) / wall,
+    }
 
 
 def client_sockets(pid: int, redis_port: int) -> int:
@@ -393,6 +419,7 @@ def wait_released(count: Callable[[], int], baseline: int, timeout: float) -> tu
 
 # --- half-sent requests --------------------------------------------------------------------
 
+
 def half_sent(address: tuple[str, int], count: int) -> tuple[list[socket.socket], int]:
     """`count` connections that sent the start of a request's headers and nothing more, and how
     many could not be opened."""
@@ -437,7 +464,7 @@ def slow_clients(client: Client, address: tuple[str, int], log: Log) -> dict[str
     def polls() -> list[float]:
         done: list[float] = []
         while len(done) < SLOW_PER_ROUND and not (done and client.failed() > failed_before):
-            done.append(client.poll())      # choking: one poll a round
+            done.append(client.poll())  # choking: one poll a round
         return done
 
     def holding() -> None:
@@ -458,15 +485,21 @@ def slow_clients(client: Client, address: tuple[str, int], log: Log) -> dict[str
     start = time.perf_counter()
     pairs = 0
     while pairs < SLOW_ROUNDS and time.perf_counter() - start < SLOW_BUDGET:
-        for side in ((holding, bare) if pairs % 2 == 0 else (bare, holding)):
+        for side in (holding, bare) if pairs % 2 == 0 else (bare, holding):
             side()
         pairs += 1
     log(f"slow clients: {pairs} pairs of rounds in {time.perf_counter() - start:.1f} s")
-    return {"with": held_polls, "none": bare_polls, "pairs": pairs,
-            "failures": client.failed() - failed_before, "held": dict(counts)}
+    return {
+        "with": held_polls,
+        "none": bare_polls,
+        "pairs": pairs,
+        "failures": client.failed() - failed_before,
+        "held": dict(counts),
+    }
 
 
 # --- the section ---------------------------------------------------------------------------
+
 
 def raise_open_files(need: int) -> int:
     """Raise this process's soft limit of open files to `need` if the hard limit allows (the
@@ -488,8 +521,10 @@ def run(log: Log) -> dict[str, Any]:
     limit = raise_open_files(2 * (streams + SLOW_CLIENTS) + 512)
     with tempfile.TemporaryDirectory(prefix="intake-bench-streams-") as tmp:
         workdir = Path(tmp)
-        with redis_server(workdir) as (redis_url, redis_pid), \
-                procfile_web(redis_url, workdir) as (base, web_pid, line):
+        with (
+            redis_server(workdir) as (redis_url, redis_pid),
+            procfile_web(redis_url, workdir) as (base, web_pid, line),
+        ):
             log(f"streams: redis-server and the Procfile's web line: {line}")
             parts = urlsplit(base)
             address = (parts.hostname or "127.0.0.1", parts.port or 80)
@@ -498,55 +533,75 @@ def run(log: Log) -> dict[str, Any]:
 
             def sockets() -> int:
                 return client_sockets(web_pid, redis_port)
+
             client = Client(base, "0" * 32, nonce)
             batch_ids = []
-            for n in range(BATCHES + 1):
-                prepared = measure.upload(client.session, client.upload_url, client.counter,
-                                          f"streams-{nonce}", size=UPLOAD_BYTES)
+            for _ in range(BATCHES + 1):
+                prepared = measure.upload(
+                    client.session,
+                    client.upload_url,
+                    client.counter,
+                    f"streams-{nonce}",
+                    size=UPLOAD_BYTES,
+                )
                 _, answer = measure.send(client.session, prepared, 202)
                 batch_ids.append(answer.json()["batch_id"])
                 task_id = answer.json()["tasks"][0]["id"]
-            batch_ids.pop()                 # the last upload's task is the one polled
+            batch_ids.pop()  # the last upload's task is the one polled
             client.poll_url = f"{base}/api/tasks/{task_id}"
             for _ in range(WARMUP_POLLS):
                 client.poll()
             for _ in range(WARMUP_UPLOADS):
                 client.upload()
-            log(f"streams: {QUIET_SECONDS:g} s of rounds ({POLLS_PER_ROUND} polls + "
-                f"{UPLOADS_PER_ROUND} uploads every {PACE:g} s) with no stream open")
+            log(
+                f"streams: {QUIET_SECONDS:g} s of rounds ({POLLS_PER_ROUND} polls + "
+                f"{UPLOADS_PER_ROUND} uploads every {PACE:g} s) with no stream open"
+            )
             before = block(client, QUIET_SECONDS, pids)
             files_before = sockets()
             paths = [f"/api/batches/{batch_ids[i % BATCHES]}/events" for i in range(streams)]
-            log(f"streams: opening {streams} event streams ({STREAMS_PER_BATCH} on each of "
-                f"{BATCHES} pending batches)")
+            log(
+                f"streams: opening {streams} event streams ({STREAMS_PER_BATCH} on each of "
+                f"{BATCHES} pending batches)"
+            )
             swarm = Swarm(*address, paths).start()
             try:
                 opening = swarm.wait_all_open(FIRST_BYTES_WAIT)
                 opened = len(swarm.streamed)
-                log(f"streams: {opened}/{streams} got their first bytes in {opening:.1f} s; "
-                    f"{LOADED_SECONDS:g} s of rounds with them open")
+                log(
+                    f"streams: {opened}/{streams} got their first bytes in {opening:.1f} s; "
+                    f"{LOADED_SECONDS:g} s of rounds with them open"
+                )
                 files_loaded = sockets()
                 live_seen: list[int] = []
                 reconnects_before, errors_before = swarm.reconnects, sum(swarm.errors.values())
                 loaded_start = time.perf_counter()
-                loaded = block(client, LOADED_SECONDS, pids,
-                               during=lambda: live_seen.append(swarm.live))
+                loaded = block(
+                    client, LOADED_SECONDS, pids, during=lambda: live_seen.append(swarm.live)
+                )
                 live_after = swarm.live
                 ends = [t - loaded_start for t in swarm.ended_at if t >= loaded_start]
-                during = {"reconnects": swarm.reconnects - reconnects_before,
-                          "errors": sum(swarm.errors.values()) - errors_before,
-                          "live_min": min(live_seen, default=0), "live_end": live_after,
-                          "ends": (min(ends), max(ends)) if ends else None}
+                during = {
+                    "reconnects": swarm.reconnects - reconnects_before,
+                    "errors": sum(swarm.errors.values()) - errors_before,
+                    "live_min": min(live_seen, default=0),
+                    "live_end": live_after,
+                    "ends": (min(ends), max(ends)) if ends else None,
+                }
             finally:
                 swarm.stop()
             released, files_left = wait_released(sockets, files_before, DRAIN_WAIT)
-            log(f"streams: reset; the web let go of their sockets in {released:.1f} s "
+            log(
+                f"streams: reset; the web let go of their sockets in {released:.1f} s "
                 f"({files_left} client sockets held, {files_before} before); "
-                f"{QUIET_SECONDS:g} s of rounds with none open again")
+                f"{QUIET_SECONDS:g} s of rounds with none open again"
+            )
             after = block(client, QUIET_SECONDS, pids)
-            log(f"slow clients: up to {SLOW_ROUNDS} interleaved pairs of rounds of "
+            log(
+                f"slow clients: up to {SLOW_ROUNDS} interleaved pairs of rounds of "
                 f"{SLOW_PER_ROUND} polls, with {SLOW_CLIENTS} half-sent requests held and with "
-                "none")
+                "none"
+            )
             slow = slow_clients(client, address, log)
             client.close()
         # Kept before the directory goes: the web's own words for what went wrong (warnings
@@ -554,29 +609,51 @@ def run(log: Log) -> dict[str, Any]:
         errors_logged = Counter(
             re.sub(r"\d+", "N", row.strip())[:240]
             for row in (workdir / "web.log").read_text(errors="replace").splitlines()
-            if re.search(r"warn|error|exception|unavailable", row, re.IGNORECASE))
+            if re.search(r"warn|error|exception|unavailable", row, re.IGNORECASE)
+        )
     none_polls = before["polls"] + after["polls"]
     none_uploads = before["uploads"] + after["uploads"]
     return {
-        "line": line, "streams": streams, "open_files_limit": limit,
+        "line": line,
+        "streams": streams,
+        "open_files_limit": limit,
         "poll_ratio": p50(loaded["polls"]) / p50(none_polls),
         "upload_ratio": p50(loaded["uploads"]) / p50(none_uploads),
         "slow_ratio": p50(slow["with"]) / p50(slow["none"]),
-        "poll_ms": {"with": 1000 * p50(loaded["polls"]), "none": 1000 * p50(none_polls),
-                    "before": 1000 * p50(before["polls"]), "after": 1000 * p50(after["polls"])},
-        "upload_ms": {"with": 1000 * p50(loaded["uploads"]), "none": 1000 * p50(none_uploads),
-                      "before": 1000 * p50(before["uploads"]),
-                      "after": 1000 * p50(after["uploads"])},
+        "poll_ms": {
+            "with": 1000 * p50(loaded["polls"]),
+            "none": 1000 * p50(none_polls),
+            "before": 1000 * p50(before["polls"]),
+            "after": 1000 * p50(after["polls"]),
+        },
+        "upload_ms": {
+            "with": 1000 * p50(loaded["uploads"]),
+            "none": 1000 * p50(none_uploads),
+            "before": 1000 * p50(before["uploads"]),
+            "after": 1000 * p50(after["uploads"]),
+        },
         "poll_p90_ms": 1000 * statistics.quantiles(loaded["polls"], n=10)[-1]
-        if len(loaded["polls"]) > 1 else 1000 * p50(loaded["polls"]),
+        if len(loaded["polls"]) > 1
+        else 1000 * p50(loaded["polls"]),
         "blocks": {"before": before, "with": loaded, "after": after},
-        "opened": opened, "opening_s": opening, "during": during,
-        "swarm": {"connects": swarm.connects, "first_bytes": swarm.first_bytes,
-                  "reconnects": swarm.reconnects, "errors": dict(swarm.errors),
-                  "received": swarm.received, "cpu_s": swarm.cpu_seconds,
-                  "samples": swarm.samples},
-        "files": {"before": files_before, "loaded": files_loaded, "left": files_left,
-                  "released_s": released},
+        "opened": opened,
+        "opening_s": opening,
+        "during": during,
+        "swarm": {
+            "connects": swarm.connects,
+            "first_bytes": swarm.first_bytes,
+            "reconnects": swarm.reconnects,
+            "errors": dict(swarm.errors),
+            "received": swarm.received,
+            "cpu_s": swarm.cpu_seconds,
+            "samples": swarm.samples,
+        },
+        "files": {
+            "before": files_before,
+            "loaded": files_loaded,
+            "left": files_left,
+            "released_s": released,
+        },
         "slow": slow,
         "slow_ms": {"with": 1000 * p50(slow["with"]), "none": 1000 * p50(slow["none"])},
         "failures": dict(client.failures),
@@ -586,9 +663,11 @@ def run(log: Log) -> dict[str, Any]:
 
 def figures(found: dict[str, Any]) -> dict[str, float]:
     """The three figures of the bench's JSON."""
-    return {"event_streams_poll_ratio": round(found["poll_ratio"], 4),
-            "event_streams_upload_ratio": round(found["upload_ratio"], 4),
-            "slow_clients_poll_ratio": round(found["slow_ratio"], 4)}
+    return {
+        "event_streams_poll_ratio": round(found["poll_ratio"], 4),
+        "event_streams_upload_ratio": round(found["upload_ratio"], 4),
+        "slow_clients_poll_ratio": round(found["slow_ratio"], 4),
+    }
 
 
 def describe(found: dict[str, Any]) -> list[str]:
@@ -596,42 +675,67 @@ def describe(found: dict[str, Any]) -> list[str]:
     blocks, during, swarm, files = found["blocks"], found["during"], found["swarm"], found["files"]
     loaded, slow = blocks["with"], found["slow"]
     ends = during["ends"]
-    ended = (f"{during['reconnects']} ended by the server and reopened ({ends[0]:.1f}–"
-             f"{ends[1]:.1f} s in)" if ends else "none ended by the server")
-    errors = ", ".join(f"{n} {kind}" + (f" ({swarm['samples'][kind].strip()[:120]!r})"
-                                         if swarm["samples"].get(kind, "").strip() else "")
-                       for kind, n in swarm["errors"].items()) or "none"
+    ended = (
+        f"{during['reconnects']} ended by the server and reopened ({ends[0]:.1f}–"
+        f"{ends[1]:.1f} s in)"
+        if ends
+        else "none ended by the server"
+    )
+    errors = (
+        ", ".join(
+            f"{n} {kind}"
+            + (
+                f" ({swarm['samples'][kind].strip()[:120]!r})"
+                if swarm["samples"].get(kind, "").strip()
+                else ""
+            )
+            for kind, n in swarm["errors"].items()
+        )
+        or "none"
+    )
     failures = ", ".join(f"{n} {kind}" for kind, n in found["failures"].items()) or "none"
     held = ", ".join(f"{n} {kind}" for kind, n in slow["held"].items() if n) or "none dropped"
     pm, um = found["poll_ms"], found["upload_ms"]
-    cores = {who: "/".join(f"{blocks[b][who + '_cores']:.2f}" for b in blocks)
-             for who in ("web", "redis")}
+    cores = {
+        who: "/".join(f"{blocks[b][who + '_cores']:.2f}" for b in blocks)
+        for who in ("web", "redis")
+    }
     return [
-        (f"event streams: one web process as the Procfile says (`{found['line']}`); "
-         f"{found['streams']} SSE streams ({STREAMS_PER_BATCH} on each of {BATCHES} pending "
-         f"batches) from one selector thread: {found['opened']} got their first bytes in "
-         f"{found['opening_s']:.1f} s; during the {loaded['seconds']:.0f} s measured with them "
-         f"at least {during['live_min']} open at each round, {during['live_end']} at the end, "
-         f"{ended}, {during['errors']} stream errors (whole run: {errors}); the stream thread "
-         f"used {swarm['cpu_s']:.2f} s of CPU; the web's client sockets {files['before']} → "
-         f"{files['loaded']}, {files['left']} {files['released_s']:.1f} s after the reset"),
-        (f"event streams poll: median {pm['with']:.2f} ms GET /api/tasks/<id> with them vs "
-         f"{pm['none']:.2f} ms with none ({pm['before']:.2f} before, {pm['after']:.2f} after); "
-         f"p90 with them {found['poll_p90_ms']:.2f} ms; {len(loaded['polls'])} vs "
-         f"{len(blocks['before']['polls']) + len(blocks['after']['polls'])} polls"),
-        (f"event streams upload: median {um['with']:.2f} ms POST /api/documents (1 file, "
-         f"~{UPLOAD_BYTES / 1000:.0f} KB) with them vs {um['none']:.2f} ms with none "
-         f"({um['before']:.2f} before, {um['after']:.2f} after); {len(loaded['uploads'])} vs "
-         f"{len(blocks['before']['uploads']) + len(blocks['after']['uploads'])} uploads"),
-        (f"event streams CPU: web {cores['web']}, redis-server {cores['redis']} cores (none "
-         f"before / with / none after); requests counted as {TIMEOUT:g} s (failed or slower): "
-         f"{failures}"),
+        (
+            f"event streams: one web process as the Procfile says (`{found['line']}`); "
+            f"{found['streams']} SSE streams ({STREAMS_PER_BATCH} on each of {BATCHES} pending "
+            f"batches) from one selector thread: {found['opened']} got their first bytes in "
+            f"{found['opening_s']:.1f} s; during the {loaded['seconds']:.0f} s measured with them "
+            f"at least {during['live_min']} open at each round, {during['live_end']} at the end, "
+            f"{ended}, {during['errors']} stream errors (whole run: {errors}); the stream thread "
+            f"used {swarm['cpu_s']:.2f} s of CPU; the web's client sockets {files['before']} → "
+            f"{files['loaded']}, {files['left']} {files['released_s']:.1f} s after the reset"
+        ),
+        (
+            f"event streams poll: median {pm['with']:.2f} ms GET /api/tasks/<id> with them vs "
+            f"{pm['none']:.2f} ms with none ({pm['before']:.2f} before, {pm['after']:.2f} after); "
+            f"p90 with them {found['poll_p90_ms']:.2f} ms; {len(loaded['polls'])} vs "
+            f"{len(blocks['before']['polls']) + len(blocks['after']['polls'])} polls"
+        ),
+        (
+            f"event streams upload: median {um['with']:.2f} ms POST /api/documents (1 file, "
+            f"~{UPLOAD_BYTES / 1000:.0f} KB) with them vs {um['none']:.2f} ms with none "
+            f"({um['before']:.2f} before, {um['after']:.2f} after); {len(loaded['uploads'])} vs "
+            f"{len(blocks['before']['uploads']) + len(blocks['after']['uploads'])} uploads"
+        ),
+        (
+            f"event streams CPU: web {cores['web']}, redis-server {cores['redis']} cores (none "
+            f"before / with / none after); requests counted as {TIMEOUT:g} s (failed or slower): "
+            f"{failures}"
+        ),
         *(f"web log: {n} x {row}" for row, n in found["errors_logged"].items()),
-        (f"slow clients: median {found['slow_ms']['with']:.2f} ms GET /api/tasks/<id> with "
-         f"{SLOW_CLIENTS} half-sent requests held open vs {found['slow_ms']['none']:.2f} ms "
-         f"with none ({slow['pairs']} interleaved pairs of rounds, {len(slow['with'])} vs "
-         f"{len(slow['none'])} polls, {slow['failures']} counted as {TIMEOUT:g} s; held "
-         f"connections: {held}); open files limit {found['open_files_limit']}"),
+        (
+            f"slow clients: median {found['slow_ms']['with']:.2f} ms GET /api/tasks/<id> with "
+            f"{SLOW_CLIENTS} half-sent requests held open vs {found['slow_ms']['none']:.2f} ms "
+            f"with none ({slow['pairs']} interleaved pairs of rounds, {len(slow['with'])} vs "
+            f"{len(slow['none'])} polls, {slow['failures']} counted as {TIMEOUT:g} s; held "
+            f"connections: {held}); open files limit {found['open_files_limit']}"
+        ),
     ]
 
 

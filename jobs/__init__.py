@@ -5,10 +5,22 @@ The web layer uses only what is exported here.
 from jobs.core.addresses import display_url
 from jobs.core.addresses import sentinel_url as redis_sentinel_url
 from jobs.core.clock import parse_iso
-from jobs.core.exceptions import (IntakeRefusal, LimitReached, NoChunks, NoSuchBatch,
-                                  NoSuchDocument, NoSuchTask, NotFound, NotNow, NotReplicated,
-                                  NotRetryable, SearchTimedOut, StorageUnavailable, Throttled,
-                                  UploadExpired)
+from jobs.core.exceptions import (
+    IntakeRefusal,
+    LimitReached,
+    NoChunks,
+    NoSuchBatch,
+    NoSuchDocument,
+    NoSuchTask,
+    NotFound,
+    NotNow,
+    NotReplicated,
+    NotRetryable,
+    SearchTimedOut,
+    StorageUnavailable,
+    Throttled,
+    UploadExpired,
+)
 from jobs.core.failures import IntakeError, PermanentError, TransientError
 from jobs.core.health import shared_queue_name
 from jobs.core.ids import ID_PATTERN, is_id

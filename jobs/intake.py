@@ -4,11 +4,13 @@ It holds what a process builds once (the Redis client, settings, queues, the bat
 the query embedder) and hands each call to the module that owns it; outcomes other than
 success are the named exceptions of jobs.core.exceptions.
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 from redis import Redis
@@ -27,8 +29,8 @@ from jobs.kb.connection import apart, kb_connection, kb_replicas
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, library, lifecycle, originals, states
-from jobs.tasks import reindex as reindexing
 from jobs.tasks import records as tasks
+from jobs.tasks import reindex as reindexing
 from jobs.tasks.batches import BatchReader
 from jobs.tasks.submit import Upload, submit_documents
 from jobs.webhooks import deliveries
@@ -48,12 +50,17 @@ class Intake:
         # The query embedder: the workers' model, with a search's short timeout.
         embedder = make_embedder(settings, timeout=settings.search_embedding_timeout)
         self.pipeline_version = pipeline_version(settings, embedder)  # once: a submit's key
-        budget = EmbeddingBudget.from_settings(connection, settings,
-                                               timeout=settings.search_embedding_timeout)
-        self.searcher = Searcher(self.kb, embedder,
-                                 breaker_seconds=settings.search_breaker_seconds,
-                                 vectors=parts.vector_store(settings), budget=budget,
-                                 replicas=kb_replicas(settings, WEB))
+        budget = EmbeddingBudget.from_settings(
+            connection, settings, timeout=settings.search_embedding_timeout
+        )
+        self.searcher = Searcher(
+            self.kb,
+            embedder,
+            breaker_seconds=settings.search_breaker_seconds,
+            vectors=parts.vector_store(settings),
+            budget=budget,
+            replicas=kb_replicas(settings, WEB),
+        )
         # Limits every web process shares, on the queue's Redis (jobs.core.throttle).
         self.search_slots = SearchSlots(connection, settings.tenant_searches)
         self.expensive_reads = ExpensiveReads(connection, settings.tenant_expensive_reads)
@@ -69,32 +76,58 @@ class Intake:
         # first client take half a second, which a poll would report as a store that hangs.
         originals.store(settings)
         probes: dict[str, Callable[[], object]] = {
-            "store": lambda: originals.store(settings).probe()}
+            "store": lambda: originals.store(settings).probe()
+        }
         if apart(self.kb, self.connection):
             probes["kb"] = kb_connection(settings, self.connection, PROBE).ping
         for number, replica in enumerate(kb_replicas(settings, PROBE), 1):
             probes[health.REPLICA_PROBE.format(number)] = replica.ping
         return probes
 
-    def submit(self, tenant: str, uploads: list[Upload], *, priority: str | None = None,
-               force: bool = False, trace_id: str | None = None) -> dict[str, Any]:
+    def submit(
+        self,
+        tenant: str,
+        uploads: list[Upload],
+        *,
+        priority: str | None = None,
+        force: bool = False,
+        trace_id: str | None = None,
+    ) -> dict[str, Any]:
         """Raises LimitReached when the batch is refused whole."""
-        return submit_documents(self.connection, self.queues, self.settings, tenant, uploads,
-                                pipeline_version=self.pipeline_version, priority=priority,
-                                force=force, trace_id=trace_id, kb=self.kb)
+        return submit_documents(
+            self.connection,
+            self.queues,
+            self.settings,
+            tenant,
+            uploads,
+            pipeline_version=self.pipeline_version,
+            priority=priority,
+            force=force,
+            trace_id=trace_id,
+            kb=self.kb,
+        )
 
-    def reindex(self, tenant: str, document_ids: list[str] | None, *, force: bool = False,
-                priority: str | None = None,
-                trace_id: str | None = None) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
+    def reindex(
+        self,
+        tenant: str,
+        document_ids: list[str] | None,
+        *,
+        force: bool = False,
+        priority: str | None = None,
+        trace_id: str | None = None,
+    ) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
         """Run documents again from their stored originals (all of the tenant's when
         `document_ids` is None, but those whose last run failed unless `force`) on the `bulk`
         queue unless told otherwise: (the batch, or None when no document was chosen; the ids
         refused or left out). Raises LimitReached like an upload, and before reading the whole
         library when all of it would not fit (jobs.tasks.reindex)."""
-        chosen = (reindexing.choose_all(self.connection, self.kb, self.settings, tenant,
-                                        force=force) if document_ids is None else
-                  reindexing.choose(self.connection, self.kb, self.settings, tenant,
-                                    document_ids, force=force))
+        chosen = (
+            reindexing.choose_all(self.connection, self.kb, self.settings, tenant, force=force)
+            if document_ids is None
+            else reindexing.choose(
+                self.connection, self.kb, self.settings, tenant, document_ids, force=force
+            )
+        )
         if not chosen.uploads:
             return None, chosen.rejected
         # Never a forced claim: `force` made each upload a re-run, which answers a live task.
@@ -108,15 +141,17 @@ class Intake:
             raise NoSuchTask()
         return tasks.view(record)
 
-    def chunks(self, tenant: str, task_id: str, *, offset: int = 0,
-               limit: int = 20) -> dict[str, Any]:
+    def chunks(
+        self, tenant: str, task_id: str, *, offset: int = 0, limit: int = 20
+    ) -> dict[str, Any]:
         """`{"total", "chunks"}` of a succeeded task's indexed chunks, from `offset`. Raises
         NoSuchTask, or NoChunks unless the task succeeded and its version is the indexed one."""
         task = self.get_task(tenant, task_id)
         found = None
         if task["status"] == states.SUCCEEDED:
-            found = index.document_chunks(self.kb, tenant, task["document_id"], task_id,
-                                          offset, limit)
+            found = index.document_chunks(
+                self.kb, tenant, task["document_id"], task_id, offset, limit
+            )
         if found is None:
             raise NoChunks(task["status"])
         total, chunks = found
@@ -158,13 +193,13 @@ class Intake:
                 pass
         return {"canceled": canceled}
 
-    def delete_document(self, tenant: str, document_id: str, *,
-                        version: str | None = None) -> bool:
+    def delete_document(self, tenant: str, document_id: str, *, version: str | None = None) -> bool:
         """True when removed. With `version` (a task id), only while that task is still the
         document's current version; False, removing nothing, when another one is. Raises
         NoSuchDocument when there was nothing of it."""
-        return lifecycle.delete_document(self.connection, self.settings, tenant, document_id,
-                                         version=version, kb=self.kb)
+        return lifecycle.delete_document(
+            self.connection, self.settings, tenant, document_id, version=version, kb=self.kb
+        )
 
     def original(self, tenant: str, document_id: str) -> originals.Original:
         """The original of a document's current version (lifecycle.current_version), open for
@@ -172,47 +207,62 @@ class Intake:
         upload retention), the newest version whose original is. Raises NoSuchDocument, for
         another tenant's document too."""
         latest = self.connection.get(keys.document_latest(tenant, document_id))
-        indexed = None if latest is not None else self.kb.hget(
-            keys.kb_document(tenant, document_id), "task_id")
+        indexed = (
+            None
+            if latest is not None
+            else self.kb.hget(keys.kb_document(tenant, document_id), "task_id")
+        )
         current = lifecycle.current_version(latest, indexed)
         try:
-            return originals.of_task(self.connection, self.settings, tenant, current,
-                                     document_id)
+            return originals.of_task(self.connection, self.settings, tenant, current, document_id)
         except NoSuchDocument:
             if current is None:
                 raise
-        for task_id in library.older_versions(self.connection, self.kb, tenant, document_id,
-                                              current):
+        for task_id in library.older_versions(
+            self.connection, self.kb, tenant, document_id, current
+        ):
             with contextlib.suppress(NoSuchDocument):
-                return originals.of_task(self.connection, self.settings, tenant, task_id,
-                                         document_id)
+                return originals.of_task(
+                    self.connection, self.settings, tenant, task_id, document_id
+                )
         raise NoSuchDocument()
 
-    def documents(self, tenant: str, *, offset: int = 0, limit: int = 50,
-                  query: str | None = None, status: str | None = None) -> dict[str, Any]:
+    def documents(
+        self,
+        tenant: str,
+        *,
+        offset: int = 0,
+        limit: int = 50,
+        query: str | None = None,
+        status: str | None = None,
+    ) -> dict[str, Any]:
         """The tenant's documents, newest first, each as its latest task left it; `query`
         filters by id or file name, `status` by the latest task's (ValueError for one not in
         STATUSES)."""
-        return library.page(self.connection, self.kb, tenant, offset=offset, limit=limit,
-                            query=query, status=status)
+        return library.page(
+            self.connection, self.kb, tenant, offset=offset, limit=limit, query=query, status=status
+        )
 
     def document(self, tenant: str, document_id: str) -> dict[str, Any]:
         """One document and its tasks, newest first. Another tenant's, like an unknown one,
         raises NoSuchDocument."""
         return library.document(self.connection, self.kb, tenant, document_id)
 
-    def list_failed(self, tenant: str | None, *, offset: int = 0,
-                    limit: int = 50) -> dict[str, Any]:
+    def list_failed(
+        self, tenant: str | None, *, offset: int = 0, limit: int = 50
+    ) -> dict[str, Any]:
         return dead_letters.page(self.connection, tenant, offset=offset, limit=limit)
 
-    def webhook_deliveries(self, tenant: str, *, offset: int = 0,
-                           limit: int = 50) -> dict[str, Any]:
+    def webhook_deliveries(
+        self, tenant: str, *, offset: int = 0, limit: int = 50
+    ) -> dict[str, Any]:
         """The tenant's recent webhook events and how their delivery went, newest first."""
-        return {**deliveries.page(self.connection, tenant, offset=offset, limit=limit),
-                "enabled": bool(self.settings.webhook_url)}
+        return {
+            **deliveries.page(self.connection, tenant, offset=offset, limit=limit),
+            "enabled": bool(self.settings.webhook_url),
+        }
 
-    def search(self, tenant: str, query: str, k: int = 10,
-               mode: str | None = None) -> SearchAnswer:
+    def search(self, tenant: str, query: str, k: int = 10, mode: str | None = None) -> SearchAnswer:
         """`mode`: one of SEARCH_MODES, or None for the service's default (jobs.kb.search).
         Each hit carries its document's `original_url`. Raises Throttled while the tenant has
         INTAKE_TENANT_SEARCHES searches running, SearchTimedOut when a read replica did not
@@ -232,8 +282,10 @@ class Intake:
         (jobs.core.health.without_tenants): what an unauthenticated poll may read."""
         checking = self.probes.begin()
         full = health.with_dependencies(
-            health.report(self.connection), checking.results(),
+            health.report(self.connection),
+            checking.results(),
             kb_apart=apart(self.kb, self.connection),
             replicas=len(self.settings.kb_replica_url_list),
-            store_kind=urlparse(self.settings.storage_address).scheme)
+            store_kind=urlparse(self.settings.storage_address).scheme,
+        )
         return full if per_tenant else health.without_tenants(full)

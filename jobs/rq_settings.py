@@ -5,6 +5,7 @@ there is no REDIS_URL to expand; RQ reads REDIS_URL from this module instead, co
 Intake process computes it (jobs.core.settings), and builds its client with the worker's
 `--connection-class` (jobs.redis_client.WorkerRedis), which understands the Sentinel address.
 """
+
 from jobs.core.settings import Settings
 
 REDIS_URL = Settings.from_env().redis_url

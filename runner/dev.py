@@ -4,6 +4,7 @@ Redis (runner.redis_service), N `rq worker` processes kept alive by a supervisor
 web app in the main thread. Everything it starts, it stops: on Ctrl-C or SIGTERM the workers get
 a warm shutdown (SIGKILL after 10 s), then Redis gets SIGTERM so that it flushes its AOF.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -15,8 +16,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 import redis
 from flask import Flask
@@ -27,8 +28,13 @@ from jobs import connect_redis, webhook_worker_command, worker_command
 from runner import record
 from runner.postgres_service import VECTOR_DATABASE_ENV, start_vector_database
 from runner.processes import ManagedProcess, kill_sessions, stop_all
-from runner.redis_service import (NOT_DURABLE_NOTICE, STOP_TIMEOUT, EmbeddedRedis, RedisBackend,
-                                  start_redis)
+from runner.redis_service import (
+    NOT_DURABLE_NOTICE,
+    STOP_TIMEOUT,
+    EmbeddedRedis,
+    RedisBackend,
+    start_redis,
+)
 
 log = logging.getLogger("intake.dev")
 
@@ -46,9 +52,16 @@ class WorkerSupervisor:
     MAX_BACKOFF = 30.0
     HEALTHY_UPTIME = 30.0  # a worker that ran this long has its backoff reset
 
-    def __init__(self, redis_url: str, count: int, env: Mapping[str, str], cwd: Path = PROJECT_ROOT,
-                 poll_interval: float = 0.5, command: Callable[..., list[str]] = worker_command,
-                 label: str = "intake-dev") -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        count: int,
+        env: Mapping[str, str],
+        cwd: Path = PROJECT_ROOT,
+        poll_interval: float = 0.5,
+        command: Callable[..., list[str]] = worker_command,
+        label: str = "intake-dev",
+    ) -> None:
         self.redis_url = redis_url
         self.command, self.label = command, label  # what each slot runs, and its workers' names
         self.env = dict(env)
@@ -66,7 +79,7 @@ class WorkerSupervisor:
     def pids(self) -> list[int]:
         return [w.pid for w in self._workers if w is not None and w.running and w.pid]
 
-    def start(self) -> "WorkerSupervisor":
+    def start(self) -> WorkerSupervisor:
         for slot in range(len(self._workers)):
             self._spawn(slot)
         self._thread.start()
@@ -75,8 +88,9 @@ class WorkerSupervisor:
     def _spawn(self, slot: int) -> ManagedProcess:
         suffix = f"-r{self.restarts}" if self.restarts else ""
         name = f"{self.label}-{slot}-{os.getpid()}{suffix}"
-        worker = ManagedProcess(name, self.command(self.redis_url, name=name, quiet=True),
-                                self.env, cwd=self.cwd).start()
+        worker = ManagedProcess(
+            name, self.command(self.redis_url, name=name, quiet=True), self.env, cwd=self.cwd
+        ).start()
         assert worker.pid is not None
         self._sessions.add(worker.pid)  # its own session: kill_sessions finds its horse too
         self._workers[slot] = worker
@@ -101,8 +115,13 @@ class WorkerSupervisor:
         self._backoff[slot] = min(delay * 2, self.MAX_BACKOFF)
         self._restart_at[slot] = now + delay
         self._workers[slot] = None
-        log.warning("worker %s (pid %d) exited with code %s; restarting in %.0f s",
-                    worker.name, worker.pid, worker.returncode, delay)
+        log.warning(
+            "worker %s (pid %d) exited with code %s; restarting in %.0f s",
+            worker.name,
+            worker.pid,
+            worker.returncode,
+            delay,
+        )
         self._deregister(worker.name)
 
     def _deregister(self, name: str) -> None:
@@ -149,7 +168,8 @@ STORAGE_ENV = "INTAKE_STORAGE_URL"
 
 
 def _say(text: str) -> None:
-    """Print to the terminal; a closed pipe (`make run | tee` after Ctrl-C) must not stop the cleanup."""
+    """Print to the terminal; a closed pipe (`make run | tee` after Ctrl-C) must not stop the
+    cleanup."""
     with contextlib.suppress(OSError):
         print(text, file=sys.stderr, flush=True)
 
@@ -163,8 +183,9 @@ def _configure_logging() -> None:
         log.propagate = False
 
 
-def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
-                   instance_dir: Path) -> tuple[RedisBackend, WorkerSupervisor]:
+def start_services(
+    stack: contextlib.ExitStack, workers: int, secret_key: str, instance_dir: Path
+) -> tuple[RedisBackend, WorkerSupervisor]:
     """Redis, the vector database if the HTTP embedder needs one (runner.postgres_service),
     then the workers; each one's stop is pushed on `stack` as soon as it exists."""
     backend = start_redis(instance_dir / "redis")
@@ -185,12 +206,15 @@ def start_services(stack: contextlib.ExitStack, workers: int, secret_key: str,
     stack.callback(supervisor.stop)  # LIFO: the workers stop before Redis
     supervisor.start()
     if env.get("INTAKE_WEBHOOK_URL"):  # events are recorded: a webhook worker delivers them
-        webhooks = WorkerSupervisor(backend.url, 1, env, command=webhook_worker_command,
-                                    label="intake-dev-webhooks")
+        webhooks = WorkerSupervisor(
+            backend.url, 1, env, command=webhook_worker_command, label="intake-dev-webhooks"
+        )
         stack.callback(webhooks.stop)
         webhooks.start()
-        _say(f"Webhooks:  1 webhook worker (pid {webhooks.pids[0]}) sends events to "
-             "INTAKE_WEBHOOK_URL")
+        _say(
+            f"Webhooks:  1 webhook worker (pid {webhooks.pids[0]}) sends events to "
+            "INTAKE_WEBHOOK_URL"
+        )
     return backend, supervisor
 
 
@@ -204,8 +228,11 @@ def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: i
     """
     _configure_logging()
     secret_key = os.environ.get("SECRET_KEY") or secrets.token_hex(32)
-    key_source = "SECRET_KEY from the environment" if os.environ.get("SECRET_KEY") else \
-        "made for this run, shared with the workers"
+    key_source = (
+        "SECRET_KEY from the environment"
+        if os.environ.get("SECRET_KEY")
+        else "made for this run, shared with the workers"
+    )
     stack = contextlib.ExitStack()
     atexit.register(stack.close)
     previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
@@ -213,17 +240,29 @@ def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: i
         backend, supervisor = start_services(stack, workers, secret_key, instance_dir)
         record.write(instance_dir, backend.url)  # for `flask ingest` in another terminal
         stack.callback(record.remove, instance_dir)
-        vectors = {VECTOR_DATABASE_ENV: supervisor.env[VECTOR_DATABASE_ENV]} \
-            if supervisor.env.get(VECTOR_DATABASE_ENV) else {}
-        app = app_factory({"REDIS_URL": backend.url, "SECRET_KEY": secret_key, "INTAKE_LOCAL_MODE": True,
-                           STORAGE_ENV: supervisor.env[STORAGE_ENV], **vectors})
+        vectors = (
+            {VECTOR_DATABASE_ENV: supervisor.env[VECTOR_DATABASE_ENV]}
+            if supervisor.env.get(VECTOR_DATABASE_ENV)
+            else {}
+        )
+        app = app_factory(
+            {
+                "REDIS_URL": backend.url,
+                "SECRET_KEY": secret_key,
+                "INTAKE_LOCAL_MODE": True,
+                STORAGE_ENV: supervisor.env[STORAGE_ENV],
+                **vectors,
+            }
+        )
         base = f"http://{host}:{port}"
-        _say(f"\nIntake dev runner\n  Web:       {base}/\n  Dashboard: {base}/rq\n"
-             f"  Redis:     {backend.description}\n"
-             f"  Originals: {supervisor.env[STORAGE_ENV]}\n"
-             f"  Workers:   {workers} (pids {supervisor.pids}), restarted if they exit\n"
-             f"  Secret:    {key_source}\n"
-             "  Stop with Ctrl-C.\n")
+        _say(
+            f"\nIntake dev runner\n  Web:       {base}/\n  Dashboard: {base}/rq\n"
+            f"  Redis:     {backend.description}\n"
+            f"  Originals: {supervisor.env[STORAGE_ENV]}\n"
+            f"  Workers:   {workers} (pids {supervisor.pids}), restarted if they exit\n"
+            f"  Secret:    {key_source}\n"
+            "  Stop with Ctrl-C.\n"
+        )
         run_simple(host, port, app, threaded=True, use_reloader=False)
     except KeyboardInterrupt:
         pass

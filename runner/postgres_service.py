@@ -16,6 +16,7 @@ so that user can reach them. Root's clients connect over the socket as the datab
 world-traversable: instance/ here, a fresh mkdtemp() folder in the tests (not pytest's
 /tmp/pytest-of-root, which is private on purpose).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,9 @@ import logging
 import os
 import subprocess
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 import psutil
 import psycopg
@@ -39,7 +41,7 @@ VECTOR_DATABASE_ENV = "INTAKE_VECTOR_DATABASE_URL"
 EMBEDDING_URL_ENV = "INTAKE_EMBEDDING_URL"
 
 
-def _import_pgserver() -> type["PostgresServer"]:
+def _import_pgserver() -> type[PostgresServer]:
     """pgserver, imported only when a server is started (the local embedder never imports it).
     Its import warns when XDG_RUNTIME_DIR is unset (root, CI) that it falls back to
     /tmp/runtime-<uid> for its lock file, which is fine: the warning is silenced."""
@@ -80,7 +82,7 @@ class LocalPostgres:
         self.description = ""
         self._server: PostgresServer | None = None
 
-    def start(self) -> "LocalPostgres":
+    def start(self) -> LocalPostgres:
         server_class = _import_pgserver()
         import pgserver
 
@@ -92,26 +94,33 @@ class LocalPostgres:
             with fasteners.InterProcessLock(server_class.lock_path):
                 _prune_stale_handles(self.data_dir)
         try:
-            server = pgserver.get_server(self.data_dir,
-                                         cleanup_mode="delete" if self.delete else "stop")
+            server = pgserver.get_server(
+                self.data_dir, cleanup_mode="delete" if self.delete else "stop"
+            )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            raise RuntimeError(f"PostgreSQL (pgserver) did not start in {self.data_dir}: {exc}. "
-                               f"Its log: {self.data_dir / 'log'}") from None
+            raise RuntimeError(
+                f"PostgreSQL (pgserver) did not start in {self.data_dir}: {exc}. "
+                f"Its log: {self.data_dir / 'log'}"
+            ) from None
         self._server = server
         self.url = server.get_uri()
         try:
             # As the superuser, once: the store's own CREATE EXTENSION IF NOT EXISTS then finds it.
             with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as connection:
                 connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                version = connection.execute("SELECT current_setting('server_version'), "
-                                             "extversion FROM pg_extension "
-                                             "WHERE extname = 'vector'").fetchone()
+                version = connection.execute(
+                    "SELECT current_setting('server_version'), "
+                    "extversion FROM pg_extension "
+                    "WHERE extname = 'vector'"
+                ).fetchone()
         except BaseException:
             self.stop()
             raise
         server_version, vector_version = version if version else ("?", "?")
-        self.description = (f"pgserver PostgreSQL {server_version} + pgvector {vector_version}, "
-                            f"socket and data in {self.data_dir}")
+        self.description = (
+            f"pgserver PostgreSQL {server_version} + pgvector {vector_version}, "
+            f"socket and data in {self.data_dir}"
+        )
         return self
 
     def stop(self) -> None:
@@ -127,8 +136,9 @@ def needs_vector_database(env: Mapping[str, str] = os.environ) -> bool:
     return bool(env.get(EMBEDDING_URL_ENV)) and not env.get(VECTOR_DATABASE_ENV)
 
 
-def start_vector_database(data_dir: Path,
-                          env: Mapping[str, str] = os.environ) -> LocalPostgres | None:
+def start_vector_database(
+    data_dir: Path, env: Mapping[str, str] = os.environ
+) -> LocalPostgres | None:
     """A local PostgreSQL for the dev runner when `needs_vector_database`, else None (the local
     embedder, or INTAKE_VECTOR_DATABASE_URL already set: the processes read it themselves)."""
     if not needs_vector_database(env):

@@ -7,6 +7,7 @@ worker's work-horse and scheduler, and a terminal's Ctrl-C reaches only the pare
 output in a log file or on the parent's terminal. Stopping is SIGTERM, a grace period, then
 SIGKILL of the whole group; several children share one deadline.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 log = logging.getLogger("intake.processes")
 
@@ -36,8 +37,14 @@ class ManagedProcess:
     without, to the parent's.
     """
 
-    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                 log_path: Path | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.name, self.argv, self.log_path, self.cwd = name, list(argv), log_path, cwd
         self.env = dict(env) if env is not None else None
         self.popen: subprocess.Popen[bytes] | None = None
@@ -55,27 +62,39 @@ class ManagedProcess:
     def returncode(self) -> int | None:
         return self.popen.poll() if self.popen is not None else None
 
-    def start(self) -> "ManagedProcess":
+    def start(self) -> ManagedProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         if self.log_path is None:
-            self.popen = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         else:
             with open(self.log_path, "ab") as out:
-                out.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n"
-                          .encode())
+                out.write(
+                    f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode()
+                )
                 out.flush()
-                self.popen = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=out,
-                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True)
+                self.popen = subprocess.Popen(
+                    self.argv,
+                    env=self.env,
+                    cwd=self.cwd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
         self.started_at = time.monotonic()
         return self
 
     def send_signal(self, sig: int) -> None:
         """`sig` to this process only (not its group), e.g. SIGKILL for a crash test."""
-        if self.running:
-            self.popen.send_signal(sig)  # type: ignore[union-attr]
+        if self.popen is not None and self.running:
+            self.popen.send_signal(sig)
 
     def stop(self, timeout: float = 20.0, sig: int = signal.SIGTERM) -> int | None:
         """`sig`, up to `timeout` s to exit, then SIGKILL of its group; returns the exit code
@@ -100,25 +119,30 @@ class ManagedProcess:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
-def stop_all(processes: Iterable[ManagedProcess], timeout: float,
-             sig: int = signal.SIGTERM) -> None:
+def stop_all(
+    processes: Iterable[ManagedProcess], timeout: float, sig: int = signal.SIGTERM
+) -> None:
     """Stop several children at once: `sig` to each, one shared deadline, then SIGKILL of the
     groups of those still running and of the leftovers (a horse, a gunicorn worker) of those
     that exited."""
-    started = [p for p in processes if p.popen is not None]
-    for process in started:
+    started = [(p, p.popen) for p in processes if p.popen is not None]
+    for process, popen in started:
         if process.running:
             with contextlib.suppress(ProcessLookupError):
-                process.popen.send_signal(sig)  # type: ignore[union-attr]
+                popen.send_signal(sig)
     deadline = time.monotonic() + timeout
-    for process in started:
+    for process, popen in started:
         try:
-            process.popen.wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
+            popen.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            log.warning("%s (pid %s) still running after %.0f s: SIGKILL", process.name,
-                        process.pid, timeout)
+            log.warning(
+                "%s (pid %s) still running after %.0f s: SIGKILL",
+                process.name,
+                process.pid,
+                timeout,
+            )
             process.kill_group()
-            process.popen.wait(10)  # type: ignore[union-attr]
+            popen.wait(10)
         process.kill_group()
 
 

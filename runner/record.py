@@ -6,6 +6,7 @@ Redis on another port. The runner writes its Redis URL and pid here; a terminal'
 command reads it when no Redis is named and that pid is alive (webapp.cli.app), and says so.
 No web process reads it: their configuration is the environment's.
 """
+
 from __future__ import annotations
 
 import json

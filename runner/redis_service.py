@@ -7,6 +7,7 @@ survive a restart of the runner; else, with nothing installed, an embedded faker
 is NOT durable. The child runs in its own session (runner.processes): a terminal's Ctrl-C then
 reaches only the runner, which stops Redis last, after the workers that still need it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,9 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import redis
 
@@ -70,13 +72,33 @@ class ExternalRedis:
         pass
 
 
-def server_argv(port: int, data_dir: Path, *, durable: bool, executable: str = "redis-server",
-                loglevel: str = "notice") -> list[str]:
+def server_argv(
+    port: int,
+    data_dir: Path,
+    *,
+    durable: bool,
+    executable: str = "redis-server",
+    loglevel: str = "notice",
+) -> list[str]:
     """A redis-server on loopback `port`, in the foreground, with its files in `data_dir`:
     AOF on when `durable` (the dev runner), no persistence at all otherwise (tests, benches)."""
-    return [executable, "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "no",
-            "--appendonly", "yes" if durable else "no", "--dir", str(data_dir), "--save", "",
-            "--loglevel", loglevel]
+    return [
+        executable,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--daemonize",
+        "no",
+        "--appendonly",
+        "yes" if durable else "no",
+        "--dir",
+        str(data_dir),
+        "--save",
+        "",
+        "--loglevel",
+        loglevel,
+    ]
 
 
 class RedisProcess:
@@ -89,17 +111,22 @@ class RedisProcess:
         self.description = ""
         self._process: ManagedProcess | None = None
 
-    def start(self, timeout: float = 30.0) -> "RedisProcess":
+    def start(self, timeout: float = 30.0) -> RedisProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        self._process = ManagedProcess("redis-server", server_argv(
-            port, self.data_dir, durable=True, executable=self.executable, loglevel="warning"))
+        self._process = ManagedProcess(
+            "redis-server",
+            server_argv(
+                port, self.data_dir, durable=True, executable=self.executable, loglevel="warning"
+            ),
+        )
         self._process.start()
         self.url = f"redis://127.0.0.1:{port}/0"
         self.description = f"local redis-server at {self.url} (AOF in {self.data_dir})"
         try:
-            wait_for_ping(self.url, timeout, alive=lambda: self._process is not None
-                          and self._process.running)
+            wait_for_ping(
+                self.url, timeout, alive=lambda: self._process is not None and self._process.running
+            )
         except BaseException:
             self.stop()
             raise
@@ -120,15 +147,19 @@ class EmbeddedRedis:
         self.description = ""
         self._server: TcpFakeServer | None = None
 
-    def start(self) -> "EmbeddedRedis":
+    def start(self) -> EmbeddedRedis:
         from fakeredis import TcpFakeServer
 
         server = TcpFakeServer(("127.0.0.1", 0), server_type="redis")
         # Connection threads must not keep the interpreter alive if stop() is never reached.
         server.daemon_threads = True
         port = int(server.server_address[1])
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                         name="fakeredis-server", daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="fakeredis-server",
+            daemon=True,
+        ).start()
         self._server = server
         self.url = f"redis://127.0.0.1:{port}/0"
         self.description = f"embedded fakeredis at {self.url} (NOT durable)"
@@ -147,9 +178,13 @@ def start_redis(data_dir: Path, env: Mapping[str, str] = os.environ) -> RedisBac
     embedded fakeredis."""
     if env.get("REDIS_SENTINELS"):
         from jobs import redis_sentinel_url
-        return ExternalRedis(redis_sentinel_url(env["REDIS_SENTINELS"],
-                                                env.get("REDIS_SENTINEL_MASTER") or "mymaster"),
-                             "REDIS_SENTINELS")
+
+        return ExternalRedis(
+            redis_sentinel_url(
+                env["REDIS_SENTINELS"], env.get("REDIS_SENTINEL_MASTER") or "mymaster"
+            ),
+            "REDIS_SENTINELS",
+        )
     if env.get("REDIS_URL"):
         return ExternalRedis(env["REDIS_URL"])
     executable = shutil.which("redis-server")

@@ -7,21 +7,28 @@ mostly wait for RQ to notice a lost worker (its heartbeat's fixed 60 s) or for a
 bound, while the other runs everything else in the usual order. Each worker starts its own
 servers as its tests ask. `python -m pytest` alone runs everything in one process, as before.
 """
+
 import pytest
 
 #: Test files that spend most of their time waiting on timers, not on the CPU.
-WAITING_FILES = ("tests/integration/test_cut_off_worker.py",
-                 "tests/integration/test_lost_workers.py",
-                 "tests/browser/test_live_events.py")
+WAITING_FILES = (
+    "tests/integration/test_cut_off_worker.py",
+    "tests/integration/test_lost_workers.py",
+    "tests/browser/test_live_events.py",
+)
 
-pytest_plugins = ["tests.integration.fixtures", "tests.integration.postgres",
-                  "tests.integration.seaweedfs"]
+pytest_plugins = [
+    "tests.integration.fixtures",
+    "tests.integration.postgres",
+    "tests.integration.seaweedfs",
+]
 
 
 def pytest_configure(config) -> None:
     """Code run inside pytest keeps originals where the harness's processes do (tests.storage)."""
     import jobs.core.settings
     from tests.storage import ORIGINALS_DIR
+
     jobs.core.settings.DEFAULT_STORAGE_DIR = ORIGINALS_DIR
 
 

@@ -5,12 +5,13 @@ byte for byte, keeps binary fixtures out of the repository and makes every sampl
 obvious from the test that uses it. The PDFs are written by hand (one object per line, a correct
 xref table) so they do not depend on any PDF writer.
 """
+
 from __future__ import annotations
 
 import html
 import io
 import zipfile
-from typing import Callable
+from collections.abc import Callable
 
 import docx
 
@@ -54,11 +55,15 @@ def make_pdf_pages(pages: list[str | None]) -> bytes:
     """A PDF with one page per item: a text layer with that text, or no content at all for None."""
     font = 3 + 2 * len(pages)
     kids = b" ".join(b"%d 0 R" % (3 + 2 * i) for i in range(len(pages)))
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(pages))]
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(pages)),
+    ]
     for i, text in enumerate(pages):
-        page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792]"
-                b" /Resources << /Font << /F1 %d 0 R >> >>" % font)
+        page = (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792]"
+            b" /Resources << /Font << /F1 %d 0 R >> >>" % font
+        )
         if text is not None:
             page += b" /Contents %d 0 R" % (4 + 2 * i)
             stream = _content_stream(text)
@@ -66,8 +71,9 @@ def make_pdf_pages(pages: list[str | None]) -> bytes:
         else:
             contents = b"null"
         objects += [page + b" >>", contents]
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica"
-                   b" /Encoding /WinAnsiEncoding >>")
+    objects.append(
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+    )
     return _serialise(objects)
 
 
@@ -86,19 +92,21 @@ def make_pdf_of_size(size: int, text: str | None = None, seed: str = "") -> byte
     scan) and an image-sized stream of filler that no page uses, so reading it stays quick.
     `seed` makes the filler, and so the file, unique."""
     filler = (seed.encode() + b"\x00\xff") * max(1, size // (len(seed) + 2))
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>"]
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>"]
     if text is None:
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>")
     else:
         stream = _content_stream(text)
-        objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792]"
-                    b" /Resources << /Font << /F1 6 0 R >> >> /Contents 5 0 R >>"]
+        objects += [
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792]"
+            b" /Resources << /Font << /F1 6 0 R >> >> /Contents 5 0 R >>"
+        ]
     objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(filler), filler))
     if text is not None:
-        objects += [b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
-                    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica"
-                    b" /Encoding /WinAnsiEncoding >>"]
+        objects += [
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        ]
     return _serialise(objects)
 
 
@@ -119,14 +127,18 @@ def make_docx(paragraphs: list[str]) -> bytes:
 
 def make_html(title: str, body_text: str) -> bytes:
     """A UTF-8 HTML page; blank lines in `body_text` separate its <p> paragraphs."""
-    paragraphs = "".join(f"<p>{html.escape(part)}</p>\n"
-                         for part in body_text.split("\n\n") if part.strip())
-    page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{html.escape(title)}</title>\n</head>\n<body>\n{paragraphs}</body>\n</html>\n")
+    paragraphs = "".join(
+        f"<p>{html.escape(part)}</p>\n" for part in body_text.split("\n\n") if part.strip()
+    )
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n</head>\n<body>\n{paragraphs}</body>\n</html>\n"
+    )
     return page.encode("utf-8")
 
 
 # -- office, e-book and mail samples -------------------------------------------------------------
+
 
 def rewrite_zip(data: bytes, changes: dict[str, Callable[[bytes | None], bytes | None]]) -> bytes:
     """A copy of the zip `data` in which each named member is replaced by what its function
@@ -144,45 +156,57 @@ def rewrite_zip(data: bytes, changes: dict[str, Callable[[bytes | None], bytes |
 
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-_NOTES = ('<w:{kind}s xmlns:w="' + _W + '">'
-          '<w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{kind}>'
-          '<w:{kind} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/>'
-          '</w:r></w:p></w:{kind}>'
-          '<w:{kind} w:id="1"><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:{kind}></w:{kind}s>')
+_NOTES = (
+    '<w:{kind}s xmlns:w="' + _W + '">'
+    '<w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{kind}>'
+    '<w:{kind} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/>'
+    "</w:r></w:p></w:{kind}>"
+    '<w:{kind} w:id="1"><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:{kind}></w:{kind}s>'
+)
 _REL_BASE = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 _CT_BASE = "application/vnd.openxmlformats-officedocument.wordprocessingml."
 
 
 def _with_notes(data: bytes, footnote: str, endnote: str) -> bytes:
     """Add a footnotes and an endnotes part (each with Word's separator notes) to a DOCX."""
+
     def rels(old: bytes | None) -> bytes:
-        extra = "".join(f'<Relationship Id="rIdNote{kind}" Type="{_REL_BASE}{kind}s" '
-                        f'Target="{kind}s.xml"/>' for kind in ("footnote", "endnote"))
+        extra = "".join(
+            f'<Relationship Id="rIdNote{kind}" Type="{_REL_BASE}{kind}s" Target="{kind}s.xml"/>'
+            for kind in ("footnote", "endnote")
+        )
         return old.replace(b"</Relationships>", extra.encode() + b"</Relationships>")
 
     def types(old: bytes | None) -> bytes:
-        extra = "".join(f'<Override PartName="/word/{kind}s.xml" '
-                        f'ContentType="{_CT_BASE}{kind}s+xml"/>'
-                        for kind in ("footnote", "endnote"))
+        extra = "".join(
+            f'<Override PartName="/word/{kind}s.xml" ContentType="{_CT_BASE}{kind}s+xml"/>'
+            for kind in ("footnote", "endnote")
+        )
         return old.replace(b"</Types>", extra.encode() + b"</Types>")
 
-    return rewrite_zip(data, {
-        "word/_rels/document.xml.rels": rels, "[Content_Types].xml": types,
-        "word/footnotes.xml": lambda _: _NOTES.format(kind="footnote", text=footnote).encode(),
-        "word/endnotes.xml": lambda _: _NOTES.format(kind="endnote", text=endnote).encode(),
-    })
+    return rewrite_zip(
+        data,
+        {
+            "word/_rels/document.xml.rels": rels,
+            "[Content_Types].xml": types,
+            "word/footnotes.xml": lambda _: _NOTES.format(kind="footnote", text=footnote).encode(),
+            "word/endnotes.xml": lambda _: _NOTES.format(kind="endnote", text=endnote).encode(),
+        },
+    )
 
 
 _BODY_EXTRAS = (
     '<w:sdt xmlns:w="' + _W + '"><w:sdtContent><w:p><w:r><w:t>Cover page in a content control'
-    '</w:t></w:r></w:p></w:sdtContent></w:sdt>',
-    '<w:p xmlns:w="' + _W + '" xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+    "</w:t></w:r></w:p></w:sdtContent></w:sdt>",
+    '<w:p xmlns:w="'
+    + _W
+    + '" xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
     ' xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"'
     ' xmlns:v="urn:schemas-microsoft-com:vml"><w:r><mc:AlternateContent>'
     '<mc:Choice Requires="wps"><w:drawing><wps:txbx><w:txbxContent><w:p><w:r><w:t>Boxed words'
-    '</w:t></w:r></w:p></w:txbxContent></wps:txbx></w:drawing></mc:Choice><mc:Fallback><w:pict>'
-    '<v:textbox><w:txbxContent><w:p><w:r><w:t>Boxed words</w:t></w:r></w:p></w:txbxContent>'
-    '</v:textbox></w:pict></mc:Fallback></mc:AlternateContent></w:r></w:p>',
+    "</w:t></w:r></w:p></w:txbxContent></wps:txbx></w:drawing></mc:Choice><mc:Fallback><w:pict>"
+    "<v:textbox><w:txbxContent><w:p><w:r><w:t>Boxed words</w:t></w:r></w:p></w:txbxContent>"
+    "</v:textbox></w:pict></mc:Fallback></mc:AlternateContent></w:r></w:p>",
 )
 
 
@@ -191,6 +215,7 @@ def make_docx_with_parts() -> bytes:
     control and a text box in the body; default, first-page and even-page headers and footers
     in two sections; a footnote and an endnote."""
     from docx.oxml import parse_xml
+
     document = docx.Document()
     document.settings.odd_and_even_pages_header_footer = True
     document.add_heading("Supply agreement", level=0)
@@ -219,8 +244,9 @@ def make_docx_with_parts() -> bytes:
     second.header.paragraphs[0].text = "Second section header: Annex"
     out = io.BytesIO()
     document.save(out)
-    return _with_notes(out.getvalue(), "Footnote: the zebra clause applies.",
-                       "Endnote: see the walrus schedule.")
+    return _with_notes(
+        out.getvalue(), "Footnote: the zebra clause applies.", "Endnote: see the walrus schedule."
+    )
 
 
 def make_pptx(slides: list[dict]) -> bytes:
@@ -228,6 +254,7 @@ def make_pptx(slides: list[dict]) -> bytes:
     "group" (texts of shapes in one group) and "notes", each optional."""
     import pptx
     from pptx.util import Inches
+
     presentation = pptx.Presentation()
     for spec in slides:
         slide = presentation.slides.add_slide(presentation.slide_layouts[5])  # title only
@@ -240,16 +267,18 @@ def make_pptx(slides: list[dict]) -> bytes:
             box.text_frame.text = spec["body"]
         if "table" in spec:
             rows = spec["table"]
-            shape = slide.shapes.add_table(len(rows), len(rows[0]), Inches(1), Inches(3),
-                                           Inches(6), Inches(2))
+            shape = slide.shapes.add_table(
+                len(rows), len(rows[0]), Inches(1), Inches(3), Inches(6), Inches(2)
+            )
             for r, row in enumerate(rows):
                 for c, value in enumerate(row):
                     shape.table.cell(r, c).text = value
         if "group" in spec:
             group = slide.shapes.add_group_shape()
             for i, text in enumerate(spec["group"]):
-                group.shapes.add_textbox(Inches(1 + i), Inches(5), Inches(1), Inches(1)) \
-                    .text_frame.text = text
+                group.shapes.add_textbox(
+                    Inches(1 + i), Inches(5), Inches(1), Inches(1)
+                ).text_frame.text = text
         if "notes" in spec:
             slide.notes_slide.notes_text_frame.text = spec["notes"]
     out = io.BytesIO()
@@ -262,6 +291,7 @@ def make_xlsx(sheets: dict[str, list[list]], cached: dict[str, str] | None = Non
     formula). openpyxl stores no computed value for a formula; `cached` gives some, as Excel
     would have saved them: {"A2*2": "2400"}."""
     import openpyxl
+
     workbook = openpyxl.Workbook()
     workbook.remove(workbook.active)
     for title, rows in sheets.items():
@@ -276,18 +306,20 @@ def make_xlsx(sheets: dict[str, list[list]], cached: dict[str, str] | None = Non
 
     def with_values(old: bytes | None) -> bytes:
         for formula, value in cached.items():
-            old = old.replace(f"<f>{formula}</f><v></v>".encode(),
-                              f"<f>{formula}</f><v>{value}</v>".encode())
+            old = old.replace(
+                f"<f>{formula}</f><v></v>".encode(), f"<f>{formula}</f><v>{value}</v>".encode()
+            )
         return old
 
     names = [f"xl/worksheets/sheet{n}.xml" for n in range(1, len(sheets) + 1)]
-    return rewrite_zip(data, {name: with_values for name in names})
+    return rewrite_zip(data, dict.fromkeys(names, with_values))
 
 
 def make_epub(title: str, author: str, chapters: list[tuple[str, str]]) -> bytes:
     """An EPUB 3 written by EbookLib: chapters as (heading, paragraph) in spine order, added to
     the manifest in reverse so that only the spine can give their order."""
     from ebooklib import epub
+
     book = epub.EpubBook()
     book.set_identifier("intake-sample")
     book.set_title(title)
@@ -296,8 +328,10 @@ def make_epub(title: str, author: str, chapters: list[tuple[str, str]]) -> bytes
     items = []
     for number, (heading, paragraph) in enumerate(chapters, start=1):
         item = epub.EpubHtml(title=heading, file_name=f"chapter{number}.xhtml", lang="en")
-        item.content = (f"<html><body><h1>{html.escape(heading)}</h1>"
-                        f"<p>{html.escape(paragraph)}</p></body></html>")
+        item.content = (
+            f"<html><body><h1>{html.escape(heading)}</h1>"
+            f"<p>{html.escape(paragraph)}</p></body></html>"
+        )
         items.append(item)
     for item in reversed(items):
         book.add_item(item)
@@ -310,11 +344,18 @@ def make_epub(title: str, author: str, chapters: list[tuple[str, str]]) -> bytes
     return out.getvalue()
 
 
-def make_eml(*, subject: str, body: str, html_body: str | None = None,
-             attachments: int = 0, plain: bool = True) -> bytes:
+def make_eml(
+    *,
+    subject: str,
+    body: str,
+    html_body: str | None = None,
+    attachments: int = 0,
+    plain: bool = True,
+) -> bytes:
     """An e-mail message written by the stdlib: a text body (and an HTML alternative), or only
     an HTML body when `plain` is false; `attachments` small files attached."""
     from email.message import EmailMessage
+
     message = EmailMessage()
     message["From"] = "Ann Example <ann@example.org>"
     message["To"] = "Bob Example <bob@example.org>"
@@ -328,19 +369,31 @@ def make_eml(*, subject: str, body: str, html_body: str | None = None,
     else:
         message.set_content(html_body or body, subtype="html")
     for number in range(attachments):
-        message.add_attachment(b"secret attachment words", maintype="application",
-                               subtype="octet-stream", filename=f"file{number}.bin")
+        message.add_attachment(
+            b"secret attachment words",
+            maintype="application",
+            subtype="octet-stream",
+            filename=f"file{number}.bin",
+        )
     return message.as_bytes()
 
 
 # -- images and scans, for OCR -------------------------------------------------------------------
 
+
 def make_text_image(lines: list[str], image_format: str = "PNG", size: int = 48) -> bytes:
     """An image of `lines`, black on white, in Pillow's built-in font (no system font needed)."""
     from PIL import Image, ImageDraw, ImageFont
+
     font = ImageFont.load_default(size=size)
-    image = Image.new("L", (40 + int(0.62 * size * max(map(len, lines), default=1)),
-                            40 + int(1.6 * size) * max(len(lines), 1)), "white")
+    image = Image.new(
+        "L",
+        (
+            40 + int(0.62 * size * max(map(len, lines), default=1)),
+            40 + int(1.6 * size) * max(len(lines), 1),
+        ),
+        "white",
+    )
     draw = ImageDraw.Draw(image)
     for number, line in enumerate(lines):
         draw.text((20, 20 + int(1.6 * size) * number), line, font=font, fill="black")
@@ -353,6 +406,7 @@ def make_scan_pdf(pages: list[list[str] | None], dpi: int = 200) -> bytes:
     """A PDF of page images and no text layer, as a scanner writes: each page an image of its
     lines (14 pt) on a white letter-sized page at `dpi` (None: a blank page)."""
     from PIL import Image, ImageDraw, ImageFont
+
     font, images = ImageFont.load_default(size=dpi * 14 // 72), []
     for lines in pages:
         image = Image.new("L", (dpi * 17 // 2, dpi * 11), "white")
@@ -369,6 +423,7 @@ def merge_pdfs(*pdfs: bytes) -> bytes:
     """One PDF of the pages of `pdfs`, in order (typed pages beside scanned ones, as a scanner's
     output and a word processor's export are put together)."""
     import pypdf
+
     writer = pypdf.PdfWriter()
     for pdf in pdfs:
         writer.append(pypdf.PdfReader(io.BytesIO(pdf)))

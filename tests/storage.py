@@ -2,6 +2,7 @@
 harness starts get it in their environment, and code run inside pytest reads it as the default
 (jobs.core.settings.DEFAULT_STORAGE_DIR), so both sides see the same files and nothing is
 written under the repository's instance/."""
+
 from __future__ import annotations
 
 import tempfile

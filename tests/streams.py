@@ -1,5 +1,6 @@
 """Streams that stand for an upload on its way: bytes made as they are read, none held
 beforehand, so that a test can measure what a store holds while it copies them."""
+
 from __future__ import annotations
 
 import hashlib

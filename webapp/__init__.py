@@ -1,7 +1,9 @@
 """The web layer of Intake: HTTP only. Parsing, chunking, embedding and indexing live in jobs/."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
@@ -25,8 +27,14 @@ def connect(url: str) -> Redis:
     """A client that gives up quickly: while Redis is down or stalled the API answers 503
     within 3 s; with a Sentinel address it follows a failover (jobs.core.redis_client)."""
     from jobs import WEB_REDIS_PROFILE, connect_redis
-    return connect_redis(url, WEB_REDIS_PROFILE, max_connections=POOL_CONNECTIONS,
-                         pool_timeout=POOL_WAIT_SECONDS, health_check_interval=30)
+
+    return connect_redis(
+        url,
+        WEB_REDIS_PROFILE,
+        max_connections=POOL_CONNECTIONS,
+        pool_timeout=POOL_WAIT_SECONDS,
+        health_check_interval=30,
+    )
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -34,8 +42,20 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Tests may pass a ready client as REDIS_CONNECTION (a fakeredis instance, say).
     """
-    from webapp import (api, auth, dashboard, documents_pages, errors, events, ids, metrics,
-                        openapi, pages, security, tenancy)
+    from webapp import (
+        api,
+        auth,
+        dashboard,
+        documents_pages,
+        errors,
+        events,
+        ids,
+        metrics,
+        openapi,
+        pages,
+        security,
+        tenancy,
+    )
     from webapp.cli import register_cli
     from webapp.config import load_config
     from webapp.sessions import IntakeSessionInterface

@@ -1,5 +1,6 @@
 """The JSON API of docs/architecture.md §5 under /api. Registers work and reads state; never
 parses."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,14 @@ REINDEX_IDS = 10_000  # document ids one re-index request may name
 _PRIORITY_MESSAGE = f"priority must be one of {', '.join(PRIORITIES)}."
 
 
-def json_response(payload: Any, status: int = 200, *, etag: bool = False,
-                  headers: dict[str, str] | None = None, text: str | None = None) -> Response:
+def json_response(
+    payload: Any,
+    status: int = 200,
+    *,
+    etag: bool = False,
+    headers: dict[str, str] | None = None,
+    text: str | None = None,
+) -> Response:
     """Serialise once (or send `text`, JSON already serialised the same way); with `etag`,
     answer 304 when the client already has this exact state (its Cache-Control:
     webapp.security)."""
@@ -50,14 +57,26 @@ def upload_documents() -> Response:
     checked = accept(files, request.form.getlist("document_id"), settings())
     if not checked.uploads:
         first = checked.rejected[0]
-        raise ApiError(checked.refusal_status(), first["code"], first["message"],
-                       extra={"rejected": checked.rejected})
+        raise ApiError(
+            checked.refusal_status(),
+            first["code"],
+            first["message"],
+            extra={"rejected": checked.rejected},
+        )
     force = request.form.get("force") in ("1", "true", "yes")
     with held_logs() as lines:  # LimitReached: webapp.errors answers 429 or 503
-        batch = intake().submit(tenancy.current_tenant(), checked.uploads, priority=priority,
-                                force=force, trace_id=_trace_id())
-    response = json_response(upload_payload(batch, checked.rejected), 202,
-                             headers={"Location": f"/api/batches/{batch['batch_id']}"})
+        batch = intake().submit(
+            tenancy.current_tenant(),
+            checked.uploads,
+            priority=priority,
+            force=force,
+            trace_id=_trace_id(),
+        )
+    response = json_response(
+        upload_payload(batch, checked.rejected),
+        202,
+        headers={"Location": f"/api/batches/{batch['batch_id']}"},
+    )
     response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
     return response
 
@@ -73,25 +92,42 @@ def reindex_documents() -> Response:
     ids, everything = body.get("document_ids"), body.get("all") is True
     if everything == (ids is not None):
         raise ApiError(400, "bad_request", 'Send either "document_ids" or "all": true.')
-    if ids is not None and (not isinstance(ids, list) or not ids or len(ids) > REINDEX_IDS
-                            or not all(isinstance(i, str) and 0 < len(i) <= 1024 for i in ids)):
-        raise ApiError(400, "bad_request", f"document_ids must be a list of 1 to {REINDEX_IDS} "
-                                           "document ids.")
+    if ids is not None and (
+        not isinstance(ids, list)
+        or not ids
+        or len(ids) > REINDEX_IDS
+        or not all(isinstance(i, str) and 0 < len(i) <= 1024 for i in ids)
+    ):
+        raise ApiError(
+            400, "bad_request", f"document_ids must be a list of 1 to {REINDEX_IDS} document ids."
+        )
     priority = body.get("priority")
     if priority is not None and priority not in PRIORITIES:
         raise ApiError(400, "bad_priority", _PRIORITY_MESSAGE)
     with held_logs() as lines:  # LimitReached: webapp.errors answers 429 or 503
-        batch, rejected = intake().reindex(tenancy.current_tenant(), ids, priority=priority,
-                                           force=body.get("force") is True, trace_id=_trace_id())
+        batch, rejected = intake().reindex(
+            tenancy.current_tenant(),
+            ids,
+            priority=priority,
+            force=body.get("force") is True,
+            trace_id=_trace_id(),
+        )
     if batch is None:
         if rejected and all(r["code"] == LAST_RUN_FAILED for r in rejected):
-            raise ApiError(409, "nothing_to_reindex", "The last run of every document failed; "
-                           "re-index them by id, or with force, to run them again.",
-                           extra={"rejected": rejected})
+            raise ApiError(
+                409,
+                "nothing_to_reindex",
+                "The last run of every document failed; "
+                "re-index them by id, or with force, to run them again.",
+                extra={"rejected": rejected},
+            )
         message = rejected[0]["message"] if rejected else "There are no documents to re-index."
         raise ApiError(404, "not_found", message, extra={"rejected": rejected})
-    response = json_response(upload_payload(batch, rejected), 202,
-                             headers={"Location": f"/api/batches/{batch['batch_id']}"})
+    response = json_response(
+        upload_payload(batch, rejected),
+        202,
+        headers={"Location": f"/api/batches/{batch['batch_id']}"},
+    )
     response.call_on_close(partial(write_logs, lines))
     return response
 
@@ -104,10 +140,17 @@ def _trace_id() -> str | None:
 
 def upload_payload(batch: dict[str, Any], rejected: list[dict[str, str]]) -> dict[str, Any]:
     batch_id = batch["batch_id"]
-    tasks = [{**t, "url": f"/api/tasks/{t['id']}", "page_url": f"/tasks/{t['id']}"}
-             for t in batch["tasks"]]
-    return {"batch_id": batch_id, "url": f"/api/batches/{batch_id}",
-            "page_url": f"/batches/{batch_id}", "tasks": tasks, "rejected": rejected}
+    tasks = [
+        {**t, "url": f"/api/tasks/{t['id']}", "page_url": f"/tasks/{t['id']}"}
+        for t in batch["tasks"]
+    ]
+    return {
+        "batch_id": batch_id,
+        "url": f"/api/batches/{batch_id}",
+        "page_url": f"/batches/{batch_id}",
+        "tasks": tasks,
+        "rejected": rejected,
+    }
 
 
 @bp.get("/documents")
@@ -152,9 +195,15 @@ def download_original(document_id: str) -> Response:
     """The stored bytes of a document as uploaded, always as an attachment and under a
     sandboxing policy, so an uploaded HTML page can never run as this site."""
     original = intake().original(tenancy.current_tenant(), document_id)
-    response = send_file(original.stream, mimetype=original.content_type, as_attachment=True,
-                         download_name=original.filename, conditional=False, etag=False,
-                         max_age=0)
+    response = send_file(
+        original.stream,
+        mimetype=original.content_type,
+        as_attachment=True,
+        download_name=original.filename,
+        conditional=False,
+        etag=False,
+        max_age=0,
+    )
     if original.size:
         response.content_length = original.size
     response.headers["Content-Security-Policy"] = "sandbox"
@@ -165,8 +214,9 @@ def download_original(document_id: str) -> Response:
 def list_batches() -> Response:
     offset = _int_arg("offset", 0, 0, 10**6)
     limit = _int_arg("limit", 20, 1, 100)
-    return json_response(intake().batches.recent(tenancy.current_tenant(), offset=offset,
-                                                 limit=limit))
+    return json_response(
+        intake().batches.recent(tenancy.current_tenant(), offset=offset, limit=limit)
+    )
 
 
 @bp.get("/batches/<hexid:batch_id>")
@@ -184,9 +234,12 @@ def get_task(task_id: str) -> Response:
 @bp.get("/tasks/<hexid:task_id>/chunks")
 def get_chunks(task_id: str) -> Response:
     """One page of a succeeded task's chunks with their locations; 409 for any other task."""
-    page = intake().chunks(tenancy.current_tenant(), task_id,
-                           offset=_int_arg("offset", 0, 0, 10**7),
-                           limit=_int_arg("limit", 20, 1, 100))
+    page = intake().chunks(
+        tenancy.current_tenant(),
+        task_id,
+        offset=_int_arg("offset", 0, 0, 10**7),
+        limit=_int_arg("limit", 20, 1, 100),
+    )
     return json_response(page, etag=True)
 
 
@@ -212,8 +265,9 @@ def retry_batch(batch_id: str) -> Response:
 @bp.post("/batches/<hexid:batch_id>/cancel")
 def cancel_batch(batch_id: str) -> Response:
     tenant = tenancy.current_tenant()
-    return json_response(intake().cancel_many(tenant, intake().batches.task_ids(tenant, batch_id)),
-                         202)
+    return json_response(
+        intake().cancel_many(tenant, intake().batches.task_ids(tenant, batch_id)), 202
+    )
 
 
 @bp.get("/failed")
@@ -223,21 +277,27 @@ def list_failed() -> Response:
     if request.args.get("all") in ("1", "true"):
         denial = operator_denial()
         if denial is not None:  # a known tenant lacks the right; anyone else lacks credentials
-            raise ApiError(403 if tenancy.identified() else denial.status_code, "operator_only",
-                           "Every tenant's dead letters are for operators.")
+            raise ApiError(
+                403 if tenancy.identified() else denial.status_code,
+                "operator_only",
+                "Every tenant's dead letters are for operators.",
+            )
     else:
         tenant = tenancy.current_tenant()
-    page = intake().list_failed(tenant, offset=_int_arg("offset", 0, 0, 10**6),
-                                limit=_int_arg("limit", 50, 1, 200))
+    page = intake().list_failed(
+        tenant, offset=_int_arg("offset", 0, 0, 10**6), limit=_int_arg("limit", 50, 1, 200)
+    )
     return json_response(page, etag=True)
 
 
 @bp.get("/webhooks/deliveries")
 def list_webhook_deliveries() -> Response:
     """The tenant's recent webhook events, newest first, with each delivery's state."""
-    page = intake().webhook_deliveries(tenancy.current_tenant(),
-                                       offset=_int_arg("offset", 0, 0, 10**6),
-                                       limit=_int_arg("limit", 50, 1, 200))
+    page = intake().webhook_deliveries(
+        tenancy.current_tenant(),
+        offset=_int_arg("offset", 0, 0, 10**6),
+        limit=_int_arg("limit", 50, 1, 200),
+    )
     return json_response(page, etag=True)
 
 
@@ -248,8 +308,7 @@ def search() -> Response:
         raise ApiError(400, "missing_query", "Give a query in the parameter `q`.")
     k = _int_arg("k", 10, 1, MAX_SEARCH_K)
     found = intake().search(tenancy.current_tenant(), query[:1000], k, _search_mode())
-    answer = {"query": query, "results": found.results, "mode": found.mode,
-              "exact": found.exact}
+    answer = {"query": query, "results": found.results, "mode": found.mode, "exact": found.exact}
     if found.notice:
         answer["notice"] = found.notice
     return json_response(answer)

@@ -4,6 +4,7 @@ then a signed session cookie carries the tenant and the id of a session record i
 tokens like every other form. Wrong keys count against the client's address, as wrong API keys
 do (webapp.limits): past INTAKE_CLIENT_AUTH_FAILURES a minute the page answers 429 and says so,
 whatever key is sent."""
+
 from __future__ import annotations
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request
@@ -25,11 +26,14 @@ def signin() -> Response | str | tuple[str, int] | tuple[str, int, dict[str, str
     if request.method == "GET":
         return render_template("signin.html", next=_next())
     try:
-        client = limits.check_client()   # past its failed attempts: refused, a right key too
+        client = limits.check_client()  # past its failed attempts: refused, a right key too
     except Throttled as exc:
         flash(exc.message, "error")
-        return (render_template("signin.html", next=_next()), 429,
-                {"Retry-After": str(exc.retry_after)})
+        return (
+            render_template("signin.html", next=_next()),
+            429,
+            {"Retry-After": str(exc.retry_after)},
+        )
     key = (request.form.get("key") or "").strip()
     tenant = tenant_for_key(key, keys) if key else None
     if tenant is None:

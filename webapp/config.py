@@ -5,6 +5,7 @@ The pipeline's settings are parsed by jobs.core.settings so that web and workers
 adds what only the web needs: the secret key, request limits in Flask's terms, operator access,
 and whether session cookies are always Secure (they are over HTTPS in any case: webapp.sessions).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_UR
 
 def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Flask config from the environment, then `overrides`; the settings object under INTAKE."""
-    source: dict[str, Any] = {k: v for k, v in os.environ.items()
-                              if k in ENV_NAMES or k.startswith("INTAKE_")}
+    source: dict[str, Any] = {
+        k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith("INTAKE_")
+    }
     source.update(overrides or {})
     settings = Settings.from_mapping(source)
     config: dict[str, Any] = dict(source)

@@ -4,6 +4,7 @@ With INTAKE_ADMIN_PASSWORD it asks for basic auth (user `admin`); without one it
 to loopback clients of the dev runner's local mode, and 403 otherwise (behind a proxy every
 request looks local, so production never trusts the address alone).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -49,11 +50,18 @@ def operator_denial() -> Response | None:
     password = current_app.config.get("INTAKE_ADMIN_PASSWORD")
     if password:
         auth = request.authorization
-        if (auth and auth.type == "basic" and auth.username == "admin"
-                and _same_secret(auth.password or "", str(password))):
+        if (
+            auth
+            and auth.type == "basic"
+            and auth.username == "admin"
+            and _same_secret(auth.password or "", str(password))
+        ):
             return None
-        return Response("Operator credentials required.", 401,
-                        {"WWW-Authenticate": 'Basic realm="Intake operators"'})
+        return Response(
+            "Operator credentials required.",
+            401,
+            {"WWW-Authenticate": 'Basic realm="Intake operators"'},
+        )
     if current_app.config.get("INTAKE_LOCAL_MODE") and request.remote_addr in LOOPBACK:
         return None
     return Response("Operator pages are disabled: set INTAKE_ADMIN_PASSWORD.", 403)
@@ -62,5 +70,4 @@ def operator_denial() -> Response | None:
 def _same_secret(given: str, expected: str) -> bool:
     """Constant-time, on UTF-8 bytes: compare_digest refuses non-ASCII str (a TypeError, a 500).
     The configured side may hold surrogate escapes of an environment that was not UTF-8."""
-    return hmac.compare_digest(given.encode("utf-8"),
-                               expected.encode("utf-8", "surrogateescape"))
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8", "surrogateescape"))

@@ -5,20 +5,28 @@ must say the same thing. The labels, the advice and the countdown's words ("Atte
 4 s", jobs.ATTEMPT_WORDS) reach the script in the page's data-words attribute (WORDS); the
 script keeps only the shape of the few sentences it rebuilds as time passes.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
-from flask import Flask
+from flask.sansio.app import App
 from markupsafe import Markup, escape
 
 from jobs import ATTEMPT_WORDS, attempt_words, match_pattern, parse_iso
 
 # A status in words, as the counts, the filter and the announcements say it (docs/architecture.md
 # §3).
-STATUS_LABELS = {"pending": "Queued", "running": "Running", "retrying": "Retrying",
-                 "succeeded": "Succeeded", "failed": "Failed", "canceled": "Canceled"}
+STATUS_LABELS = {
+    "pending": "Queued",
+    "running": "Running",
+    "retrying": "Retrying",
+    "succeeded": "Succeeded",
+    "failed": "Failed",
+    "canceled": "Canceled",
+}
 BATCH_LABELS = {**STATUS_LABELS, "partial": "Finished (mixed)"}
 # What to do about an error: it depends only on whether a Retry can help.
 ADVICE = {
@@ -26,8 +34,12 @@ ADVICE = {
     False: "This file cannot be processed as it is: fix it and upload it again.",
 }
 # Everything above that the script needs, rendered once per page as JSON (data-words).
-WORDS = {"labels": STATUS_LABELS, "batch": BATCH_LABELS,
-         "advice": {"retry": ADVICE[True], "fix": ADVICE[False]}, "attempt": ATTEMPT_WORDS}
+WORDS = {
+    "labels": STATUS_LABELS,
+    "batch": BATCH_LABELS,
+    "advice": {"retry": ADVICE[True], "fix": ADVICE[False]},
+    "attempt": ATTEMPT_WORDS,
+}
 # A running task whose last heartbeat is older than this gets a "no progress" hint.
 STALLED_AFTER_SECONDS = 120
 
@@ -47,11 +59,11 @@ def clock(value: str | None) -> str:
 
 
 def stalled(task: Mapping[str, Any], now: datetime | None = None) -> str:
-    """"No progress for N min" for a running task whose heartbeat is old, else ""."""
+    """ "No progress for N min" for a running task whose heartbeat is old, else ""."""
     updated = parse_iso(task.get("updated_at"))
     if task.get("status") != "running" or updated is None:
         return ""
-    seconds = ((now or datetime.now(timezone.utc)) - updated).total_seconds()
+    seconds = ((now or datetime.now(UTC)) - updated).total_seconds()
     if seconds < STALLED_AFTER_SECONDS:
         return ""
     return f"No progress for {int(seconds // 60)} min"
@@ -62,7 +74,7 @@ def words(task: Mapping[str, Any], now: datetime | None = None) -> str:
     due = parse_iso(task.get("next_attempt_at"))
     if task.get("status") != "retrying" or due is None:
         return str(task.get("status_text", ""))
-    seconds = (due - (now or datetime.now(timezone.utc))).total_seconds()
+    seconds = (due - (now or datetime.now(UTC))).total_seconds()
     return attempt_words(task["attempts"] + 1, task["max_attempts"], seconds)
 
 
@@ -76,15 +88,17 @@ def step_text(task: Mapping[str, Any]) -> str:
 
 
 def result_text(result: Mapping[str, Any] | None) -> str:
-    """"12 pages (3 read by OCR), 20,481 characters, 24 chunks." (static/progress.js says the
+    """ "12 pages (3 read by OCR), 20,481 characters, 24 chunks." (static/progress.js says the
     same)."""
     if not result:
         return ""
     pages = _count(result.get("pages", 0), "page")
     if result.get("ocr_pages"):
         pages += f" ({result['ocr_pages']} read by OCR)"
-    return (f"{pages}, {_count(result.get('characters', 0), 'character')}, "
-            f"{_count(result.get('chunks', 0), 'chunk')}.")
+    return (
+        f"{pages}, {_count(result.get('characters', 0), 'character')}, "
+        f"{_count(result.get('chunks', 0), 'chunk')}."
+    )
 
 
 def _count(number: int, noun: str) -> str:
@@ -104,7 +118,7 @@ def location_text(location: Mapping[str, Any] | None) -> str:
 
 
 def _pages(location: Mapping[str, Any]) -> str:
-    """"page 4", or "pages 4–5" for a chunk that ends on another page than it starts."""
+    """ "page 4", or "pages 4–5" for a chunk that ends on another page than it starts."""
     first, last = location["page"], location.get("page_end", location["page"])
     return f"page {first}" if last == first else f"pages {first}–{last}"
 
@@ -125,13 +139,16 @@ def highlight(text: str, query: str, width: int = 400) -> Markup:
     excerpt = text[start:end]
     pieces, last = [], 0
     for match in pattern.finditer(excerpt) if pattern else ():
-        pieces.append(escape(excerpt[last:match.start()]))
+        pieces.append(escape(excerpt[last : match.start()]))
         pieces.append(Markup("<mark>%s</mark>") % match.group())
         last = match.end()
     pieces.append(escape(excerpt[last:]))
     marked = Markup("").join(pieces)
-    return (Markup("…") if start else Markup("")) + marked + (Markup("…") if end < len(text)
-                                                             else Markup(""))
+    return (
+        (Markup("…") if start else Markup(""))
+        + marked
+        + (Markup("…") if end < len(text) else Markup(""))
+    )
 
 
 def eta_text(seconds: int | None) -> str:
@@ -152,19 +169,19 @@ def size_text(size: int | None) -> str:
         return ""
     if size < 1024:
         return f"{size} B"
-    if size < 1024 ** 2:
+    if size < 1024**2:
         return f"{size / 1024:.1f} KiB"
-    if size < 1024 ** 3:
-        return f"{size / 1024 ** 2:.1f} MiB"
-    return f"{size / 1024 ** 3:.1f} GiB"
+    if size < 1024**3:
+        return f"{size / 1024**2:.1f} MiB"
+    return f"{size / 1024**3:.1f} GiB"
 
 
 def now_ms() -> int:
     """The server's clock, so the script can correct for a client clock that is off."""
-    return int(datetime.now(timezone.utc).timestamp() * 1000)
+    return int(datetime.now(UTC).timestamp() * 1000)
 
 
-def init_app(app: Flask) -> None:
+def init_app(app: App) -> None:
     app.add_template_filter(duration)
     app.add_template_filter(clock)
     app.add_template_filter(stalled)
@@ -176,8 +193,12 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(size_text)
     app.add_template_global(highlight)
     app.add_template_global(now_ms)
-    app.add_template_global(STATUS_LABELS, "STATUS_LABELS")
-    app.add_template_global(BATCH_LABELS, "BATCH_LABELS")
-    app.add_template_global(ADVICE, "ADVICE")
-    app.add_template_global(WORDS, "WORDS")
-    app.add_template_global(STALLED_AFTER_SECONDS, "STALLED_AFTER_SECONDS")
+    # Values, not functions: add_template_global stores them the same way, but is typed for
+    # functions only.
+    app.jinja_env.globals.update(
+        STATUS_LABELS=STATUS_LABELS,
+        BATCH_LABELS=BATCH_LABELS,
+        ADVICE=ADVICE,
+        WORDS=WORDS,
+        STALLED_AFTER_SECONDS=STALLED_AFTER_SECONDS,
+    )

@@ -6,10 +6,12 @@ it works with JavaScript off, each action a form that POSTs with its CSRF token 
 Delete asks first: static/confirm.js asks in the browser, and without JavaScript the first POST
 answers a page that asks (`confirmed=1` is what the answer sends).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, Mapping
+from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
@@ -21,8 +23,8 @@ from webapp.extensions import intake
 
 bp = Blueprint("documents", __name__)
 PAGE_SIZE = 50
-MAX_QUERY = 1000       # characters of a name filter, as the search page keeps of a query
-MAX_PAGE = 20_000      # 1,000,000 documents deep: far past what a filter reads (library.py)
+MAX_QUERY = 1000  # characters of a name filter, as the search page keeps of a query
+MAX_PAGE = 20_000  # 1,000,000 documents deep: far past what a filter reads (library.py)
 # What the API refuses an upload or a re-index for, as a flash instead of an error page.
 REFUSALS = (LimitReached, NotReplicated, StorageUnavailable)
 
@@ -38,9 +40,15 @@ def index() -> str:
     if view["page"] > last:
         view = {**view, "page": last}
         found = _page(tenant, view)
-    return render_template("documents.html", documents=found["documents"],
-                           total=found["total"], pages=last, view=view, statuses=STATUSES,
-                           here=partial(_here, view))
+    return render_template(
+        "documents.html",
+        documents=found["documents"],
+        total=found["total"],
+        pages=last,
+        view=view,
+        statuses=STATUSES,
+        here=partial(_here, view),
+    )
 
 
 @bp.post("/documents/reindex")
@@ -66,14 +74,20 @@ def reindex() -> Response:
             flash(exc.message, "error")
             return redirect(back, 303)
     if batch is None:
-        flash(_left_out("Nothing to re-index", rejected) if everything and rejected else
-              rejected[0]["message"] if rejected else "There are no documents to re-index.",
-              "error")
+        flash(
+            _left_out("Nothing to re-index", rejected)
+            if everything and rejected
+            else rejected[0]["message"]
+            if rejected
+            else "There are no documents to re-index.",
+            "error",
+        )
         return redirect(back, 303)
     message, started = _reindex_words(batch, rejected, everything)
     flash(message, "info")
-    response = redirect(url_for("pages.batch", batch_id=batch["batch_id"]) if started else back,
-                        303)
+    response = redirect(
+        url_for("pages.batch", batch_id=batch["batch_id"]) if started else back, 303
+    )
     response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
     return response
 
@@ -89,8 +103,13 @@ def delete() -> Response | str:
     try:
         document = intake().document(tenant, document_id)
         if request.form.get("confirmed") != "1":
-            return render_template("document_delete.html", document=document,
-                                   name=_name(document), view=_view(request.form), back=back)
+            return render_template(
+                "document_delete.html",
+                document=document,
+                name=_name(document),
+                view=_view(request.form),
+                back=back,
+            )
         intake().delete_document(tenant, document_id)
     except NotFound as exc:
         flash(exc.message, "error")
@@ -107,20 +126,32 @@ def _view(values: Mapping[str, str]) -> dict[str, Any]:
         page = min(max(int(values.get("page") or 1), 1), MAX_PAGE)
     except ValueError:
         page = 1
-    return {"q": (values.get("q") or "").strip()[:MAX_QUERY],
-            "status": status if status in STATUSES else None, "page": page}
+    return {
+        "q": (values.get("q") or "").strip()[:MAX_QUERY],
+        "status": status if status in STATUSES else None,
+        "page": page,
+    }
 
 
 def _page(tenant: str, view: Mapping[str, Any]) -> dict[str, Any]:
-    return intake().documents(tenant, offset=(view["page"] - 1) * PAGE_SIZE, limit=PAGE_SIZE,
-                              query=view["q"] or None, status=view["status"])
+    return intake().documents(
+        tenant,
+        offset=(view["page"] - 1) * PAGE_SIZE,
+        limit=PAGE_SIZE,
+        query=view["q"] or None,
+        status=view["status"],
+    )
 
 
 def _here(view: Mapping[str, Any], **changes: Any) -> str:
     """/documents with the view's filters and page, some changed; empty ones left out."""
     wanted = {**view, **changes}
-    return url_for("documents.index", q=wanted["q"] or None, status=wanted["status"],
-                   page=wanted["page"] if wanted["page"] > 1 else None)
+    return url_for(
+        "documents.index",
+        q=wanted["q"] or None,
+        status=wanted["status"],
+        page=wanted["page"] if wanted["page"] > 1 else None,
+    )
 
 
 def _back(form: Mapping[str, str]) -> str:
@@ -132,8 +163,9 @@ def _name(document: Mapping[str, Any]) -> str:
     return document["filename"] or document["document_id"]
 
 
-def _reindex_words(batch: Mapping[str, Any], rejected: list[dict[str, str]],
-                   everything: bool) -> tuple[str, bool]:
+def _reindex_words(
+    batch: Mapping[str, Any], rejected: list[dict[str, str]], everything: bool
+) -> tuple[str, bool]:
     """The flash after a re-index, and whether anything runs (else there is no batch worth
     watching: every document was already up to date)."""
     tasks = batch["tasks"]
@@ -144,11 +176,9 @@ def _reindex_words(batch: Mapping[str, Any], rejected: list[dict[str, str]],
         if tasks[0]["duplicate"]:  # forced: a duplicate is its run still under way
             return f"{name} is already being re-indexed.", True
         return f"Re-indexing {name}.", True
-    words = (f"Re-indexing {_documents(started)}" if started else
-             "Nothing to re-index")
+    words = f"Re-indexing {_documents(started)}" if started else "Nothing to re-index"
     if current:
-        words += (f"; {_documents(current)} {'was' if current == 1 else 'were'} already up "
-                  "to date")
+        words += f"; {_documents(current)} {'was' if current == 1 else 'were'} already up to date"
     return _left_out(words, rejected), started > 0
 
 
@@ -157,8 +187,10 @@ def _left_out(words: str, rejected: list[dict[str, str]]) -> str:
     would fail again at each click), then those it could not re-index."""
     failed = sum(1 for r in rejected if r["code"] == LAST_RUN_FAILED)
     if failed:
-        words += (f"; {_documents(failed)} whose last run failed "
-                  f"{'was' if failed == 1 else 'were'} left out (Re-index each to run it again)")
+        words += (
+            f"; {_documents(failed)} whose last run failed "
+            f"{'was' if failed == 1 else 'were'} left out (Re-index each to run it again)"
+        )
     refused = [r for r in rejected if r["code"] != LAST_RUN_FAILED]
     if refused:
         words += f"; {_documents(len(refused))} could not be: {refused[0]['message']}"

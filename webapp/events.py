@@ -17,12 +17,14 @@ A stream ends at once when the batch (or, with `?task=<id>`, that task) is termi
 sending the final state, so a finished page stops. Each connection starts with the whole current
 state: a reconnect costs what one poll costs.
 """
+
 from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from flask import Blueprint, Response, current_app, request, stream_with_context
 
@@ -36,10 +38,27 @@ from webapp.watchers import GONE, Broadcaster
 bp = Blueprint("events", __name__, url_prefix="/api")
 
 # What a person can see change on a page; `updated_at` also moves the "no progress" hint.
-WATCHED = ("status", "progress", "current_step", "step_detail", "attempts", "updated_at",
-           "error", "next_attempt_at")
-BATCH_FIELDS = ("id", "status", "progress", "counts", "size", "poll_after_ms", "can_retry",
-                "can_cancel", "eta_seconds")
+WATCHED = (
+    "status",
+    "progress",
+    "current_step",
+    "step_detail",
+    "attempts",
+    "updated_at",
+    "error",
+    "next_attempt_at",
+)
+BATCH_FIELDS = (
+    "id",
+    "status",
+    "progress",
+    "counts",
+    "size",
+    "poll_after_ms",
+    "can_retry",
+    "can_cancel",
+    "eta_seconds",
+)
 
 
 @dataclass(frozen=True)
@@ -53,24 +72,30 @@ class Timing:
     spread: float = 0.16  # 21–25 s: two heartbeats fit in the shortest
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "Timing":
+    def from_config(cls, config: Mapping[str, Any]) -> Timing:
         """Tests shorten the timing with EVENTS_* keys in the app's config mapping."""
-        return cls(max_seconds=float(config.get("EVENTS_MAX_SECONDS", cls.max_seconds)),
-                   heartbeat_seconds=float(config.get("EVENTS_HEARTBEAT_SECONDS",
-                                                      cls.heartbeat_seconds)),
-                   retry_ms=int(config.get("EVENTS_RETRY_MS", cls.retry_ms)))
+        return cls(
+            max_seconds=float(config.get("EVENTS_MAX_SECONDS", cls.max_seconds)),
+            heartbeat_seconds=float(config.get("EVENTS_HEARTBEAT_SECONDS", cls.heartbeat_seconds)),
+            retry_ms=int(config.get("EVENTS_RETRY_MS", cls.retry_ms)),
+        )
 
 
 def broadcaster(service: Intake, config: Mapping[str, Any]) -> Broadcaster:
     """The app's Broadcaster: it reads a batch as GET /api/batches/<id> does."""
+
     def read(tenant: str, batch_id: str) -> dict[str, Any] | None:
         try:
             return service.batches.get(tenant, batch_id)
         except NoSuchBatch:  # expired or deleted meanwhile
             return None
-    return Broadcaster(lambda: service.connection, read,
-                       min_interval=float(config.get("EVENTS_MIN_INTERVAL_SECONDS", 0.25)),
-                       refresh_seconds=float(config.get("EVENTS_REFRESH_SECONDS", 15.0)))
+
+    return Broadcaster(
+        lambda: service.connection,
+        read,
+        min_interval=float(config.get("EVENTS_MIN_INTERVAL_SECONDS", 0.25)),
+        refresh_seconds=float(config.get("EVENTS_REFRESH_SECONDS", 15.0)),
+    )
 
 
 @bp.get("/batches/<hexid:batch_id>/events")
@@ -86,14 +111,17 @@ def batch_events(batch_id: str) -> Response:
         raise ApiError(404, "not_found", "No such task in this batch.")
     watchers: Broadcaster = current_app.extensions["watchers"]
     stream = BatchStream(Timing.from_config(current_app.config), only)
-    response = Response(stream_with_context(watched(watchers, tenant, batch_id, batch, stream)),
-                        mimetype="text/event-stream")
+    response = Response(
+        stream_with_context(watched(watchers, tenant, batch_id, batch, stream)),
+        mimetype="text/event-stream",
+    )
     response.headers["X-Accel-Buffering"] = "no"  # a proxy (nginx) must pass events at once
     return response
 
 
-def watched(watchers: Broadcaster, tenant: str, batch_id: str, batch: dict[str, Any],
-            stream: "BatchStream") -> Iterator[str]:
+def watched(
+    watchers: Broadcaster, tenant: str, batch_id: str, batch: dict[str, Any], stream: BatchStream
+) -> Iterator[str]:
     """The stream's events, its watcher held while it is open and let go however it ends."""
     watcher = watchers.watch(tenant, batch_id, batch)
     seen = 0
@@ -102,6 +130,7 @@ def watched(watchers: Broadcaster, tenant: str, batch_id: str, batch: dict[str, 
         nonlocal seen
         seen, snapshot = watcher.wait(seen, timeout)
         return None if snapshot is GONE else snapshot
+
     try:
         yield from stream.events(batch, next_batch)
     finally:
@@ -116,15 +145,20 @@ def message(event: str, payload: Any) -> str:
 class BatchStream:
     """The changes of one batch since the stream began, as SSE text."""
 
-    def __init__(self, timing: Timing, only_task: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        timing: Timing,
+        only_task: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.timing, self.only_task, self.clock = timing, only_task, clock
         self.lifetime = timing.max_seconds * (1 - timing.spread * random.random())
         self.sent_tasks: dict[str, tuple] = {}
         self.sent_batch: tuple | None = None
 
-    def events(self, batch: dict[str, Any],
-               next_batch: Callable[[float], dict[str, Any] | None]) -> Iterator[str]:
+    def events(
+        self, batch: dict[str, Any], next_batch: Callable[[float], dict[str, Any] | None]
+    ) -> Iterator[str]:
         """Yield the retry hint, then the changes of each new state `next_batch(timeout)` gives
         (the same state again when nothing changed within `timeout`; None: the batch is gone),
         heartbeats when quiet, and stop at a terminal state or when the time is up."""
@@ -141,8 +175,9 @@ class BatchStream:
             if now - last_sent >= self.timing.heartbeat_seconds:
                 yield ": ping\n\n"
                 last_sent = now
-            wait = min(self.timing.heartbeat_seconds - (now - last_sent),
-                       self.lifetime - (now - started))
+            wait = min(
+                self.timing.heartbeat_seconds - (now - last_sent), self.lifetime - (now - started)
+            )
             following = next_batch(max(wait, 0.01))
             if following is None:  # expired or deleted meanwhile
                 return
@@ -158,7 +193,7 @@ class BatchStream:
             if self.sent_tasks.get(task["id"]) != mark:
                 self.sent_tasks[task["id"]] = mark
                 parts.append(message("task", task))
-        summary = {name: batch.get(name) for name in BATCH_FIELDS}
+        summary: dict[str, Any] = {name: batch.get(name) for name in BATCH_FIELDS}
         mark = (summary["status"], summary["progress"], tuple(sorted(summary["counts"].items())))
         if mark != self.sent_batch:
             self.sent_batch = mark

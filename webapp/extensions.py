@@ -1,4 +1,5 @@
 """Accessors for what create_app puts in app.extensions."""
+
 from __future__ import annotations
 
 from flask import current_app

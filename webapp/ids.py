@@ -4,6 +4,7 @@ Why check the shape at the edge: an id is spliced into Redis key names, so `<id>
 name another record (a list, not a hash) and the read would fail with WRONGTYPE. A route that
 takes `<hexid:...>` never sees anything else; a malformed id is a plain 404 before any read.
 """
+
 from __future__ import annotations
 
 from flask import Flask

@@ -12,11 +12,12 @@ ordinary batches, and a thousand streams opened together, pay nothing extra.
 Failed sign-ins and API keys (INTAKE_CLIENT_AUTH_FAILURES a minute per client address): a
 client past them is refused (429) before its key is even compared, a right one too.
 """
+
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 from flask import current_app, request
 
@@ -35,9 +36,11 @@ def charge(tenant: str, what: str) -> None:
 
 def batch_meter(tenant: str, what: str = "batch reads") -> Callable[[int], None]:
     """Called with a batch's size before its tasks are read: only a large one is counted."""
+
     def meter(size: int) -> None:
         if size > LARGE_BATCH_TASKS:
             charge(tenant, f"{what} of batches of more than {LARGE_BATCH_TASKS} documents")
+
     return meter
 
 
@@ -69,7 +72,7 @@ def client_address() -> str:
     for hop in reversed(hops):
         if not _is_trusted(hop, trusted):
             return hop
-    return hops[0] if hops else peer   # every hop a trusted proxy: the first is the client
+    return hops[0] if hops else peer  # every hop a trusted proxy: the first is the client
 
 
 @lru_cache(maxsize=8)
@@ -80,15 +83,18 @@ def _trusted(raw: str) -> tuple[str | ipaddress.IPv4Network | ipaddress.IPv6Netw
         try:
             parsed.append("*" if item == "*" else ipaddress.ip_network(item, strict=False))
         except ValueError:
-            parsed.append(item)   # a name gunicorn would compare as text
+            parsed.append(item)  # a name gunicorn would compare as text
     return tuple(parsed)
 
 
-def _is_trusted(address: str,
-                trusted: tuple[str | ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> bool:
+def _is_trusted(
+    address: str, trusted: tuple[str | ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+) -> bool:
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return address in trusted
-    return any(item == "*" or (not isinstance(item, str) and ip.version == item.version
-                               and ip in item) for item in trusted)
+    return any(
+        item == "*" or (not isinstance(item, str) and ip.version == item.version and ip in item)
+        for item in trusted
+    )

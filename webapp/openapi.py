@@ -1,5 +1,6 @@
 """GET /api/openapi.json: the API described as OpenAPI 3.1, kept true by a test that compares
 every route of the app with it (tests/unit/web/test_openapi.py)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,190 +17,468 @@ _ALLOWED = {"type": "boolean"}
 _NULLABLE_TEXT = {"type": ["string", "null"]}
 
 SCHEMAS: dict[str, Any] = {
-    "Error": {"type": "object", "required": ["error"], "properties": {"error": {
-        "type": "object", "required": ["code", "message"],
-        "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
-    "TaskError": {"type": ["object", "null"], "properties": {
-        "step": {"type": ["string", "null"]}, "type": {"type": "string"},
-        "message": {"type": "string"}, "retryable": {"type": "boolean"}}},
-    "Task": {"type": "object", "required": [
-        "id", "batch_id", "document_id", "filename", "status", "progress", "current_step",
-        "step_detail", "attempts", "max_attempts", "next_attempt_at", "error", "created_at",
-        "started_at", "ended_at", "updated_at", "result", "steps", "poll_after_ms", "url",
-        "page_url", "can_retry", "can_cancel"], "properties": {
-        "id": _ID, "batch_id": _ID, "document_id": {"type": "string"},
-        "filename": {"type": "string"}, "status": _STATUS,
-        "progress": {"type": "integer", "minimum": 0, "maximum": 100},
-        "current_step": {"type": "string", "enum": [
-            "queued", "parsing", "chunking", "embedding", "indexing", "done", "waiting_retry",
-            "failed", "canceled"]},
-        "step_detail": {"type": "string"}, "status_text": {"type": "string"},
-        "attempts": {"type": "integer"}, "max_attempts": {"type": "integer"},
-        "next_attempt_at": _NULLABLE_TEXT, "error": {"$ref": "#/components/schemas/TaskError"},
-        "created_at": {"type": "string"}, "started_at": _NULLABLE_TEXT,
-        "ended_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
-        "result": {"type": ["object", "null"]}, "steps": {"type": "array", "items": {
-            "type": "object", "properties": {"name": {"type": "string"},
-                                             "attempt": {"type": "integer"},
-                                             "started_at": _NULLABLE_TEXT,
-                                             "ended_at": _NULLABLE_TEXT}}},
-        "pipeline_version": {"type": "string"}, "poll_after_ms": {"type": "integer"},
-        "can_retry": _ALLOWED, "can_cancel": _ALLOWED,
-        "url": {"type": "string"}, "page_url": {"type": "string"}}},
-    "Batch": {"type": "object", "required": ["id", "status", "progress", "counts", "created_at"],
-              "properties": {
-                  "id": _ID, "status": {"type": "string", "enum": list(BATCH_STATUSES)},
-                  "can_retry": _ALLOWED, "can_cancel": _ALLOWED,
-                  "progress": {"type": "integer"}, "created_at": {"type": "string"},
-                  "eta_seconds": {"type": ["integer", "null"],
-                                  "description": "seconds left, from the batch's own finished "
-                                                 "documents and the workers at work; null "
-                                                 "until that can be estimated"},
-                  "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
-                  "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}}}},
-    "Deliveries": {"type": "object", "required": ["deliveries", "total", "enabled"],
-                   "properties": {
-        "enabled": {"type": "boolean", "description": "INTAKE_WEBHOOK_URL is set"},
-        "offset": {"type": "integer"}, "limit": {"type": "integer"},
-        "total": {"type": "integer"},
-        "deliveries": {"type": "array", "items": {"type": "object", "required": [
-            "id", "type", "created_at", "status", "attempts"], "properties": {
-                "id": {"type": "string"}, "created_at": {"type": "string"},
-                "type": {"type": "string", "enum": ["task.succeeded", "task.failed",
-                                                    "task.canceled", "batch.completed"]},
-                "task_id": _NULLABLE_TEXT, "batch_id": _NULLABLE_TEXT,
-                "status": {"type": "string",
-                           "enum": ["pending", "delivered", "retrying", "failed"]},
-                "attempts": {"type": "integer"},
-                "last_status_code": {"type": ["integer", "null"]},
-                "last_error": _NULLABLE_TEXT, "delivered_at": _NULLABLE_TEXT,
-                "next_attempt_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
-                "subject_url": {"type": "string"}, "subject_page_url": {"type": "string"}}}}}},
-    "Document": {"type": "object", "required": [
-        "document_id", "filename", "status", "version", "pipeline_version", "chunks", "bytes",
-        "content_type", "created_at", "updated_at", "task_id", "url", "original_url"],
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            }
+        },
+    },
+    "TaskError": {
+        "type": ["object", "null"],
+        "properties": {
+            "step": {"type": ["string", "null"]},
+            "type": {"type": "string"},
+            "message": {"type": "string"},
+            "retryable": {"type": "boolean"},
+        },
+    },
+    "Task": {
+        "type": "object",
+        "required": [
+            "id",
+            "batch_id",
+            "document_id",
+            "filename",
+            "status",
+            "progress",
+            "current_step",
+            "step_detail",
+            "attempts",
+            "max_attempts",
+            "next_attempt_at",
+            "error",
+            "created_at",
+            "started_at",
+            "ended_at",
+            "updated_at",
+            "result",
+            "steps",
+            "poll_after_ms",
+            "url",
+            "page_url",
+            "can_retry",
+            "can_cancel",
+        ],
+        "properties": {
+            "id": _ID,
+            "batch_id": _ID,
+            "document_id": {"type": "string"},
+            "filename": {"type": "string"},
+            "status": _STATUS,
+            "progress": {"type": "integer", "minimum": 0, "maximum": 100},
+            "current_step": {
+                "type": "string",
+                "enum": [
+                    "queued",
+                    "parsing",
+                    "chunking",
+                    "embedding",
+                    "indexing",
+                    "done",
+                    "waiting_retry",
+                    "failed",
+                    "canceled",
+                ],
+            },
+            "step_detail": {"type": "string"},
+            "status_text": {"type": "string"},
+            "attempts": {"type": "integer"},
+            "max_attempts": {"type": "integer"},
+            "next_attempt_at": _NULLABLE_TEXT,
+            "error": {"$ref": "#/components/schemas/TaskError"},
+            "created_at": {"type": "string"},
+            "started_at": _NULLABLE_TEXT,
+            "ended_at": _NULLABLE_TEXT,
+            "updated_at": {"type": "string"},
+            "result": {"type": ["object", "null"]},
+            "steps": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "attempt": {"type": "integer"},
+                        "started_at": _NULLABLE_TEXT,
+                        "ended_at": _NULLABLE_TEXT,
+                    },
+                },
+            },
+            "pipeline_version": {"type": "string"},
+            "poll_after_ms": {"type": "integer"},
+            "can_retry": _ALLOWED,
+            "can_cancel": _ALLOWED,
+            "url": {"type": "string"},
+            "page_url": {"type": "string"},
+        },
+    },
+    "Batch": {
+        "type": "object",
+        "required": ["id", "status", "progress", "counts", "created_at"],
+        "properties": {
+            "id": _ID,
+            "status": {"type": "string", "enum": list(BATCH_STATUSES)},
+            "can_retry": _ALLOWED,
+            "can_cancel": _ALLOWED,
+            "progress": {"type": "integer"},
+            "created_at": {"type": "string"},
+            "eta_seconds": {
+                "type": ["integer", "null"],
+                "description": "seconds left, from the batch's own finished "
+                "documents and the workers at work; null "
+                "until that can be estimated",
+            },
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}},
+        },
+    },
+    "Deliveries": {
+        "type": "object",
+        "required": ["deliveries", "total", "enabled"],
+        "properties": {
+            "enabled": {"type": "boolean", "description": "INTAKE_WEBHOOK_URL is set"},
+            "offset": {"type": "integer"},
+            "limit": {"type": "integer"},
+            "total": {"type": "integer"},
+            "deliveries": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "type", "created_at", "status", "attempts"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "created_at": {"type": "string"},
+                        "type": {
+                            "type": "string",
+                            "enum": [
+                                "task.succeeded",
+                                "task.failed",
+                                "task.canceled",
+                                "batch.completed",
+                            ],
+                        },
+                        "task_id": _NULLABLE_TEXT,
+                        "batch_id": _NULLABLE_TEXT,
+                        "status": {
+                            "type": "string",
+                            "enum": ["pending", "delivered", "retrying", "failed"],
+                        },
+                        "attempts": {"type": "integer"},
+                        "last_status_code": {"type": ["integer", "null"]},
+                        "last_error": _NULLABLE_TEXT,
+                        "delivered_at": _NULLABLE_TEXT,
+                        "next_attempt_at": _NULLABLE_TEXT,
+                        "updated_at": {"type": "string"},
+                        "subject_url": {"type": "string"},
+                        "subject_page_url": {"type": "string"},
+                    },
+                },
+            },
+        },
+    },
+    "Document": {
+        "type": "object",
+        "required": [
+            "document_id",
+            "filename",
+            "status",
+            "version",
+            "pipeline_version",
+            "chunks",
+            "bytes",
+            "content_type",
+            "created_at",
+            "updated_at",
+            "task_id",
+            "url",
+            "original_url",
+        ],
         "description": "A document as its latest submitted content (its latest task) left it",
         "properties": {
-            "document_id": {"type": "string"}, "filename": {"type": "string"},
+            "document_id": {"type": "string"},
+            "filename": {"type": "string"},
             "status": {**_STATUS, "description": "the status of the document's latest task"},
-            "version": {"type": ["integer", "null"],
-                        "description": "the latest task's version: its submission time, µs"},
+            "version": {
+                "type": ["integer", "null"],
+                "description": "the latest task's version: its submission time, µs",
+            },
             "pipeline_version": _NULLABLE_TEXT,
-            "chunks": {"type": ["integer", "null"],
-                       "description": "chunks indexed, once the latest task succeeded"},
-            "bytes": {"type": ["integer", "null"]}, "content_type": {"type": "string"},
-            "created_at": {**_NULLABLE_TEXT,
-                           "description": "when its latest content was submitted"},
-            "updated_at": {**_NULLABLE_TEXT,
-                           "description": "the latest task's last change"},
+            "chunks": {
+                "type": ["integer", "null"],
+                "description": "chunks indexed, once the latest task succeeded",
+            },
+            "bytes": {"type": ["integer", "null"]},
+            "content_type": {"type": "string"},
+            "created_at": {
+                **_NULLABLE_TEXT,
+                "description": "when its latest content was submitted",
+            },
+            "updated_at": {**_NULLABLE_TEXT, "description": "the latest task's last change"},
             "task_id": _ID,
             "url": {"type": "string", "description": "/api/documents/<document_id>"},
-            "original_url": {"type": "string",
-                             "description": "/api/originals/<document_id>"}}},
-    "Documents": {"type": "object", "required": ["total", "documents"], "properties": {
-        "total": {"type": "integer", "description": "documents matching the filters"},
-        "offset": {"type": "integer"}, "limit": {"type": "integer"},
-        "documents": {"type": "array", "items": {"$ref": "#/components/schemas/Document"}}}},
-    "DocumentWithTasks": {"allOf": [{"$ref": "#/components/schemas/Document"}, {
-        "type": "object", "required": ["tasks"], "properties": {"tasks": {
-            "type": "array", "description": "every task of the document, newest first",
-            "items": {"type": "object", "required": [
-                "id", "status", "created_at", "updated_at", "version", "url"], "properties": {
-                "id": _ID, "batch_id": _ID, "status": _STATUS,
-                "status_text": {"type": "string"}, "filename": {"type": "string"},
-                "bytes": {"type": ["integer", "null"]},
-                "version": {"type": ["integer", "null"]},
-                "pipeline_version": _NULLABLE_TEXT, "chunks": {"type": ["integer", "null"]},
-                "error": {"$ref": "#/components/schemas/TaskError"},
-                "created_at": {"type": "string"}, "started_at": _NULLABLE_TEXT,
-                "ended_at": _NULLABLE_TEXT, "updated_at": {"type": "string"},
-                "url": {"type": "string"}, "page_url": {"type": "string"}}}}}}]},
-    "Location": {"type": "object",
-                 "description": "Where a chunk starts, and with page_end the page it ends on "
-                                "when that is a later one; {} if unknown",
-                 "properties": {"page": {"type": "integer", "minimum": 1},
-                                "page_end": {"type": "integer", "minimum": 2},
-                                "slide": {"type": "integer", "minimum": 1},
-                                "sheet": {"type": "string"}, "heading": {"type": "string"}}},
-    "Chunks": {"type": "object", "required": ["total", "chunks"], "properties": {
-        "total": {"type": "integer"},
-        "chunks": {"type": "array", "items": {"type": "object",
-                                              "required": ["chunk", "text", "location"],
-                                              "properties": {
-            "chunk": {"type": "integer"}, "text": {"type": "string"},
-            "location": {"$ref": "#/components/schemas/Location"}}}}}},
-    "SearchResults": {"type": "object", "required": ["query", "results", "mode", "exact"],
-                      "properties": {
-        "query": {"type": "string"},
-        "mode": {"type": "string", "enum": list(SEARCH_MODES),
-                 "description": "the ranking that answered: lexical (by words), dense (by the "
-                                "embedding service's vectors), hybrid (both, fused by "
-                                "reciprocal rank: score = Σ 1/(60 + rank))"},
-        "exact": {"type": "boolean",
-                  "description": "false when the lexical ranking stopped at its budget of "
-                                 "chunks"},
-        "notice": {"type": "string",
-                   "description": "why search by meaning was not used: asked for but not "
-                                  "configured, or the embedding service is failing"},
-        "results": {"type": "array", "items": {"type": "object", "required": [
-            "text", "score", "scores", "task_id", "document_id", "filename", "chunk",
-            "location", "original_url"],
-            "properties": {
-                "text": {"type": "string"}, "task_id": _ID,
-                "score": {"type": "number", "description": "the fused RRF score in hybrid "
-                                                           "mode, else the ranking's own"},
-                "scores": {"type": "object", "additionalProperties": False,
-                           "description": "each ranking's own score of this hit, only those "
-                                          "that found it",
-                           "properties": {"lexical": {"type": "number"},
-                                          "dense": {"type": "number"}}},
-                "document_id": {"type": "string"}, "filename": {"type": "string"},
-                "chunk": {"type": "integer"},
-                "location": {"$ref": "#/components/schemas/Location"},
-                "original_url": {"type": "string",
-                                 "description": "/api/originals/<document_id>"}}}}}},
-    "Dependency": {"type": "object", "required": ["up", "latency_ms"], "properties": {
-        "up": {"type": "boolean"},
-        "latency_ms": {"type": "number",
-                       "description": "how long its last probe took (until it failed, when "
-                                      "down); each probe is bounded to 1 s"},
-        "error": {"type": "string", "description": "why it is down, in a word or two "
-                                                   "(timeout, unreachable, missing, …)"}}},
-    "Health": {"type": "object", "required": [
-        "status", "redis", "workers", "queues", "priorities", "scheduler", "unscheduled",
-        "replication", "dependencies"], "properties": {
-        "status": {"type": "string", "enum": ["ok", "degraded"],
-                   "description": "degraded: the knowledge base, one of its read replicas or "
-                                  "the store of originals does not answer (uploads or searches "
-                                  "may fail; the queue works)"},
-        "redis": {"type": "string", "enum": ["ok"]},
-        "workers": {"type": "object", "properties": {
-            "count": {"type": "integer"},
-            "names": {"type": "array", "items": {"type": "string"}}}},
-        "queues": {"type": "object", "additionalProperties": {"type": "integer"},
-                   "description": "depth by queue; a tenant's queues by name for operators "
-                                  "only"},
-        "priorities": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "scheduler": {"type": "boolean"},
-        "unscheduled": {"type": "array", "items": {"type": "string"}},
-        "replication": {"type": "object"},
-        "dependencies": {"type": "object", "required": ["redis", "kb", "store"],
-                         "properties": {
-            "redis": {"$ref": "#/components/schemas/Dependency"},
-            "kb": {"allOf": [{"$ref": "#/components/schemas/Dependency"}, {
-                "type": "object", "required": ["apart", "replicas"], "properties": {
-                    "apart": {"type": "boolean",
-                              "description": "on a Redis of its own (INTAKE_KB_URL); else "
-                                             "the queue's, and as `redis` found it"},
-                    "replicas": {"type": "array",
-                                 "description": "its read replicas, in the order of "
-                                                "INTAKE_KB_REPLICA_URLS",
-                                 "items": {"$ref": "#/components/schemas/Dependency"}}}}]},
-            "store": {"allOf": [{"$ref": "#/components/schemas/Dependency"}, {
-                "type": "object", "required": ["kind"], "properties": {
-                    "kind": {"type": "string", "enum": ["file", "s3"],
-                             "description": "the store of originals' kind, never its "
-                                            "address"}}}]}}}}},
+            "original_url": {"type": "string", "description": "/api/originals/<document_id>"},
+        },
+    },
+    "Documents": {
+        "type": "object",
+        "required": ["total", "documents"],
+        "properties": {
+            "total": {"type": "integer", "description": "documents matching the filters"},
+            "offset": {"type": "integer"},
+            "limit": {"type": "integer"},
+            "documents": {"type": "array", "items": {"$ref": "#/components/schemas/Document"}},
+        },
+    },
+    "DocumentWithTasks": {
+        "allOf": [
+            {"$ref": "#/components/schemas/Document"},
+            {
+                "type": "object",
+                "required": ["tasks"],
+                "properties": {
+                    "tasks": {
+                        "type": "array",
+                        "description": "every task of the document, newest first",
+                        "items": {
+                            "type": "object",
+                            "required": [
+                                "id",
+                                "status",
+                                "created_at",
+                                "updated_at",
+                                "version",
+                                "url",
+                            ],
+                            "properties": {
+                                "id": _ID,
+                                "batch_id": _ID,
+                                "status": _STATUS,
+                                "status_text": {"type": "string"},
+                                "filename": {"type": "string"},
+                                "bytes": {"type": ["integer", "null"]},
+                                "version": {"type": ["integer", "null"]},
+                                "pipeline_version": _NULLABLE_TEXT,
+                                "chunks": {"type": ["integer", "null"]},
+                                "error": {"$ref": "#/components/schemas/TaskError"},
+                                "created_at": {"type": "string"},
+                                "started_at": _NULLABLE_TEXT,
+                                "ended_at": _NULLABLE_TEXT,
+                                "updated_at": {"type": "string"},
+                                "url": {"type": "string"},
+                                "page_url": {"type": "string"},
+                            },
+                        },
+                    }
+                },
+            },
+        ]
+    },
+    "Location": {
+        "type": "object",
+        "description": "Where a chunk starts, and with page_end the page it ends on "
+        "when that is a later one; {} if unknown",
+        "properties": {
+            "page": {"type": "integer", "minimum": 1},
+            "page_end": {"type": "integer", "minimum": 2},
+            "slide": {"type": "integer", "minimum": 1},
+            "sheet": {"type": "string"},
+            "heading": {"type": "string"},
+        },
+    },
+    "Chunks": {
+        "type": "object",
+        "required": ["total", "chunks"],
+        "properties": {
+            "total": {"type": "integer"},
+            "chunks": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["chunk", "text", "location"],
+                    "properties": {
+                        "chunk": {"type": "integer"},
+                        "text": {"type": "string"},
+                        "location": {"$ref": "#/components/schemas/Location"},
+                    },
+                },
+            },
+        },
+    },
+    "SearchResults": {
+        "type": "object",
+        "required": ["query", "results", "mode", "exact"],
+        "properties": {
+            "query": {"type": "string"},
+            "mode": {
+                "type": "string",
+                "enum": list(SEARCH_MODES),
+                "description": "the ranking that answered: lexical (by words), dense (by the "
+                "embedding service's vectors), hybrid (both, fused by "
+                "reciprocal rank: score = Σ 1/(60 + rank))",
+            },
+            "exact": {
+                "type": "boolean",
+                "description": "false when the lexical ranking stopped at its budget of chunks",
+            },
+            "notice": {
+                "type": "string",
+                "description": "why search by meaning was not used: asked for but not "
+                "configured, or the embedding service is failing",
+            },
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": [
+                        "text",
+                        "score",
+                        "scores",
+                        "task_id",
+                        "document_id",
+                        "filename",
+                        "chunk",
+                        "location",
+                        "original_url",
+                    ],
+                    "properties": {
+                        "text": {"type": "string"},
+                        "task_id": _ID,
+                        "score": {
+                            "type": "number",
+                            "description": "the fused RRF score in hybrid "
+                            "mode, else the ranking's own",
+                        },
+                        "scores": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "description": "each ranking's own score of this hit, only those "
+                            "that found it",
+                            "properties": {
+                                "lexical": {"type": "number"},
+                                "dense": {"type": "number"},
+                            },
+                        },
+                        "document_id": {"type": "string"},
+                        "filename": {"type": "string"},
+                        "chunk": {"type": "integer"},
+                        "location": {"$ref": "#/components/schemas/Location"},
+                        "original_url": {
+                            "type": "string",
+                            "description": "/api/originals/<document_id>",
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "Dependency": {
+        "type": "object",
+        "required": ["up", "latency_ms"],
+        "properties": {
+            "up": {"type": "boolean"},
+            "latency_ms": {
+                "type": "number",
+                "description": "how long its last probe took (until it failed, when "
+                "down); each probe is bounded to 1 s",
+            },
+            "error": {
+                "type": "string",
+                "description": "why it is down, in a word or two "
+                "(timeout, unreachable, missing, …)",
+            },
+        },
+    },
+    "Health": {
+        "type": "object",
+        "required": [
+            "status",
+            "redis",
+            "workers",
+            "queues",
+            "priorities",
+            "scheduler",
+            "unscheduled",
+            "replication",
+            "dependencies",
+        ],
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["ok", "degraded"],
+                "description": "degraded: the knowledge base, one of its read replicas or "
+                "the store of originals does not answer (uploads or searches "
+                "may fail; the queue works)",
+            },
+            "redis": {"type": "string", "enum": ["ok"]},
+            "workers": {
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer"},
+                    "names": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+            "queues": {
+                "type": "object",
+                "additionalProperties": {"type": "integer"},
+                "description": "depth by queue; a tenant's queues by name for operators only",
+            },
+            "priorities": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "scheduler": {"type": "boolean"},
+            "unscheduled": {"type": "array", "items": {"type": "string"}},
+            "replication": {"type": "object"},
+            "dependencies": {
+                "type": "object",
+                "required": ["redis", "kb", "store"],
+                "properties": {
+                    "redis": {"$ref": "#/components/schemas/Dependency"},
+                    "kb": {
+                        "allOf": [
+                            {"$ref": "#/components/schemas/Dependency"},
+                            {
+                                "type": "object",
+                                "required": ["apart", "replicas"],
+                                "properties": {
+                                    "apart": {
+                                        "type": "boolean",
+                                        "description": "on a Redis of its own "
+                                        "(INTAKE_KB_URL); else the queue's, and as "
+                                        "`redis` found it",
+                                    },
+                                    "replicas": {
+                                        "type": "array",
+                                        "description": "its read replicas, in the order of "
+                                        "INTAKE_KB_REPLICA_URLS",
+                                        "items": {"$ref": "#/components/schemas/Dependency"},
+                                    },
+                                },
+                            },
+                        ]
+                    },
+                    "store": {
+                        "allOf": [
+                            {"$ref": "#/components/schemas/Dependency"},
+                            {
+                                "type": "object",
+                                "required": ["kind"],
+                                "properties": {
+                                    "kind": {
+                                        "type": "string",
+                                        "enum": ["file", "s3"],
+                                        "description": "the store of originals' kind, never its "
+                                        "address",
+                                    }
+                                },
+                            },
+                        ]
+                    },
+                },
+            },
+        },
+    },
 }
 
 
@@ -215,13 +494,18 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 def _later(status: int, codes: str) -> dict[str, Any]:
     """A refusal for now (429 or 503): the Error object and a Retry-After in seconds."""
-    return {str(status): {**_json("Error", f"Error ({codes}); try again after Retry-After"),
-                          "headers": {"Retry-After": {"schema": {"type": "integer"}}}}}
+    return {
+        str(status): {
+            **_json("Error", f"Error ({codes}); try again after Retry-After"),
+            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+        }
+    }
 
 
 # What a tenant may ask for before it is refused for now (webapp.limits): 429 with Retry-After.
-_TOO_MANY_READS = _later(429, "too_many_reads: a large batch or a filtered library, too "
-                                "often; or too_many_failures")
+_TOO_MANY_READS = _later(
+    429, "too_many_reads: a large batch or a filtered library, too often; or too_many_failures"
+)
 
 
 def _id(name: str) -> dict[str, Any]:
@@ -236,18 +520,28 @@ _CHANGE = {"202": _json("Task", "Accepted: the task's new state"), **_errors(404
 _LIST = {"type": "object"}
 
 PATHS: dict[str, Any] = {
-    "/api/documents": {"get": {
-        "summary": "The tenant's documents, newest first (by when new content was last "
-                   "submitted)",
-        "parameters": [
-            _query("offset"),
-            {**_query("limit"), "schema": {"type": "integer", "minimum": 1, "maximum": 100,
-                                           "default": 50}},
-            {**_query("q", "string"),
-             "description": "keeps documents whose id or file name holds it (any case)"},
-            {**_query("status", "string"), "schema": _STATUS,
-             "description": "keeps documents whose latest task has this status"}],
-        "responses": {"200": _json("Documents"), **_errors(400, 401), **_TOO_MANY_READS}},
+    "/api/documents": {
+        "get": {
+            "summary": "The tenant's documents, newest first (by when new content was last "
+            "submitted)",
+            "parameters": [
+                _query("offset"),
+                {
+                    **_query("limit"),
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 50},
+                },
+                {
+                    **_query("q", "string"),
+                    "description": "keeps documents whose id or file name holds it (any case)",
+                },
+                {
+                    **_query("status", "string"),
+                    "schema": _STATUS,
+                    "description": "keeps documents whose latest task has this status",
+                },
+            ],
+            "responses": {"200": _json("Documents"), **_errors(400, 401), **_TOO_MANY_READS},
+        },
         "post": {
         "summary": "Upload documents (multipart field `files`, repeatable)",
         "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object",
@@ -381,10 +675,15 @@ PATHS = _with_failed_keys(PATHS)
 def document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Intake", "version": "1",
-                 "description": "Background document ingestion: upload, follow, retry, search."},
-        "components": {"schemas": SCHEMAS, "securitySchemes": {
-            "apiKey": {"type": "http", "scheme": "bearer"}}},
+        "info": {
+            "title": "Intake",
+            "version": "1",
+            "description": "Background document ingestion: upload, follow, retry, search.",
+        },
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
+        },
         "security": [{}, {"apiKey": []}],
         "paths": PATHS,
     }

@@ -2,6 +2,7 @@
 small script keeps it fresh, and without JavaScript the page refreshes itself. Forms POST, then
 redirect.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -37,8 +38,9 @@ def upload() -> Response | tuple[str, int]:
     files = [f for f in request.files.getlist("files") if f.filename]
     limit = settings().max_files_per_request
     if not files or len(files) > limit:
-        flash("Choose one or more files." if not files else f"At most {limit} files at once.",
-              "error")
+        flash(
+            "Choose one or more files." if not files else f"At most {limit} files at once.", "error"
+        )
         return redirect(url_for("pages.index"), 303)
     checked = accept(files, request.form.getlist("document_id"), settings())
     for rejection in checked.rejected:
@@ -47,17 +49,23 @@ def upload() -> Response | tuple[str, int]:
         return redirect(url_for("pages.index"), 303)
     with held_logs() as lines:
         try:
-            batch = intake().submit(tenancy.current_tenant(), checked.uploads,
-                                    priority=request.form.get("priority") or None,
-                                    force=request.form.get("force") == "1")
+            batch = intake().submit(
+                tenancy.current_tenant(),
+                checked.uploads,
+                priority=request.form.get("priority") or None,
+                force=request.form.get("force") == "1",
+            )
         except (LimitReached, NotReplicated, StorageUnavailable) as exc:  # see their docstrings
             flash(exc.message, "error")
             return redirect(url_for("pages.index"), 303)
     duplicates = sum(1 for task in batch["tasks"] if task["duplicate"])
     if duplicates:
-        flash(f"{duplicates} of these files were already ingested unchanged and were not "
-              "processed again. To process them again, choose them again with “Upload again "
-              "anyway” ticked.", "info")
+        flash(
+            f"{duplicates} of these files were already ingested unchanged and were not "
+            "processed again. To process them again, choose them again with “Upload again "
+            "anyway” ticked.",
+            "info",
+        )
     response = redirect(url_for("pages.batch", batch_id=batch["batch_id"]), 303)
     response.call_on_close(partial(write_logs, lines))  # the server calls it once sent
     return response
@@ -68,16 +76,23 @@ def batch(batch_id: str) -> str:
     found = intake().batches.get(tenancy.current_tenant(), batch_id)
     live = found["status"] in BATCH_LIVE
     show = request.args.get("status")  # ?status=failed shows only those rows, without JS too
-    return render_template("batch.html", batch=found, show=show if show in STATUSES else None,
-                           here=request.full_path.rstrip("?"),
-                           refresh=NOSCRIPT_REFRESH_SECONDS if live else None)
+    return render_template(
+        "batch.html",
+        batch=found,
+        show=show if show in STATUSES else None,
+        here=request.full_path.rstrip("?"),
+        refresh=NOSCRIPT_REFRESH_SECONDS if live else None,
+    )
 
 
 @bp.post("/batches/<hexid:batch_id>/retry-failed")
 def retry_batch(batch_id: str) -> Response:
     counts = intake().retry_failed(tenancy.current_tenant(), _batch_tasks(batch_id))
-    flash(f"Retrying {counts['retried']} failed documents"
-          + (f"; {counts['skipped']} cannot be retried." if counts["skipped"] else "."), "info")
+    flash(
+        f"Retrying {counts['retried']} failed documents"
+        + (f"; {counts['skipped']} cannot be retried." if counts["skipped"] else "."),
+        "info",
+    )
     return redirect(url_for("pages.batch", batch_id=batch_id), 303)
 
 
@@ -115,8 +130,11 @@ def failed() -> str:
 def retry_all_failed() -> Response:
     page = intake().list_failed(tenancy.current_tenant(), limit=1000)
     counts = intake().retry_failed(tenancy.current_tenant(), [t["id"] for t in page["tasks"]])
-    flash(f"Retrying {counts['retried']} documents"
-          + (f"; {counts['skipped']} cannot be retried." if counts["skipped"] else "."), "info")
+    flash(
+        f"Retrying {counts['retried']} documents"
+        + (f"; {counts['skipped']} cannot be retried." if counts["skipped"] else "."),
+        "info",
+    )
     return redirect(url_for("pages.failed"), 303)
 
 
@@ -136,8 +154,13 @@ def task(task_id: str) -> str:
             preview = intake().chunks(tenancy.current_tenant(), task_id, limit=PREVIEW_CHUNKS)
         except NoChunks:  # deleted, or a newer version replaced them: the page says nothing
             pass
-    return render_template("task.html", task=found, preview=preview, preview_size=PREVIEW_CHUNKS,
-                           refresh=NOSCRIPT_REFRESH_SECONDS if live else None)
+    return render_template(
+        "task.html",
+        task=found,
+        preview=preview,
+        preview_size=PREVIEW_CHUNKS,
+        refresh=NOSCRIPT_REFRESH_SECONDS if live else None,
+    )
 
 
 @bp.get("/search")
@@ -154,15 +177,25 @@ def search() -> str | tuple[str, int, dict[str, str]]:
     asked = request.args.get("mode")
     mode = asked if asked in SEARCH_MODES else None
     results, notice, used = [], "", None
-    page = partial(render_template, "search.html", query=query, k=k, max_k=MAX_SEARCH_K,
-                   mode=mode, modes=SEARCH_MODE_NAMES)
+    page = partial(
+        render_template,
+        "search.html",
+        query=query,
+        k=k,
+        max_k=MAX_SEARCH_K,
+        mode=mode,
+        modes=SEARCH_MODE_NAMES,
+    )
     if query:
         try:
             found = intake().search(tenancy.current_tenant(), query, k, mode)
         except (Throttled, SearchTimedOut) as exc:
             status = 429 if isinstance(exc, Throttled) else 503
-            return (page(refused=exc.message, used=None, results=[], notice=""), status,
-                    {"Retry-After": str(exc.retry_after)})
+            return (
+                page(refused=exc.message, used=None, results=[], notice=""),
+                status,
+                {"Retry-After": str(exc.retry_after)},
+            )
         # notice: answered by words, and why; used: the ranking that answered
         results, notice, used = found.results, found.notice, found.mode
     return page(used=used, results=results, notice=notice, refused="")

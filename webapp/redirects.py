@@ -7,6 +7,7 @@ drops the tab from the header), so it must be judged as that. Each percent-decod
 judged too: whatever decodes the target once more (a proxy, a second redirect) must not find a
 host in it either.
 """
+
 from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit

@@ -23,6 +23,7 @@ keeps no tenant's results after sign-out; one validated by its ETag (a task, a b
 failed list) says `private, no-cache`: kept, but never shown again without asking (a 304).
 Static files keep Flask's own caching: they hold nobody's data.
 """
+
 from __future__ import annotations
 
 import base64
@@ -34,21 +35,34 @@ from flask import Flask, Response, request
 
 from webapp.errors import ApiError
 
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
-       "frame-ancestors 'none'")
-DASHBOARD_CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'{hashes}; "
-                 "script-src-attr 'none'; style-src 'self' 'unsafe-inline'; style-src-elem 'self'; "
-                 "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; "
-                 "form-action 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+DASHBOARD_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-eval'{hashes}; "
+    "script-src-attr 'none'; style-src 'self' 'unsafe-inline'; style-src-elem 'self'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
 DASHBOARD_BLUEPRINT = "rq_dashboard"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 STATIC_ENDPOINTS = frozenset({"static", "dashboard_favicon", "rq_dashboard.static"})
 NO_STORE = "private, no-store"
 REVALIDATE = "private, no-cache"
 # What a browser runs as classic or module script (HTML's list of JavaScript MIME types, short).
-_SCRIPT_TYPES = frozenset({"", "text/javascript", "application/javascript", "module",
-                           "text/ecmascript", "application/ecmascript", "text/jscript"})
+_SCRIPT_TYPES = frozenset(
+    {
+        "",
+        "text/javascript",
+        "application/javascript",
+        "module",
+        "text/ecmascript",
+        "application/ecmascript",
+        "text/jscript",
+    }
+)
 
 
 def init_app(app: Flask) -> None:

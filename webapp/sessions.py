@@ -1,14 +1,15 @@
 """The page session: Flask's signed cookie, carrying the id of a record kept in Redis.
 
 Why a record: a signed cookie alone cannot be revoked, so a copy taken before sign-out would
-still work. The cookie carries a random session id (jobs.core.sessions), every request signed in by a
-session reads its record once, and signing out deletes it: every copy is refused afterwards.
+still work. The cookie carries a random session id (jobs.core.sessions), every request signed in by
+a session reads its record once, and signing out deletes it: every copy is refused afterwards.
 The record lives as long as Flask accepts the cookie's signature (PERMANENT_SESSION_LIFETIME).
 
 Why an interface of our own: the cookie must be Secure whenever the request came over HTTPS
 (behind a trusted proxy gunicorn sets the scheme from X-Forwarded-Proto), or always with
 INTAKE_SECURE_COOKIES=1, yet stay usable over plain HTTP on a developer's machine.
 """
+
 from __future__ import annotations
 
 from flask import Flask, current_app, has_request_context, request, session
@@ -49,4 +50,3 @@ def live(tenant: str) -> bool:
     if not isinstance(session_id, str) or not session_id:
         return False
     return session_tenant(intake().connection, session_id) == tenant
-

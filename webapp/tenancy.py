@@ -9,15 +9,17 @@ also let basic auth through (Bearer and Basic share one header): the view checks
 Views then scope every read and write by `current_tenant()`; another tenant's ids simply do not
 exist for them.
 """
+
 from __future__ import annotations
 
 import hashlib
 import hmac
 import re
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import quote
 
-from flask import Flask, Response, current_app, g, redirect, request, session
+from flask import Flask, current_app, g, redirect, request, session
+from werkzeug.wrappers import Response
 
 from webapp import limits, sessions
 from webapp.errors import ApiError
@@ -27,8 +29,9 @@ TENANT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MIN_KEY_LENGTH = 24
 # Reachable without a tenant: sign-in itself, static files, operator pages (their own auth) and
 # what monitoring polls.
-OPEN_ENDPOINTS = frozenset({"auth.signin", "auth.signout", "static", "api.health",
-                            "openapi.openapi", "metrics.scrape"})
+OPEN_ENDPOINTS = frozenset(
+    {"auth.signin", "auth.signout", "static", "api.health", "openapi.openapi", "metrics.scrape"}
+)
 # Views that answer operators (webapp.dashboard.operator_denial) as well as tenants.
 OPERATOR_ENDPOINTS = frozenset({"api.list_failed"})
 
@@ -43,13 +46,17 @@ def parse_api_keys(raw: str | None) -> dict[str, str]:
     for entry in filter(None, (part.strip() for part in (raw or "").split(","))):
         tenant, sep, key = entry.partition(":")
         if not sep or not TENANT_NAME.match(tenant) or not key:
-            raise ValueError("INTAKE_API_KEYS must be `tenant:key,…` with tenant names of "
-                             f"letters, digits, - or _ and keys of {MIN_KEY_LENGTH} characters "
-                             "or more")
+            raise ValueError(
+                "INTAKE_API_KEYS must be `tenant:key,…` with tenant names of "
+                f"letters, digits, - or _ and keys of {MIN_KEY_LENGTH} characters "
+                "or more"
+            )
         if len(key) < MIN_KEY_LENGTH:
-            raise ValueError(f"INTAKE_API_KEYS: the key of tenant {tenant!r} has {len(key)} "
-                             f"characters; keys must have at least {MIN_KEY_LENGTH} (make one "
-                             "with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
+            raise ValueError(
+                f"INTAKE_API_KEYS: the key of tenant {tenant!r} has {len(key)} "
+                f"characters; keys must have at least {MIN_KEY_LENGTH} (make one "
+                "with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            )
         keys[key] = tenant
     return keys
 
@@ -131,8 +138,10 @@ def _from_session(keys: Mapping[str, str]) -> str | None:
     tenant, digest = session.get("tenant"), session.get("key")
     if not tenant or not digest:
         return None
-    known = any(t == tenant and hmac.compare_digest(key_digest(k).encode(), str(digest).encode())
-                for k, t in keys.items())
+    known = any(
+        t == tenant and hmac.compare_digest(key_digest(k).encode(), str(digest).encode())
+        for k, t in keys.items()
+    )
     if not known or not sessions.live(tenant):
         session.clear()
         return None

@@ -11,6 +11,7 @@ temporary file once it passes a small size (`UploadRequest`, at most SPOOL_BUDGE
 request in memory), and each file is then read through once for its size, digest and first
 bytes; only small files are held, larger ones are streamed to the store of originals after.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -18,7 +19,7 @@ import re
 import tempfile
 import unicodedata
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, BinaryIO, cast
 
 from flask import Request
 from werkzeug.datastructures import FileStorage
@@ -26,8 +27,8 @@ from werkzeug.datastructures import FileStorage
 from jobs import MIB, Settings, Upload, detect_kind, measure_upload, rejection_reason
 
 SNIFF_BYTES = 4096
-SPOOL_FILE_BYTES = 64 * 1024          # a file part larger than this goes to a temporary file
-SPOOL_BUDGET_BYTES = 4 * MIB       # what one request's file parts may hold in memory
+SPOOL_FILE_BYTES = 64 * 1024  # a file part larger than this goes to a temporary file
+SPOOL_BUDGET_BYTES = 4 * MIB  # what one request's file parts may hold in memory
 #: Longest document id (and uploaded path) kept, in characters.
 MAX_PATH_CHARS = 512
 #: Longest tail after a name's last dot that a cut keeps as its extension ("markdown" fits).
@@ -46,9 +47,13 @@ class UploadRequest(Request):
     request's SPOOL_BUDGET_BYTES are spent; every later part goes straight to a temporary file.
     """
 
-    def _get_file_stream(self, total_content_length: int | None, content_type: str | None,
-                         filename: str | None = None,
-                         content_length: int | None = None) -> IO[bytes]:
+    def _get_file_stream(
+        self,
+        total_content_length: int | None,
+        content_type: str | None,
+        filename: str | None = None,
+        content_length: int | None = None,
+    ) -> IO[bytes]:
         spent = getattr(self, "_spool_spent", 0)
         if spent + SPOOL_FILE_BYTES > SPOOL_BUDGET_BYTES:
             return tempfile.TemporaryFile("rb+")
@@ -84,7 +89,7 @@ def _shortened(path: str) -> str:
     stem, extension = posixpath.splitext(path)
     if len(extension) > MAX_EXTENSION_CHARS:
         stem, extension = path, ""
-    return stem[:MAX_PATH_CHARS - len(extension)].rstrip("/ ") + extension
+    return stem[: MAX_PATH_CHARS - len(extension)].rstrip("/ ") + extension
 
 
 def accept(files: list[FileStorage], document_ids: list[str], settings: Settings) -> Accepted:
@@ -96,22 +101,34 @@ def accept(files: list[FileStorage], document_ids: list[str], settings: Settings
         filename = posixpath.basename(path)
         given = document_ids[position] if position < len(document_ids) else ""
         document_id = clean_path(given) or path
-        measured = measure_upload(storage.stream, settings.max_file_bytes, SNIFF_BYTES)
+        # werkzeug types the stream IO[bytes]; it is the request's temporary file or a BytesIO.
+        stream = cast(BinaryIO, storage.stream)
+        measured = measure_upload(stream, settings.max_file_bytes, SNIFF_BYTES)
         kind = detect_kind(filename, measured.head)
         problem = _problem(filename, measured.size, measured.head, kind, settings)
         if problem is not None:
-            result.rejected.append({"filename": filename, "code": problem[0],
-                                    "message": problem[1]})
+            result.rejected.append(
+                {"filename": filename, "code": problem[0], "message": problem[1]}
+            )
             continue
         assert kind is not None  # _problem refuses what detect_kind did not recognise
-        result.uploads.append(Upload(filename=filename, document_id=document_id, kind=kind,
-                                     size=measured.size, sha256=measured.sha256,
-                                     data=measured.data, source=storage.stream))
+        result.uploads.append(
+            Upload(
+                filename=filename,
+                document_id=document_id,
+                kind=kind,
+                size=measured.size,
+                sha256=measured.sha256,
+                data=measured.data,
+                source=stream,
+            )
+        )
     return result
 
 
-def _problem(filename: str, size: int, head: bytes, kind: str | None,
-             settings: Settings) -> tuple[str, str] | None:
+def _problem(
+    filename: str, size: int, head: bytes, kind: str | None, settings: Settings
+) -> tuple[str, str] | None:
     """(code, message) of why a file is refused, or None when it is acceptable; `kind` is what
     detect_kind made of it (None: an unsupported type, said only after size and emptiness)."""
     if size > settings.max_file_bytes:

@@ -14,13 +14,15 @@ the same (one read per batch, not per page), for a change nobody announced (a ta
 expired). The threads start with the process's first watcher, after gunicorn's fork, and end
 when it has none: a process with no open page holds no subscription.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -30,8 +32,8 @@ from jobs import changed_task, changes_channel
 log = logging.getLogger("intake.watchers")
 
 Batch = dict[str, Any]
-Reader = Callable[[str, str], "Batch | None"]   # (tenant, batch id) → the batch, or None: gone
-GONE: dict[str, Any] = {}                          # the snapshot of a batch that no longer exists
+Reader = Callable[[str, str], "Batch | None"]  # (tenant, batch id) → the batch, or None: gone
+GONE: dict[str, Any] = {}  # the snapshot of a batch that no longer exists
 
 
 class Watcher:
@@ -59,15 +61,22 @@ class Watcher:
 class Broadcaster:
     """The process's subscription and reader, shared by all its streams."""
 
-    def __init__(self, connect: Callable[[], Redis], read: Reader, *, min_interval: float = 0.25,
-                 refresh_seconds: float = 15.0, reconnect_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Redis],
+        read: Reader,
+        *,
+        min_interval: float = 0.25,
+        refresh_seconds: float = 15.0,
+        reconnect_seconds: float = 1.0,
+    ) -> None:
         self.connect, self.read = connect, read
         self.min_interval, self.refresh_seconds = min_interval, refresh_seconds
         self.reconnect_seconds = reconnect_seconds
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._watchers: dict[tuple[str, str], set[Watcher]] = {}
-        self._holders: dict[str, set[tuple[str, str]]] = {}   # task id → watched batches holding it
+        self._holders: dict[str, set[tuple[str, str]]] = {}  # task id → watched batches holding it
         self._tasks: dict[tuple[str, str], tuple[str, ...]] = {}
         self._dirty: set[tuple[str, str]] = set()
         self._read_at: dict[tuple[str, str], float] = {}
@@ -105,7 +114,7 @@ class Broadcaster:
                 self._index(watcher.key, None)
                 self._dirty.discard(watcher.key)
                 self._read_at.pop(watcher.key, None)
-                self._wake.notify()   # the reader ends when nothing is watched
+                self._wake.notify()  # the reader ends when nothing is watched
 
     @property
     def watched(self) -> int:
@@ -117,11 +126,16 @@ class Broadcaster:
     def _start(self) -> None:
         """Start whichever thread is not running (under the lock: see `_idle`)."""
         with self._wake:
-            if self._pid != os.getpid():   # a fork (gunicorn's worker) has no threads yet
+            if self._pid != os.getpid():  # a fork (gunicorn's worker) has no threads yet
                 self._pid, self._listening, self._reading = os.getpid(), False, False
-            start = [(target, name) for target, name, running in (
-                (self._listen, "watchers-listen", self._listening),
-                (self._read_loop, "watchers-read", self._reading)) if not running]
+            start = [
+                (target, name)
+                for target, name, running in (
+                    (self._listen, "watchers-listen", self._listening),
+                    (self._read_loop, "watchers-read", self._reading),
+                )
+                if not running
+            ]
             self._listening = self._reading = True
             self._wake.notify()
         for target, name in start:
@@ -152,7 +166,7 @@ class Broadcaster:
                         continue
                     if message.get("type") == "subscribe":
                         self.subscribed.set()
-                        self._mark_all()   # whatever was published while away is unknown
+                        self._mark_all()  # whatever was published while away is unknown
                         continue
                     task_id = changed_task(message)
                     if task_id is not None:
@@ -178,7 +192,7 @@ class Broadcaster:
                     batch = self.read(*key)
                 except RedisError:
                     with self._lock:
-                        self._dirty.add(key)   # Redis is away: read it again later
+                        self._dirty.add(key)  # Redis is away: read it again later
                     continue
                 self._deliver(key, batch if batch is not None else GONE)
 
@@ -197,7 +211,9 @@ class Broadcaster:
                 for key, at in self._read_at.items():
                     if now - at >= self.refresh_seconds:
                         self._dirty.add(key)
-                ready = [k for k in self._dirty if now - self._read_at.get(k, 0) >= self.min_interval]
+                ready = [
+                    k for k in self._dirty if now - self._read_at.get(k, 0) >= self.min_interval
+                ]
                 if ready:
                     for key in ready:
                         self._dirty.discard(key)

@@ -4,6 +4,7 @@
 a production server must not: sessions and CSRF tokens signed with a per-process key break across
 gunicorn workers and restarts. So this module refuses to build the app without SECRET_KEY.
 """
+
 from webapp import create_app
 
 app = create_app()

@@ -7,12 +7,13 @@ missing. Shared here: the CISI collection chunked as bench.search_quality chunks
 million chunks bench.corpus.build writes (the same seeds, the same split in two halves), and
 the latency summary.
 """
+
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from jobs.core.settings import Settings
 ROOT = Path(__file__).resolve().parents[2]
 MILLION = 1_000_000
 PER_DOCUMENT = 1000
-SEED = 11            # bench.corpus.build's default: half i from seed 11 + i
+SEED = 11  # bench.corpus.build's default: half i from seed 11 + i
 
 
 def cisi() -> tuple[list[tuple[int, str]], list[tuple[int, str]], dict[int, set[int]]] | None:
@@ -72,8 +73,11 @@ def timed(search: Callable[[str], object], asked: list[str]) -> list[float]:
 
 def summary(seconds: list[float]) -> dict[str, float]:
     ms = 1000 * np.asarray(seconds)
-    return {"median_ms": round(float(np.median(ms)), 2),
-            "p95_ms": round(float(np.percentile(ms, 95)), 2), "max_ms": round(float(ms.max()), 2)}
+    return {
+        "median_ms": round(float(np.median(ms)), 2),
+        "p95_ms": round(float(np.percentile(ms, 95)), 2),
+        "max_ms": round(float(ms.max()), 2),
+    }
 
 
 def rss_mb(pid: int | str = "self") -> dict[str, float]:

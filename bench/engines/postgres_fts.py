@@ -20,6 +20,7 @@ with its `&` turned into `|` (AND would match almost nothing for CISI's long que
   exact_queries() (200 queries, ORDER BY ts_rank_cd DESC LIMIT 10, texts returned), and the
   two-word query's median (9 runs), with the server's default settings (pgserver's).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ try:
     import psycopg
 
     from runner.postgres_service import LocalPostgres
+
     if importlib.util.find_spec("pgserver") is None:
         raise ImportError("pgserver")
 except ImportError:
@@ -74,11 +76,11 @@ def index(connection, name: str) -> float:
 
 
 def searcher(connection, name: str, rank: str = "ts_rank_cd", norm: int = 0, k: int = 10):
-    sql = SEARCH.format(rank=rank, norm=f", {norm}" if norm else "", name=name,
-                        or_query=OR_QUERY)
+    sql = SEARCH.format(rank=rank, norm=f", {norm}" if norm else "", name=name, or_query=OR_QUERY)
 
     def search(query: str) -> list[tuple]:
         return connection.execute(sql, {"q": query, "k": k}).fetchall()
+
     return search
 
 
@@ -91,8 +93,11 @@ def quality(connection) -> dict[str, dict[str, float]]:
     for rank in ("ts_rank_cd", "ts_rank"):
         for norm in (0, 1):
             search = searcher(connection, "cisi", rank, norm, search_quality.RANKED)
-            scored = search_quality.score(
-                lambda q: search_quality.documents_of(r[0] for r in search(q)), queries, relevant)
+            scored = search_quality.score(  # calls the lambda here, with this `search`
+                lambda q: search_quality.documents_of(r[0] for r in search(q)),  # noqa: B023
+                queries,
+                relevant,
+            )
             found[f"{rank}/{norm}"] = {k: round(v, 4) for k, v in scored.items()}
     return found
 
@@ -110,7 +115,7 @@ def scale(connection, chunks: int, budget: float) -> dict[str, object]:
     extra = engines.million(10 * engines.PER_DOCUMENT, halves=1)
     started = time.perf_counter()
     for d, texts in extra:
-        load(connection, "kb", ((10 ** 6 + d, n, t) for n, t in enumerate(texts)))
+        load(connection, "kb", ((10**6 + d, n, t) for n, t in enumerate(texts)))
     added = time.perf_counter() - started
     connection.execute("VACUUM ANALYZE kb")
     sizes = connection.execute(
@@ -125,8 +130,11 @@ def scale(connection, chunks: int, budget: float) -> dict[str, object]:
     engines.timed(search, [two])
     two_word = engines.timed(search, [two] * 9)
     log(f"two-word median {engines.summary(two_word)}")
-    plan = connection.execute("EXPLAIN (ANALYZE, BUFFERS) " + SEARCH.format(
-        rank="ts_rank_cd", norm="", name="kb", or_query=OR_QUERY), {"q": two, "k": 10}).fetchall()
+    plan = connection.execute(
+        "EXPLAIN (ANALYZE, BUFFERS) "
+        + SEARCH.format(rank="ts_rank_cd", norm="", name="kb", or_query=OR_QUERY),
+        {"q": two, "k": 10},
+    ).fetchall()
     timeouts, seconds, begun = 0, [], time.perf_counter()
     for query in engines.queries():
         if time.perf_counter() - begun > budget:
@@ -137,30 +145,42 @@ def scale(connection, chunks: int, budget: float) -> dict[str, object]:
         except psycopg.errors.QueryCanceled:
             timeouts += 1
         seconds.append(time.perf_counter() - started)
-    return {"chunks": chunks, "generate_s": round(generated, 1), "copy_s": round(copied, 1),
-            "gin_and_analyze_s": round(indexed, 1),
-            "bulk_chunks_per_s": round(chunks / (copied + indexed)),
-            "incremental_chunks_per_s": round(10 * engines.PER_DOCUMENT / added),
-            "total_mb": round(sizes[0] / 2 ** 20), "heap_mb": round(sizes[1] / 2 ** 20),
-            "gin_mb": round(sizes[2] / 2 ** 20), "rows": sizes[3], "shared_buffers": sizes[4],
-            "max_parallel_workers_per_gather": sizes[5],
-            "two_word_median_ms": engines.summary(two_word)["median_ms"],
-            "queries": engines.summary(seconds), "queries_done": len(seconds),
-            f"timeouts_{TIMEOUT_S}s": timeouts, "loadavg_after": os.getloadavg(),
-            "two_word_plan": [r[0] for r in plan]}
+    return {
+        "chunks": chunks,
+        "generate_s": round(generated, 1),
+        "copy_s": round(copied, 1),
+        "gin_and_analyze_s": round(indexed, 1),
+        "bulk_chunks_per_s": round(chunks / (copied + indexed)),
+        "incremental_chunks_per_s": round(10 * engines.PER_DOCUMENT / added),
+        "total_mb": round(sizes[0] / 2**20),
+        "heap_mb": round(sizes[1] / 2**20),
+        "gin_mb": round(sizes[2] / 2**20),
+        "rows": sizes[3],
+        "shared_buffers": sizes[4],
+        "max_parallel_workers_per_gather": sizes[5],
+        "two_word_median_ms": engines.summary(two_word)["median_ms"],
+        "queries": engines.summary(seconds),
+        "queries_done": len(seconds),
+        f"timeouts_{TIMEOUT_S}s": timeouts,
+        "loadavg_after": os.getloadavg(),
+        "two_word_plan": [r[0] for r in plan],
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=engines.MILLION)
     parser.add_argument("--no-quality", action="store_true")
-    parser.add_argument("--budget", type=float, default=1500,
-                        help="seconds for the 200 queries; the rest are left out, said so")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=1500,
+        help="seconds for the 200 queries; the rest are left out, said so",
+    )
     parser.add_argument("--no-scale", action="store_true")
     args = parser.parse_args()
     if psycopg is None:
-        print(json.dumps({"skipped": "psycopg or pgserver is not installed "
-                                     "(requirements.txt)"}))
+        print(json.dumps({"skipped": "psycopg or pgserver is not installed (requirements.txt)"}))
         return
     folder = Path(tempfile.mkdtemp(prefix="intake-pgfts-"))
     server = LocalPostgres(folder / "data", delete=True)
@@ -169,8 +189,11 @@ def main() -> None:
         figures: dict[str, object] = {"engine": "postgres-fts", "server": server.description}
         with psycopg.connect(server.url, autocommit=True) as connection:
             if not args.no_quality:
-                figures["cisi"] = (quality(connection) if engines.cisi() else
-                                   f"skipped: no CISI at {search_quality.collection_dir()}")
+                figures["cisi"] = (
+                    quality(connection)
+                    if engines.cisi()
+                    else f"skipped: no CISI at {search_quality.collection_dir()}"
+                )
                 log(f"{figures['cisi']}")
             if not args.no_scale:
                 figures["scale"] = scale(connection, args.chunks, args.budget)

@@ -20,6 +20,7 @@ latency and memory is what these figures say.
   mmap'ed file pages apart), and a check that the top 10 equals that of an unpruned search
   (limit = every chunk) on 20 queries.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,7 @@ try:
 except ImportError:
     tantivy = None
 
-HEAP = 1_000_000_000        # the writer's heap, split between its threads
+HEAP = 1_000_000_000  # the writer's heap, split between its threads
 
 
 def schema(analyzer: str):
@@ -54,8 +55,11 @@ def schema(analyzer: str):
 def analyzer(stop_words: bool):
     """`en_stem` as tantivy builds it (simple, remove_long 40, lowercase, English stemmer),
     optionally with tantivy's English stop words (Lucene's list) before stemming."""
-    builder = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-               .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase()))
+    builder = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+    )
     if stop_words:
         builder = builder.filter(tantivy.Filter.stopword("english"))
     return builder.filter(tantivy.Filter.stemmer("english")).build()
@@ -82,10 +86,18 @@ def searching(index, name: str, parser: bool = False):
         counts = collections.Counter(terms.analyze(text))
         if not counts:
             return tantivy.Query.empty_query()
-        return tantivy.Query.boolean_query([
-            (tantivy.Occur.Should, tantivy.Query.boost_query(
-                tantivy.Query.term_query(schema, "text", term), float(count)))
-            for term, count in counts.items()])
+        return tantivy.Query.boolean_query(
+            [
+                (
+                    tantivy.Occur.Should,
+                    tantivy.Query.boost_query(
+                        tantivy.Query.term_query(schema, "text", term), float(count)
+                    ),
+                )
+                for term, count in counts.items()
+            ]
+        )
+
     return query
 
 
@@ -104,6 +116,7 @@ def quality(name: str, parser: bool) -> dict[str, float]:
     def search(text: str) -> list[int]:
         hits = searcher.search(query(text), search_quality.RANKED, count=False).hits
         return search_quality.documents_of(searcher.doc(a)["document"][0] for _, a in hits)
+
     found = search_quality.score(search, queries, relevant)
     return {k: round(v, 4) for k, v in found.items()}
 
@@ -125,10 +138,16 @@ def build(folder: Path, chunks: int, threads: int) -> dict[str, float]:
     writer.wait_merging_threads()
     merged = time.perf_counter() - started
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    return {"chunks": n, "generate_s": round(generated, 1), "index_s": round(committed, 1),
-            "index_and_merge_s": round(merged, 1), "chunks_per_s": round(n / committed),
-            "disk_mb": round(size / 2 ** 20, 1), "writer_threads": threads,
-            "writer_heap_mb": HEAP // 2 ** 20}
+    return {
+        "chunks": n,
+        "generate_s": round(generated, 1),
+        "index_s": round(committed, 1),
+        "index_and_merge_s": round(merged, 1),
+        "chunks_per_s": round(n / committed),
+        "disk_mb": round(size / 2**20, 1),
+        "writer_threads": threads,
+        "writer_heap_mb": HEAP // 2**20,
+    }
 
 
 def search_side(folder: str) -> dict[str, object]:
@@ -143,6 +162,7 @@ def search_side(folder: str) -> dict[str, object]:
     def search(text: str) -> list[dict]:
         hits = searcher.search(query(text), 10, count=False).hits
         return [searcher.doc(a).to_dict() for _, a in hits]
+
     asked = engines.queries()
     first = engines.timed(search, asked)
     warm = engines.timed(search, asked)
@@ -153,23 +173,29 @@ def search_side(folder: str) -> dict[str, object]:
     bare = engines.timed(lambda t: searcher.search(query(t), 10, count=False), asked)
     bare_two = engines.timed(lambda t: searcher.search(query(t), 10, count=False), [two] * 100)
     rates = {}
-    for threads in (1, 2):   # does searching release the GIL: queries a second, 1 vs 2 threads
+    for threads in (1, 2):  # does searching release the GIL: queries a second, 1 vs 2 threads
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
             started = time.perf_counter()
             list(pool.map(search, asked * 3))
             rates[threads] = round(3 * len(asked) / (time.perf_counter() - started))
     same = 0
-    for text in asked[:20]:   # unpruned: a limit of every chunk leaves WAND no threshold
+    for text in asked[:20]:  # unpruned: a limit of every chunk leaves WAND no threshold
         top = [round(s, 4) for s, _ in searcher.search(query(text), 10, count=False).hits]
         every = searcher.search(query(text), searcher.num_docs, count=False).hits[:10]
         same += top == [round(s, 4) for s, _ in every]
-    return {"open_s": round(opened, 3), "segments": searcher.num_segments,
-            "queries_first_pass": engines.summary(first), "queries_warm": engines.summary(warm),
-            "two_word_median_ms": engines.summary(two_word)["median_ms"],
-            "queries_without_fetch": engines.summary(bare),
-            "two_word_without_fetch_median_ms": engines.summary(bare_two)["median_ms"],
-            "queries_per_s_by_threads": rates, "rss_mb_opened": fresh, "rss_mb_after_searches": memory,
-            "top10_equal_unpruned": f"{same}/20"}
+    return {
+        "open_s": round(opened, 3),
+        "segments": searcher.num_segments,
+        "queries_first_pass": engines.summary(first),
+        "queries_warm": engines.summary(warm),
+        "two_word_median_ms": engines.summary(two_word)["median_ms"],
+        "queries_without_fetch": engines.summary(bare),
+        "two_word_without_fetch_median_ms": engines.summary(bare_two)["median_ms"],
+        "queries_per_s_by_threads": rates,
+        "rss_mb_opened": fresh,
+        "rss_mb_after_searches": memory,
+        "top10_equal_unpruned": f"{same}/20",
+    }
 
 
 def main() -> None:
@@ -181,8 +207,7 @@ def main() -> None:
     parser.add_argument("--search", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if tantivy is None:
-        print(json.dumps({"skipped": "the tantivy package is not installed "
-                                     "(pip install tantivy)"}))
+        print(json.dumps({"skipped": "the tantivy package is not installed (pip install tantivy)"}))
         return
     if args.search:
         print(json.dumps(search_side(args.search)))
@@ -192,17 +217,24 @@ def main() -> None:
         if engines.cisi() is None:
             figures["cisi"] = f"skipped: no CISI at {search_quality.collection_dir()}"
         else:
-            figures["cisi"] = {f"{name}{'/parser' if parser else ''}": quality(name, parser)
-                               for name in ANALYZERS for parser in (False, True)}
+            figures["cisi"] = {
+                f"{name}{'/parser' if parser else ''}": quality(name, parser)
+                for name in ANALYZERS
+                for parser in (False, True)
+            }
         print(f"[tantivy] {figures['cisi']}", file=sys.stderr, flush=True)
     if not args.no_scale:
         folder = Path(tempfile.mkdtemp(prefix="intake-tantivy-"))
         try:
             figures["scale"] = build(folder, args.chunks, args.threads)
             print(f"[tantivy] {figures['scale']}", file=sys.stderr, flush=True)
-            out = subprocess.run([sys.executable, "-m", "bench.engines.tantivy_engine",
-                                  "--search", str(folder)], check=True, capture_output=True,
-                                 text=True, cwd=engines.ROOT).stdout
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.engines.tantivy_engine", "--search", str(folder)],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=engines.ROOT,
+            ).stdout
             figures["search"] = json.loads(out.strip().splitlines()[-1])
         finally:
             shutil.rmtree(folder, ignore_errors=True)

@@ -2,24 +2,23 @@
 
 One format everywhere (task records, steps, the API, logs), written and read here only.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def now_iso() -> str:
-    return iso(datetime.now(timezone.utc))
+    return iso(datetime.now(UTC))
 
 
 def iso_in(seconds: float) -> str:
     """The time `seconds` from now."""
-    return iso(datetime.fromtimestamp(datetime.now(timezone.utc).timestamp() + seconds,
-                                      timezone.utc))
+    return iso(datetime.fromtimestamp(datetime.now(UTC).timestamp() + seconds, UTC))
 
 
 def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_iso(value: str | None) -> datetime | None:
@@ -30,7 +29,7 @@ def parse_iso(value: str | None) -> datetime | None:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def timestamp(value: str | None) -> float:

@@ -18,15 +18,17 @@ A probe reports why it failed in a word or two (`timeout`, `unreachable`, `missi
 error code), never its exception's text: that may carry an address or a key, and health is
 read without credentials.
 """
+
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -53,8 +55,7 @@ class Check:
     error: str | None = None
 
     def view(self) -> dict[str, Any]:
-        shown: dict[str, Any] = {"up": self.up,
-                                 "latency_ms": round(self.latency_seconds * 1000, 2)}
+        shown: dict[str, Any] = {"up": self.up, "latency_ms": round(self.latency_seconds * 1000, 2)}
         if self.error:
             shown["error"] = self.error
         return shown
@@ -90,6 +91,7 @@ def blocking(call: Callable[[], T]) -> T:
     already runs in a thread of its own: `call` runs there."""
     if "gevent" in sys.modules:
         from gevent import get_hub, monkey
+
         if monkey.is_module_patched("threading"):
             return get_hub().threadpool.apply(call)
     return call()
@@ -98,8 +100,13 @@ def blocking(call: Callable[[], T]) -> T:
 class Probes:
     """Named probes, run at once in threads of their own (greenlets under the web's gevent)."""
 
-    def __init__(self, probes: Mapping[str, Callable[[], object]], *,
-                 timeout: float = PROBE_SECONDS, fresh_for: float = FRESH_SECONDS) -> None:
+    def __init__(
+        self,
+        probes: Mapping[str, Callable[[], object]],
+        *,
+        timeout: float = PROBE_SECONDS,
+        fresh_for: float = FRESH_SECONDS,
+    ) -> None:
         self.probes = dict(probes)
         self.timeout, self.fresh_for = timeout, fresh_for
         self._lock = threading.Lock()
@@ -110,7 +117,7 @@ class Probes:
         """Every probe's Check, each at most `fresh_for` old, within `timeout`."""
         return self.begin().results()
 
-    def begin(self) -> "Checking":
+    def begin(self) -> Checking:
         """Start the probes whose result is not fresh; the caller does its own work meanwhile
         (health reads the queue's Redis) and then asks the Checking for the results."""
         now = time.monotonic()
@@ -153,8 +160,7 @@ class Checking:
         """Each probe's Check by the deadline; one still running then is down (`timeout`)."""
         for name, (started, future) in self.waiting.items():
             try:
-                self.found[name] = future.result(
-                    timeout=max(0.0, self.deadline - time.monotonic()))
+                self.found[name] = future.result(timeout=max(0.0, self.deadline - time.monotonic()))
             except FutureTimeout:
                 self.found[name] = Check(False, time.monotonic() - started, "timeout")
         self.waiting = {}

@@ -4,6 +4,7 @@ jobs (as rq raises NoSuchJobError) and mapped to HTTP once, in webapp/errors.py.
 Each carries a `message` written for a person; the pages show the same words the API sends.
 Pipeline failures (what a task fails of) are jobs.core.failures, not these.
 """
+
 from __future__ import annotations
 
 
@@ -55,8 +56,11 @@ class NotRetryable(NotNow):
     code = "not_retryable"
 
     def __init__(self, status: str = "failed") -> None:
-        IntakeRefusal.__init__(self, "This task failed because of its file: retrying cannot "
-                                     "help. Fix the file and upload it again.")
+        IntakeRefusal.__init__(
+            self,
+            "This task failed because of its file: retrying cannot "
+            "help. Fix the file and upload it again.",
+        )
         self.status, self.action = status, "retry"
 
 
@@ -66,9 +70,12 @@ class UploadExpired(NotNow):
     code = "upload_expired"
 
     def __init__(self, status: str) -> None:
-        IntakeRefusal.__init__(self, "The uploaded file of this task is no longer stored "
-                                     "(its document was deleted, or the store lost it); upload "
-                                     "the file again.")
+        IntakeRefusal.__init__(
+            self,
+            "The uploaded file of this task is no longer stored "
+            "(its document was deleted, or the store lost it); upload "
+            "the file again.",
+        )
         self.status, self.action = status, "retry"
 
 
@@ -78,10 +85,13 @@ class NoChunks(NotNow):
     code = "no_chunks"
 
     def __init__(self, status: str) -> None:
-        message = (f"A {status} task has no chunks in the knowledge base; they are shown once "
-                   "it has succeeded." if status != "succeeded" else
-                   "The chunks of this task are no longer in the knowledge base: its document "
-                   "was deleted or a newer version replaced them.")
+        message = (
+            f"A {status} task has no chunks in the knowledge base; they are shown once "
+            "it has succeeded."
+            if status != "succeeded"
+            else "The chunks of this task are no longer in the knowledge base: its document "
+            "was deleted or a newer version replaced them."
+        )
         IntakeRefusal.__init__(self, message)
         self.status, self.action = status, "chunks"
 
@@ -96,28 +106,65 @@ class LimitReached(IntakeRefusal):
     """
 
     _LIMITS: dict[str, tuple[str, bool, int, str]] = {
-        "queue_full": ("queue_full", True, 30, "Too many documents are waiting to be "
-                       "processed; try again shortly."),
-        "tenant_full": ("tenant_queue_full", False, 30, "You have too many documents waiting; "
-                        "try again when some have finished."),
-        "reindex_too_large": ("tenant_queue_full", False, 30, "Your library has more documents "
-                              "than may wait at once; re-index it in slices, naming the "
-                              "documents (document_ids, or the command with ids)."),
-        "blob_budget": ("storage_full", True, 30, "Too many uploaded bytes are waiting to be "
-                        "processed; try again shortly."),
-        "tenant_blob_budget": ("tenant_storage_full", False, 30, "Your uploads waiting to be "
-                               "processed, or kept for a Retry, fill your share of the upload "
-                               "storage; try again when some have finished, or delete failed "
-                               "documents."),
-        "storage_quota": ("storage_quota", False, 3600, "Your stored files would pass your "
-                          "storage quota; delete documents you no longer need first."),
-        "knowledge_base_full": ("knowledge_base_full", False, 3600, "Your knowledge base is "
-                                "full (its chunk limit is reached); delete documents you no "
-                                "longer need first."),
-        "kb_total_full": ("knowledge_base_full", False, 3600, "The service's knowledge base is "
-                          "full (all its users together reached its chunk limit): no new "
-                          "documents are accepted until documents are deleted. Try again "
-                          "later; deleting documents you no longer need makes room too."),
+        "queue_full": (
+            "queue_full",
+            True,
+            30,
+            "Too many documents are waiting to be processed; try again shortly.",
+        ),
+        "tenant_full": (
+            "tenant_queue_full",
+            False,
+            30,
+            "You have too many documents waiting; try again when some have finished.",
+        ),
+        "reindex_too_large": (
+            "tenant_queue_full",
+            False,
+            30,
+            "Your library has more documents "
+            "than may wait at once; re-index it in slices, naming the "
+            "documents (document_ids, or the command with ids).",
+        ),
+        "blob_budget": (
+            "storage_full",
+            True,
+            30,
+            "Too many uploaded bytes are waiting to be processed; try again shortly.",
+        ),
+        "tenant_blob_budget": (
+            "tenant_storage_full",
+            False,
+            30,
+            "Your uploads waiting to be "
+            "processed, or kept for a Retry, fill your share of the upload "
+            "storage; try again when some have finished, or delete failed "
+            "documents.",
+        ),
+        "storage_quota": (
+            "storage_quota",
+            False,
+            3600,
+            "Your stored files would pass your "
+            "storage quota; delete documents you no longer need first.",
+        ),
+        "knowledge_base_full": (
+            "knowledge_base_full",
+            False,
+            3600,
+            "Your knowledge base is "
+            "full (its chunk limit is reached); delete documents you no "
+            "longer need first.",
+        ),
+        "kb_total_full": (
+            "knowledge_base_full",
+            False,
+            3600,
+            "The service's knowledge base is "
+            "full (all its users together reached its chunk limit): no new "
+            "documents are accepted until documents are deleted. Try again "
+            "later; deleting documents you no longer need makes room too.",
+        ),
     }
 
     def __init__(self, limit: str) -> None:
@@ -137,8 +184,9 @@ class StorageUnavailable(IntakeRefusal):
     retry_after = 10
 
     def __init__(self) -> None:
-        super().__init__("The file store did not answer while your upload was stored; try "
-                         "again shortly.")
+        super().__init__(
+            "The file store did not answer while your upload was stored; try again shortly."
+        )
 
 
 class NotReplicated(IntakeRefusal):
@@ -156,8 +204,10 @@ class NotReplicated(IntakeRefusal):
     retry_after = 1
 
     def __init__(self, wait_ms: int) -> None:
-        super().__init__(f"The upload was stored but no replica confirmed it within {wait_ms} "
-                         "ms; send it again (it will be recognised as a duplicate).")
+        super().__init__(
+            f"The upload was stored but no replica confirmed it within {wait_ms} "
+            "ms; send it again (it will be recognised as a duplicate)."
+        )
         self.wait_ms = wait_ms
 
 
@@ -182,5 +232,7 @@ class SearchTimedOut(IntakeRefusal):
     retry_after = 5
 
     def __init__(self) -> None:
-        super().__init__("The search did not finish in time on the knowledge base's replica; "
-                         "try again in a few seconds.")
+        super().__init__(
+            "The search did not finish in time on the knowledge base's replica; "
+            "try again in a few seconds."
+        )

@@ -6,6 +6,7 @@ RQ retries it with backoff) or permanent (retrying the same input cannot help). 
 misconfigured embedding service is permanent for automatic retries, yet retryable by hand.
 Messages are written for a person, never a traceback. This module is pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import random
@@ -19,8 +20,14 @@ class IntakeError(Exception):
     retryable: bool = False
     code: str = "error"
 
-    def __init__(self, message: str, *, code: str | None = None, step: str | None = None,
-                 retryable: bool | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        step: str | None = None,
+        retryable: bool | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -31,8 +38,12 @@ class IntakeError(Exception):
 
     def as_dict(self, step: str | None = None) -> dict[str, Any]:
         """The `error` object of the task JSON (docs/architecture.md §4)."""
-        return {"step": self.step or step, "type": self.code, "message": self.message,
-                "retryable": self.retryable}
+        return {
+            "step": self.step or step,
+            "type": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+        }
 
 
 class PermanentError(IntakeError):
@@ -54,14 +65,19 @@ class TransientError(IntakeError):
     retryable = True
     code = "transient"
 
-    def __init__(self, message: str, *, retry_after: float | None = None,
-                 **options: Any) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None, **options: Any) -> None:
         super().__init__(message, **options)
         self.retry_after = retry_after
 
 
-def backoff_delays(max_attempts: int, base_seconds: int, *, cap_seconds: int = 300,
-                   jitter: float = 0.2, rng: random.Random | None = None) -> list[int]:
+def backoff_delays(
+    max_attempts: int,
+    base_seconds: int,
+    *,
+    cap_seconds: int = 300,
+    jitter: float = 0.2,
+    rng: random.Random | None = None,
+) -> list[int]:
     """Whole-second delays before attempts 2..max_attempts: base·2^n, capped, ±jitter.
 
     RQ has neither backoff nor jitter and crashes on float intervals, so the list is computed per
@@ -73,7 +89,7 @@ def backoff_delays(max_attempts: int, base_seconds: int, *, cap_seconds: int = 3
     uniform = rng.uniform if rng else random.uniform
     delays = []
     for n in range(max(max_attempts - 1, 0)):
-        nominal = min(base_seconds * (2 ** n), cap_seconds)
+        nominal = min(base_seconds * (2**n), cap_seconds)
         jittered = nominal * (1 + uniform(-jitter, jitter))
         delays.append(max(1, min(cap_seconds, round(jittered))))
     return delays
@@ -90,12 +106,19 @@ class AttemptFailed(Exception):
 
 def worker_lost() -> PermanentError:
     """A job whose worker died under it (killed, out of memory, machine lost), retries spent."""
-    return PermanentError("The worker processing this document stopped unexpectedly (killed, "
-                          "out of memory or its machine was lost). Retry to process it again.",
-                          code="worker_lost", retryable=True)
+    return PermanentError(
+        "The worker processing this document stopped unexpectedly (killed, "
+        "out of memory or its machine was lost). Retry to process it again.",
+        code="worker_lost",
+        retryable=True,
+    )
 
 
 def job_lost() -> PermanentError:
     """A task whose RQ job vanished behind Intake's back (deleted key, dashboard action)."""
-    return PermanentError("The background job of this document disappeared (it was deleted or "
-                          "expired). Retry to process it again.", code="job_lost", retryable=True)
+    return PermanentError(
+        "The background job of this document disappeared (it was deleted or "
+        "expired). Retry to process it again.",
+        code="job_lost",
+        retryable=True,
+    )

@@ -1,9 +1,9 @@
 """What GET /api/health reports: Redis answers, which workers live, how deep each queue is,
 whether a scheduler holds its lock. Only RQ's public API reads RQ's state.
 
-`queues` names every queue of every tenant (jobs.core.queues: `default`'s are the plain three, always
-listed); `priorities` sums them per priority over the tenants; `unscheduled` lists the queues no
-scheduler holds the lock of (their retries with a backoff would not come back); `replication`
+`queues` names every queue of every tenant (jobs.core.queues: `default`'s are the plain three,
+always listed); `priorities` sums them per priority over the tenants; `unscheduled` lists the queues
+no scheduler holds the lock of (their retries with a backoff would not come back); `replication`
 says whether an upload now would be confirmed by a replica (jobs.core.replicas).
 
 `dependencies` names each thing Intake leans on, whether it answers and how fast: `redis` (the
@@ -17,10 +17,12 @@ work, while uploads (the store, the knowledge base's bound) or searches may fail
 Health is polled without credentials, and a queue's name names its tenant: `without_tenants`
 is the report anyone may read, each tenant's queues folded into the shared name of their
 priority (`intake.acme` counts under `intake`), so who uses this Intake is not given away."""
+
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from redis import Redis
 from rq import Worker
@@ -46,7 +48,7 @@ def report(connection: Redis) -> dict[str, Any]:
     depths = queues.depths(connection, names)
     priorities = dict.fromkeys(queues.PRIORITIES, 0)
     for name, depth in depths.items():
-        priorities[queues.parse(name)[1]] += depth
+        priorities[queues.priority_of(name)] += depth
     return {
         "redis": "ok",
         "workers": {"count": len(workers), "names": sorted(w.name for w in workers)},
@@ -63,15 +65,26 @@ def report(connection: Redis) -> dict[str, Any]:
 REPLICA_PROBE = "kb_replica_{}"
 
 
-def with_dependencies(full: dict[str, Any], checks: Mapping[str, Check], *, kb_apart: bool,
-                      replicas: int, store_kind: str) -> dict[str, Any]:
+def with_dependencies(
+    full: dict[str, Any],
+    checks: Mapping[str, Check],
+    *,
+    kb_apart: bool,
+    replicas: int,
+    store_kind: str,
+) -> dict[str, Any]:
     """`full` (a `report`) with the knowledge base and the store as `checks` found them
     (`kb`, REPLICA_PROBE's, `store`), and the `status` they make. A knowledge base on the queue's
     Redis is not probed apart: it answered as `redis` did."""
     dependencies = dict(full["dependencies"])
     kb = checks["kb"].view() if kb_apart else dict(dependencies["redis"])
-    kb = {"apart": kb_apart, **kb, "replicas": [
-        checks[REPLICA_PROBE.format(number)].view() for number in range(1, replicas + 1)]}
+    kb = {
+        "apart": kb_apart,
+        **kb,
+        "replicas": [
+            checks[REPLICA_PROBE.format(number)].view() for number in range(1, replicas + 1)
+        ],
+    }
     dependencies.update(kb=kb, store={"kind": store_kind, **checks["store"].view()})
     status = "ok" if all(check.up for check in checks.values()) else "degraded"
     return {"status": status, **full, "dependencies": dependencies}
@@ -83,8 +96,9 @@ def without_tenants(full: dict[str, Any]) -> dict[str, Any]:
     for name, depth in full["queues"].items():
         shared = shared_queue_name(name)
         depths[shared] = depths.get(shared, 0) + depth
-    unscheduled = sorted({shared_queue_name(name) for name in full["unscheduled"]},
-                         key=_static_order)
+    unscheduled = sorted(
+        {shared_queue_name(name) for name in full["unscheduled"]}, key=_static_order
+    )
     return {**full, "queues": depths, "unscheduled": unscheduled}
 
 

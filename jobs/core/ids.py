@@ -4,6 +4,7 @@ Why a module of its own: every layer makes ids, from the state machine's webhook
 submit, and none of them should import another's records to do it; and every edge that takes
 one (the API's routes, its OpenAPI, the facade) checks the same shape, spelled here only.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 """The JSON text Intake answers with: compact, ASCII-only. One writer, so that texts joined
 from pieces (jobs.tasks.batches) are byte for byte what serialising the whole would give, and an
 ETag of the text changes exactly when the state does."""
+
 from __future__ import annotations
 
 import json

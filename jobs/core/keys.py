@@ -5,6 +5,7 @@ Lua scripts get their keys (or, for keys they derive from ids, a prefix from her
 Tenant names are validated where tenants are configured; ids are hex. A document's id is
 free text, so its keys use a digest of it instead.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -359,7 +360,8 @@ def task_batches(task_id: str) -> str:
 
 
 def batch_live(batch_id: str) -> str:
-    """A batch's tasks not yet finished (jobs.tasks.webhook_events): empty, the batch is complete."""
+    """A batch's tasks not yet finished (jobs.tasks.webhook_events): empty, the batch is
+    complete."""
     return f"{PREFIX}batch:{batch_id}:live"
 
 

@@ -4,29 +4,35 @@ Every line carries the task's ids (task_id, batch_id, tenant, and the trace_id t
 request started with), the step and the attempt where they apply: `grep <task_id>` follows a
 document from its upload to its index across processes and hosts.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import datetime, timezone
-from typing import Any, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 LOGGER = "intake"
 _CONTEXT_FIELDS = ("task_id", "batch_id", "tenant", "trace_id")
-HeldEvent = tuple[str, dict[str, Any], float]   # name, fields, when (time.time())
+HeldEvent = tuple[str, dict[str, Any], float]  # name, fields, when (time.time())
 _held: ContextVar[list[HeldEvent] | None] = ContextVar("intake_held_logs", default=None)
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line = {"ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
-                    timespec="milliseconds").replace("+00:00", "Z"),
-                "level": record.levelname.lower(), "event": record.getMessage(),
-                **getattr(record, "intake", {})}
+        line = {
+            "ts": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+            **getattr(record, "intake", {}),
+        }
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
@@ -78,12 +84,14 @@ def write(lines: list[HeldEvent]) -> None:
         _handle(logger, name, fields, created)
 
 
-def _handle(logger: logging.Logger, name: str, fields: dict[str, Any],
-            created: float | None) -> None:
+def _handle(
+    logger: logging.Logger, name: str, fields: dict[str, Any], created: float | None
+) -> None:
     # makeRecord + handle is what Logger.info does, less the stack walk for a source line
     # that these lines never show.
-    line = logger.makeRecord(LOGGER, logging.INFO, __file__, 0, name, (), None,
-                             extra={"intake": fields})
+    line = logger.makeRecord(
+        LOGGER, logging.INFO, __file__, 0, name, (), None, extra={"intake": fields}
+    )
     if created is not None:
         line.created, line.msecs = created, (created - int(created)) * 1000
     logger.handle(line)

@@ -5,9 +5,11 @@ RQ forks a process per job, so prometheus-client's multiprocess mode would leave
 instead each event is one HINCRBY queued on a pipeline the caller already sends, and the web's
 collector (webapp/metrics.py) reads the hashes at scrape time.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
@@ -55,5 +57,7 @@ def read(connection: Redis) -> tuple[dict[str, int], dict[str, float]]:
     pipe.hgetall(keys.metrics())
     pipe.hgetall(keys.step_metrics())
     counters, steps = pipe.execute()
-    return ({k.decode(): int(v) for k, v in counters.items()},
-            {k.decode(): float(v) for k, v in steps.items()})
+    return (
+        {k.decode(): int(v) for k, v in counters.items()},
+        {k.decode(): float(v) for k, v in steps.items()},
+    )

@@ -12,14 +12,16 @@ store leaves the other requests of that web process served. obstore's client run
 would hold the event loop for a whole transfer; s3fs runs an asyncio loop in a thread of its
 own beside gevent's.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Protocol
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
 from jobs.core.dependencies import PROBE_SECONDS, ProbeFailed, blocking
@@ -54,8 +56,7 @@ class ObjectStore(Protocol):
         """A stream of the object's bytes; raises NotStored."""
         ...
 
-    def exists(self, name: str) -> bool:
-        ...
+    def exists(self, name: str) -> bool: ...
 
     def copy(self, source: str, target: str) -> None:
         """`target` becomes a copy of `source`, made inside the store (no byte through this
@@ -253,17 +254,24 @@ class S3Store:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=piece)
             return len(piece)
         upload = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
-        parts, size = [], 0
+        parts: list[dict[str, Any]] = []
+        size = 0
         try:
             while piece:
-                reply = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload,
-                                                PartNumber=len(parts) + 1, Body=piece)
+                reply = self.client.upload_part(
+                    Bucket=self.bucket,
+                    Key=key,
+                    UploadId=upload,
+                    PartNumber=len(parts) + 1,
+                    Body=piece,
+                )
                 parts.append({"PartNumber": len(parts) + 1, "ETag": reply["ETag"]})
                 size += len(piece)
                 piece = b""  # let go of this piece before reading the next
                 piece = _read_piece(source)
-            self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload,
-                                                  MultipartUpload={"Parts": parts})
+            self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+            )
         except BaseException:
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
             raise
@@ -278,6 +286,7 @@ class S3Store:
 
     def exists(self, name: str) -> bool:
         from botocore.exceptions import ClientError
+
         try:
             self.client.head_object(Bucket=self.bucket, Key=self.prefix + name)
         except ClientError as exc:
@@ -289,9 +298,13 @@ class S3Store:
     def copy(self, source: str, target: str) -> None:
         """S3's CopyObject: the store copies (one call up to 5 GiB, past INTAKE_MAX_FILE_BYTES)."""
         from botocore.exceptions import ClientError
+
         try:
-            self.client.copy_object(Bucket=self.bucket, Key=self.prefix + target,
-                                    CopySource={"Bucket": self.bucket, "Key": self.prefix + source})
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=self.prefix + target,
+                CopySource={"Bucket": self.bucket, "Key": self.prefix + source},
+            )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 raise NotStored(source) from None
@@ -305,20 +318,28 @@ class S3Store:
 
     def listing(self, prefix: str = "") -> Iterator[tuple[str, float, int]]:
         pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=self.prefix + prefix)
+            Bucket=self.bucket, Prefix=self.prefix + prefix
+        )
         for page in pages:
             for item in page.get("Contents", []):
-                yield (item["Key"][len(self.prefix):], item["LastModified"].timestamp(),
-                       int(item.get("Size", 0)))
+                yield (
+                    item["Key"][len(self.prefix) :],
+                    item["LastModified"].timestamp(),
+                    int(item.get("Size", 0)),
+                )
 
     def probe(self) -> None:
         """One HeadBucket (the s3:ListBucket Intake already needs; nothing is listed) on a
         client of its own that tries once with short timeouts: the store's own client would
         wait out its three attempts of 30 s on a store that hangs."""
         from botocore.exceptions import ClientError
+
         if self._probe_client is None:
-            self._probe_client = _s3_client(connect_timeout=S3_PROBE_TIMEOUT_SECONDS,
-                                            read_timeout=S3_PROBE_TIMEOUT_SECONDS, attempts=1)
+            self._probe_client = _s3_client(
+                connect_timeout=S3_PROBE_TIMEOUT_SECONDS,
+                read_timeout=S3_PROBE_TIMEOUT_SECONDS,
+                attempts=1,
+            )
         try:
             self._probe_client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:
@@ -330,16 +351,19 @@ class S3Store:
         parts of one whose process was killed stay in the bucket, billed and unlisted, until
         then (`put` aborts only an upload whose stream broke)."""
         from botocore.exceptions import ClientError
+
         removed = 0
         pages = self.client.get_paginator("list_multipart_uploads").paginate(
-            Bucket=self.bucket, Prefix=self.prefix)
+            Bucket=self.bucket, Prefix=self.prefix
+        )
         for page in pages:
             for upload in page.get("Uploads", []):
                 if upload["Initiated"].timestamp() >= before:
                     continue
                 try:
-                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
-                                                       UploadId=upload["UploadId"])
+                    self.client.abort_multipart_upload(
+                        Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                    )
                     removed += 1
                 except ClientError as exc:  # ended meanwhile: nothing left to abort
                     if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
@@ -350,7 +374,7 @@ class S3Store:
 def _write_all(handle: int, piece: bytes) -> int:
     view = memoryview(piece)
     while view:
-        view = view[os.write(handle, view):]
+        view = view[os.write(handle, view) :]
     return len(piece)
 
 
@@ -377,8 +401,11 @@ def _read_piece(source: BinaryIO) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-def _s3_client(connect_timeout: float | None = None, read_timeout: float | None = None,
-               attempts: int | None = None) -> Any:
+def _s3_client(
+    connect_timeout: float | None = None,
+    read_timeout: float | None = None,
+    attempts: int | None = None,
+) -> Any:
     """boto3's client from the standard AWS variables; path-style addresses when an endpoint is
     given (`AWS_ENDPOINT_URL`: MinIO, SeaweedFS, Ceph and most S3-compatible stores), and
     checksums only where the API requires them (boto3's default since 1.36 sends CRC trailers
@@ -386,13 +413,19 @@ def _s3_client(connect_timeout: float | None = None, read_timeout: float | None 
     given: that many in all (botocore's `total_max_attempts`); else S3_ATTEMPTS."""
     import boto3
     from botocore.config import Config
+
     style = "path" if os.environ.get("AWS_ENDPOINT_URL") else "auto"
     retries: dict[str, Any] = {"mode": "standard", "max_attempts": S3_ATTEMPTS}
     if attempts is not None:
         retries = {"mode": "standard", "total_max_attempts": attempts}
-    return boto3.client("s3", config=Config(
-        s3={"addressing_style": style}, retries=retries,
-        connect_timeout=connect_timeout or S3_CONNECT_TIMEOUT_SECONDS,
-        read_timeout=read_timeout or S3_READ_TIMEOUT_SECONDS,
-        request_checksum_calculation="when_required",
-        response_checksum_validation="when_required"))
+    return boto3.client(
+        "s3",
+        config=Config(
+            s3={"addressing_style": style},
+            retries=retries,
+            connect_timeout=connect_timeout or S3_CONNECT_TIMEOUT_SECONDS,
+            read_timeout=read_timeout or S3_READ_TIMEOUT_SECONDS,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )

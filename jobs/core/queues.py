@@ -3,19 +3,20 @@ queues, and the order a worker takes them in (docs/architecture.md §15).
 
 Every tenant has three RQ queues, one per priority. Tenant `default` (the only one without
 INTAKE_API_KEYS) keeps the plain names `intake-high`, `intake`, `intake-bulk`, so a
-single-tenant deployment has just the three queues the Procfile names; another tenant T gets `intake-high.T`,
-`intake.T`, `intake-bulk.T` (tenant names never hold a dot). They are ordinary RQ queues, so
-`rq info` and rq-dashboard show each tenant's backlog as it is.
+single-tenant deployment has just the three queues the Procfile names; another tenant T gets
+`intake-high.T`, `intake.T`, `intake-bulk.T` (tenant names never hold a dot). They are ordinary RQ
+queues, so `rq info` and rq-dashboard show each tenant's backlog as it is.
 
 Workers may not know INTAKE_API_KEYS, and keys are added while they run, so a tenant's queues
 are registered in Redis (`keys.queue_tenants()`) by the pipeline that enqueues its first job, and
-workers read that set between dequeues (jobs.worker.workers). The fair order alternates tenants: after
-a job of tenant T a worker looks at the next tenant's queues first, each tenant's in priority
+workers read that set between dequeues (jobs.worker.workers). The fair order alternates tenants:
+after a job of tenant T a worker looks at the next tenant's queues first, each tenant's in priority
 order, so one tenant's backlog never starves another and priorities hold within a tenant.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from redis import Redis
 from redis.client import Pipeline
@@ -44,6 +45,14 @@ def parse(name: str) -> tuple[str, str] | None:
     return (tenant if sep else DEFAULT_TENANT), priority
 
 
+def priority_of(name: str) -> str:
+    """The priority of one of Intake's queue names; ValueError for any other queue."""
+    parsed = parse(name)
+    if parsed is None:
+        raise ValueError(f"{name!r} is not one of Intake's queues")
+    return parsed[1]
+
+
 def tenant_queue_names(tenant: str) -> list[str]:
     """A tenant's three queues, highest priority first."""
     return [queue_name(tenant, priority) for priority in PRIORITIES]
@@ -58,15 +67,19 @@ def register(pipe: Pipeline | Redis, tenant: str) -> None:
 
 def registered_tenants(connection: Redis) -> list[str]:
     """Every tenant with queues of its own, sorted (so every worker rotates in one order)."""
-    return sorted(t.decode() if isinstance(t, bytes) else t
-                  for t in connection.smembers(keys.queue_tenants()))
+    return sorted(
+        t.decode() if isinstance(t, bytes) else t for t in connection.smembers(keys.queue_tenants())
+    )
 
 
 def all_names(connection: Redis) -> list[str]:
     """Every queue Intake uses: the static three, then every registered tenant's."""
-    return list(QUEUE_NAMES) + [name for tenant in registered_tenants(connection)
-                                if tenant != DEFAULT_TENANT
-                                for name in tenant_queue_names(tenant)]
+    return list(QUEUE_NAMES) + [
+        name
+        for tenant in registered_tenants(connection)
+        if tenant != DEFAULT_TENANT
+        for name in tenant_queue_names(tenant)
+    ]
 
 
 def fair_order(names: Iterable[str], after: str | None = None) -> list[str]:
@@ -99,8 +112,9 @@ class PushedByClaim(Queue):
     created the task (jobs.tasks.submit). A job is never queued for a claim that did not
     run, whatever the server's script cache held."""
 
-    def push_job_id(self, job_id: str, pipeline: Pipeline | None = None,
-                    at_front: bool = False) -> None:
+    def push_job_id(
+        self, job_id: str, pipeline: Pipeline | None = None, at_front: bool = False
+    ) -> None:
         """Nothing here: the claim pushes."""
 
 

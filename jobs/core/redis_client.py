@@ -14,6 +14,7 @@ refused connections for ~20 s before an attempt fails (its progress writes "retr
 fail"). A TimeoutError is never retried: after one the server is stalled or the command may
 have run, and waiting twice as long only stacks up the stall.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,27 +51,34 @@ class Profile:
     backoff_cap: float
 
     def retry(self) -> Retry:
-        return Retry(ExponentialWithJitterBackoff(base=self.backoff_base, cap=self.backoff_cap),
-                     self.retries, supported_errors=(RedisConnectionError,))
+        return Retry(
+            ExponentialWithJitterBackoff(base=self.backoff_base, cap=self.backoff_cap),
+            self.retries,
+            supported_errors=(RedisConnectionError,),
+        )
 
 
 #: The web: a request answers within ~3 s whatever Redis does (a stall: one 2 s read, then
 #: 503; a refused connection: two tries 0.1 s apart, then 503 with Retry-After).
-WEB = Profile(socket_timeout=2.0, connect_timeout=1.0, retries=1, backoff_base=0.05,
-              backoff_cap=0.1)
+WEB = Profile(
+    socket_timeout=2.0, connect_timeout=1.0, retries=1, backoff_base=0.05, backoff_cap=0.1
+)
 #: Workers and their scheduler: a Sentinel failover (the primary's loss noticed, a replica
 #: promoted: a few seconds past `down-after-milliseconds`) passes as refused connections,
 #: tried again for ~20 s in all (20 tries, full jitter up to 2 s apart).
-WORKER = Profile(socket_timeout=None, connect_timeout=2.0, retries=20, backoff_base=0.25,
-                 backoff_cap=2.0)
+WORKER = Profile(
+    socket_timeout=None, connect_timeout=2.0, retries=20, backoff_base=0.25, backoff_cap=2.0
+)
 #: Health's PING of the knowledge base's Redis and its replicas (jobs.core.dependencies): half
 #: a second to connect, half for the answer, never tried again, so a PING that fails is over
 #: within its probe's second.
-PROBE = Profile(socket_timeout=0.5, connect_timeout=0.5, retries=0, backoff_base=0.05,
-                backoff_cap=0.1)
+PROBE = Profile(
+    socket_timeout=0.5, connect_timeout=0.5, retries=0, backoff_base=0.05, backoff_cap=0.1
+)
 #: Short-lived commands (the CLI, migrations, the dev runner's checks).
-COMMAND = Profile(socket_timeout=10.0, connect_timeout=2.0, retries=3, backoff_base=0.25,
-                  backoff_cap=2.0)
+COMMAND = Profile(
+    socket_timeout=10.0, connect_timeout=2.0, retries=3, backoff_base=0.25, backoff_cap=2.0
+)
 #: The Sentinels themselves: each is asked in turn, once (redis-py's default would retry each
 #: three times, seconds apart: 15 s before a web request learnt that none answers), so a
 #: stalled one costs half a second.
@@ -91,18 +99,20 @@ class FollowingConnection(SentinelManagedConnection):
     _address_fresh = False
 
     def connect_to(self, address: tuple[str, int]) -> None:
-        self._address_fresh = True   # just asked the Sentinels: no need to ask twice
+        self._address_fresh = True  # just asked the Sentinels: no need to ask twice
         try:
             super().connect_to(address)
         finally:
             self._address_fresh = False
 
-    def connect_check_health(self, check_health: bool = True,
-                             retry_socket_connect: bool = True) -> None:
+    def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
         if not self.is_connected and not self._address_fresh and self.connection_pool.is_master:
             self.host, self.port = self.connection_pool.get_master_address()
-        super().connect_check_health(check_health=check_health,
-                                     retry_socket_connect=retry_socket_connect)
+        super().connect_check_health(
+            check_health=check_health, retry_socket_connect=retry_socket_connect
+        )
 
 
 class SentinelBlockingConnectionPool(SentinelConnectionPool, BlockingConnectionPool):
@@ -122,9 +132,15 @@ def is_sentinel(url: str) -> bool:
     return url.startswith(SENTINEL_SCHEME + "://")
 
 
-def connect(url: str, profile: Profile = COMMAND, *, redis_class: type[Redis] = Redis,
-            max_connections: int | None = None, pool_timeout: float | None = None,
-            **kwargs: Any) -> Redis:
+def connect(
+    url: str,
+    profile: Profile = COMMAND,
+    *,
+    redis_class: type[Redis] = Redis,
+    max_connections: int | None = None,
+    pool_timeout: float | None = None,
+    **kwargs: Any,
+) -> Redis:
     """A client of the Redis at `url` (plain or Sentinel) with `profile`'s waits.
 
     `max_connections` with `pool_timeout`: a blocking pool (wait that long for a free
@@ -145,14 +161,22 @@ def connect(url: str, profile: Profile = COMMAND, *, redis_class: type[Redis] = 
     parsed = parse_sentinel_url(url)
     sentinel = Sentinel(
         parsed.hosts,
-        sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT,
-                         "socket_connect_timeout": SENTINEL_TIMEOUT,
-                         "retry": Retry(NoBackoff(), 0), **parsed.sentinel_options},
-        **parsed.client_options)
+        sentinel_kwargs={
+            "socket_timeout": SENTINEL_TIMEOUT,
+            "socket_connect_timeout": SENTINEL_TIMEOUT,
+            "retry": Retry(NoBackoff(), 0),
+            **parsed.sentinel_options,
+        },
+        **parsed.client_options,
+    )
     pool_class = SentinelBlockingConnectionPool if blocking else SentinelConnectionPool
-    return sentinel.master_for(parsed.default_client.service, redis_class=redis_class,
-                               connection_pool_class=pool_class,
-                               connection_class=FollowingConnection, **options)
+    return sentinel.master_for(
+        parsed.default_client.service,
+        redis_class=redis_class,
+        connection_pool_class=pool_class,
+        connection_class=FollowingConnection,
+        **options,
+    )
 
 
 class WorkerRedis(Redis):
@@ -161,13 +185,15 @@ class WorkerRedis(Redis):
     the WORKER profile (RQ's scheduler and the work-horses copy the pool it makes)."""
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "WorkerRedis":
-        return connect(url, WORKER, redis_class=cls, **kwargs)  # type: ignore[return-value]
+    def from_url(cls, url: str, **kwargs: Any) -> WorkerRedis:
+        return connect(url, WORKER, redis_class=cls, **kwargs)
 
 
 def dashboard_url(url: str) -> str:
     """The address rq-dashboard connects with (it makes its own client per page): the same
     Redis, with the web's bounded waits written into the URL, which both parsers read."""
     separator = "&" if "?" in url else "?"
-    return (f"{url}{separator}socket_timeout={WEB.socket_timeout:g}"
-            f"&socket_connect_timeout={WEB.connect_timeout:g}")
+    return (
+        f"{url}{separator}socket_timeout={WEB.socket_timeout:g}"
+        f"&socket_connect_timeout={WEB.connect_timeout:g}"
+    )

@@ -22,6 +22,7 @@ upload as `no_replica`: the counter states a fact, and only the operator knows w
 are meant to run, so alert on it (or on health's `replication.replicas_online` being 0) only
 where they are.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,8 +57,11 @@ def attached(role: Any) -> int:
 def _refused(reason: Any) -> None:
     if not _warned[0]:
         _warned[0] = True
-        log.warning("The server does not say which replicas it has (%s): uploads are not "
-                    "confirmed by a replica (WAIT)", reason)
+        log.warning(
+            "The server does not say which replicas it has (%s): uploads are not "
+            "confirmed by a replica (WAIT)",
+            reason,
+        )
 
 
 def reported(online: int) -> int:
@@ -82,8 +86,12 @@ def describe(role: Any) -> dict[str, Any]:
     now would be confirmed by one."""
     refused = isinstance(role, Exception)
     online = 0 if refused else attached(role)
-    return {"role": "unknown" if refused else _name(role), "replicas_online": online,
-            "uploads_confirmed": online > 0, "role_refused": refused}
+    return {
+        "role": "unknown" if refused else _name(role),
+        "replicas_online": online,
+        "uploads_confirmed": online > 0,
+        "role_refused": refused,
+    }
 
 
 def status(connection: Redis) -> dict[str, Any]:

@@ -5,6 +5,7 @@ it expires. So signing in stores a record under a random session id, the cookie 
 and the web refuses a cookie whose record is gone. The record expires with the cookie (the web
 passes the cookie's lifetime as `ttl_seconds`), so nothing needs cleaning up.
 """
+
 from __future__ import annotations
 
 import secrets

@@ -4,12 +4,14 @@
 Workers never build the Flask app, so the pipeline reads its settings here; the web's Config
 builds on the same parser so both sides agree on every limit and on the pipeline version.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from jobs.core.addresses import SENTINEL_SCHEME, sentinel_url
 
@@ -88,7 +90,8 @@ class Settings:
     ocr_languages: str = "en,zh"
     ocr_max_pages: int = 200
     ocr_page_timeout: float = 60.0
-    # Webhooks (jobs.tasks.webhook_events, jobs.webhooks.delivery): unset URL, nothing is recorded or sent.
+    # Webhooks (jobs.tasks.webhook_events, jobs.webhooks.delivery): unset URL, nothing is recorded
+    # or sent.
     webhook_url: str = ""
     webhook_secret: str = ""
     webhook_timeout: float = 10.0
@@ -143,52 +146,62 @@ class Settings:
 
     @property
     def ocr_language_list(self) -> tuple[str, ...]:
-        return tuple(code.strip().lower() for code in self.ocr_languages.split(",")
-                     if code.strip())
+        return tuple(code.strip().lower() for code in self.ocr_languages.split(",") if code.strip())
 
     @classmethod
-    def from_mapping(cls, env: Mapping[str, Any]) -> "Settings":
-        """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the variable."""
+    def from_mapping(cls, env: Mapping[str, Any]) -> Settings:
+        """Parse `REDIS_URL` and `INTAKE_*` keys; a bad value raises ValueError naming the
+        variable."""
         values: dict[str, Any] = {}
         for f in fields(cls):
             name = f.name.upper() if f.name.startswith("redis_") else "INTAKE_" + f.name.upper()
             raw = env.get(name)
             if raw is None or raw == "":
                 continue
-            kind = type(f.default)
+            kind: type[Any] = type(f.default)  # every field has a plain default, no factory
             try:
                 values[f.name] = kind(raw) if kind is not int else int(str(raw).strip())
             except (TypeError, ValueError):
                 raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__}") from None
         if values.get("redis_sentinels"):
             values["redis_url"] = sentinel_url(
-                values["redis_sentinels"], values.get("redis_sentinel_master", "mymaster"))
+                values["redis_sentinels"], values.get("redis_sentinel_master", "mymaster")
+            )
         settings = cls(**values)
         settings.validate()
         return settings
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         return cls.from_mapping(os.environ)
 
     def validate(self) -> None:
         if self.search_embedding_timeout <= 0 or self.search_breaker_seconds < 1:
-            raise ValueError("INTAKE_SEARCH_EMBEDDING_TIMEOUT must be > 0 and "
-                             "INTAKE_SEARCH_BREAKER_SECONDS ≥ 1")
+            raise ValueError(
+                "INTAKE_SEARCH_EMBEDDING_TIMEOUT must be > 0 and INTAKE_SEARCH_BREAKER_SECONDS ≥ 1"
+            )
         if self.vector_database_url and not self.vector_database_url.startswith(
-                ("postgresql://", "postgres://")):
+            ("postgresql://", "postgres://")
+        ):
             raise ValueError("INTAKE_VECTOR_DATABASE_URL must be a postgresql:// URL")
         if self.kb_url and not self.kb_url.startswith(
-                ("redis://", "rediss://", "unix://", SENTINEL_SCHEME + "://")):
-            raise ValueError(f"INTAKE_KB_URL must be a redis://, rediss://, unix:// or "
-                             f"{SENTINEL_SCHEME}:// URL")
-        if any(not url.startswith(("redis://", "rediss://", "unix://"))
-               for url in self.kb_replica_url_list):
-            raise ValueError("INTAKE_KB_REPLICA_URLS must be redis://, rediss:// or unix:// URLs, "
-                             "separated by commas")
+            ("redis://", "rediss://", "unix://", SENTINEL_SCHEME + "://")
+        ):
+            raise ValueError(
+                f"INTAKE_KB_URL must be a redis://, rediss://, unix:// or {SENTINEL_SCHEME}:// URL"
+            )
+        if any(
+            not url.startswith(("redis://", "rediss://", "unix://"))
+            for url in self.kb_replica_url_list
+        ):
+            raise ValueError(
+                "INTAKE_KB_REPLICA_URLS must be redis://, rediss:// or unix:// URLs, "
+                "separated by commas"
+            )
         if self.storage_url and not self.storage_url.startswith(("file:///", "s3://")):
-            raise ValueError("INTAKE_STORAGE_URL must be file:///absolute/path or "
-                             "s3://bucket/prefix")
+            raise ValueError(
+                "INTAKE_STORAGE_URL must be file:///absolute/path or s3://bucket/prefix"
+            )
         if self.tenant_stored_bytes < 1:
             raise ValueError("INTAKE_TENANT_STORED_BYTES must be at least 1 (bytes)")
         if self.kb_chunk_limit < 1:
@@ -208,20 +221,30 @@ class Settings:
         if self.webhook_url and not self.webhook_url.startswith(("http://", "https://")):
             raise ValueError("INTAKE_WEBHOOK_URL must be an http:// or https:// URL")
         if self.webhook_timeout <= 0 or self.webhook_retry_base_seconds < 1:
-            raise ValueError("INTAKE_WEBHOOK_TIMEOUT must be > 0 and "
-                             "INTAKE_WEBHOOK_RETRY_BASE_SECONDS a whole number of seconds ≥ 1")
+            raise ValueError(
+                "INTAKE_WEBHOOK_TIMEOUT must be > 0 and "
+                "INTAKE_WEBHOOK_RETRY_BASE_SECONDS a whole number of seconds ≥ 1"
+            )
         if self.embedding_rpm < 0 or self.embedding_concurrency < 0:
-            raise ValueError("INTAKE_EMBEDDING_RPM and INTAKE_EMBEDDING_CONCURRENCY must be ≥ 0 "
-                             "(0 = unlimited)")
+            raise ValueError(
+                "INTAKE_EMBEDDING_RPM and INTAKE_EMBEDDING_CONCURRENCY must be ≥ 0 (0 = unlimited)"
+            )
         if self.embedding_batch_size < 1:
             raise ValueError("INTAKE_EMBEDDING_BATCH_SIZE must be at least 1")
-        if self.tenant_searches < 1 or self.tenant_expensive_reads < 1 \
-                or self.client_auth_failures < 1:
-            raise ValueError("INTAKE_TENANT_SEARCHES, INTAKE_TENANT_EXPENSIVE_READS and "
-                             "INTAKE_CLIENT_AUTH_FAILURES must be at least 1")
+        if (
+            self.tenant_searches < 1
+            or self.tenant_expensive_reads < 1
+            or self.client_auth_failures < 1
+        ):
+            raise ValueError(
+                "INTAKE_TENANT_SEARCHES, INTAKE_TENANT_EXPENSIVE_READS and "
+                "INTAKE_CLIENT_AUTH_FAILURES must be at least 1"
+            )
         if not 1 <= self.replica_wait_ms <= 1500:
             raise ValueError("INTAKE_REPLICA_WAIT_MS must be between 1 and 1500 (milliseconds)")
         unknown = [code for code in self.ocr_language_list if code not in OCR_LANGUAGES]
         if unknown:
-            raise ValueError(f"INTAKE_OCR_LANGUAGES={self.ocr_languages!r}: the OCR models Intake "
-                             f"ships read {' and '.join(OCR_LANGUAGES)}, not {', '.join(unknown)}")
+            raise ValueError(
+                f"INTAKE_OCR_LANGUAGES={self.ocr_languages!r}: the OCR models Intake "
+                f"ships read {' and '.join(OCR_LANGUAGES)}, not {', '.join(unknown)}"
+            )

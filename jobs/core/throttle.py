@@ -16,12 +16,13 @@ expires by itself, so nothing is left behind by a process that was killed mid-re
   API keys per client (INTAKE_CLIENT_AUTH_FAILURES a minute): fixed-window counters, an INCR
   on a key that expires with its window: O(1) and one key per tenant or client.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import redis
 from redis import Redis
@@ -49,8 +50,9 @@ def _seconds(ms: int) -> int:
 class SearchSlots:
     """At most `limit` searches of one tenant at once, all web processes together."""
 
-    def __init__(self, connection: Redis, limit: int,
-                 lease_seconds: int = SEARCH_LEASE_SECONDS) -> None:
+    def __init__(
+        self, connection: Redis, limit: int, lease_seconds: int = SEARCH_LEASE_SECONDS
+    ) -> None:
         self.connection = connection
         self.limit = limit
         self.lease_ms = lease_seconds * 1000
@@ -64,9 +66,11 @@ class SearchSlots:
         if not taken:
             # A slot frees when a search ends, most often within a second; the lease is the
             # worst case, not the hint.
-            raise Throttled("too_many_searches",
-                            f"You already have {self.limit} searches running; try again when "
-                            "one has finished.", retry_after=min(2, _seconds(wait_ms)))
+            raise Throttled(
+                "too_many_searches",
+                f"You already have {self.limit} searches running; try again when one has finished.",
+                retry_after=min(2, _seconds(wait_ms)),
+            )
         return token
 
     def give_back(self, tenant: str, token: str) -> None:
@@ -88,8 +92,9 @@ class ExpensiveReads:
     """At most `per_minute` expensive reads of one tenant a minute, counted a window at a time
     (READS_WINDOW_SECONDS: a sixth of the limit per 10 s)."""
 
-    def __init__(self, connection: Redis, per_minute: int,
-                 window_seconds: int = READS_WINDOW_SECONDS) -> None:
+    def __init__(
+        self, connection: Redis, per_minute: int, window_seconds: int = READS_WINDOW_SECONDS
+    ) -> None:
         self.connection = connection
         self.window_ms = window_seconds * 1000
         self.limit = max(1, per_minute * window_seconds // 60)
@@ -100,10 +105,12 @@ class ExpensiveReads:
         count, left = _COUNT(self.connection, keys={"counter": keys.expensive_reads(tenant)},
                              args={"window_ms": self.window_ms, "amount": 1})
         if int(count) > self.limit:
-            raise Throttled("too_many_reads",
-                            f"Too many expensive reads ({what}) for now: at most "
-                            f"{self.per_minute} a minute. Try again shortly.",
-                            retry_after=_seconds(left))
+            raise Throttled(
+                "too_many_reads",
+                f"Too many expensive reads ({what}) for now: at most "
+                f"{self.per_minute} a minute. Try again shortly.",
+                retry_after=_seconds(left),
+            )
 
 
 class AuthFailures:
@@ -113,8 +120,9 @@ class AuthFailures:
 
     MESSAGE = "Too many failed sign-ins or API keys from your address; try again in a minute."
 
-    def __init__(self, connection: Redis, per_minute: int,
-                 window_seconds: int = AUTH_WINDOW_SECONDS) -> None:
+    def __init__(
+        self, connection: Redis, per_minute: int, window_seconds: int = AUTH_WINDOW_SECONDS
+    ) -> None:
         self.connection = connection
         self.limit = per_minute
         self.window_ms = window_seconds * 1000
@@ -122,7 +130,7 @@ class AuthFailures:
     def check(self, client: str) -> None:
         """Throttled (429 too_many_failures) while `client` is past its failures."""
         key = keys.auth_failures(client)
-        count = self.connection.get(key)   # one GET: what every keyed request pays
+        count = self.connection.get(key)  # one GET: what every keyed request pays
         if count is not None and int(count) >= self.limit:
             left = self.connection.pttl(key)
             raise Throttled("too_many_failures", self.MESSAGE, retry_after=_seconds(max(left, 1)))

@@ -18,14 +18,15 @@ With both limits 0 no script runs: a request costs one pipelined round trip (the
 batch size). `WaitingGate` (the workers) sleeps until the budget lets a request go, telling
 its caller what it waits for; `NowGate` (the search) takes a place only if one is free now.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import redis
 from redis import Redis
@@ -69,17 +70,23 @@ class BudgetWait:
     """What a waiting request waits for, told to the caller once per ask."""
 
     reason: str
-    wait: float       # seconds until the next ask may pass (for 'concurrency': a lease's end)
-    waited: float     # seconds since this request began to wait
-    text: str         # a sentence for the task's step_detail
+    wait: float  # seconds until the next ask may pass (for 'concurrency': a lease's end)
+    waited: float  # seconds since this request began to wait
+    text: str  # a sentence for the task's step_detail
 
 
 class EmbeddingBudget:
     """The shared budget of one Redis (every process of an Intake installation)."""
 
-    def __init__(self, connection: Redis, *, rpm: int = 0, concurrency: int = 0,
-                 lease_seconds: float = 30.0 + LEASE_MARGIN_SECONDS,
-                 window_seconds: float = WINDOW_SECONDS) -> None:
+    def __init__(
+        self,
+        connection: Redis,
+        *,
+        rpm: int = 0,
+        concurrency: int = 0,
+        lease_seconds: float = 30.0 + LEASE_MARGIN_SECONDS,
+        window_seconds: float = WINDOW_SECONDS,
+    ) -> None:
         self.connection = connection
         self.rpm = rpm
         self.concurrency = concurrency
@@ -89,15 +96,19 @@ class EmbeddingBudget:
                       keys.embedding_pause(), keys.embedding_batch_limit())
 
     @classmethod
-    def from_settings(cls, connection: Redis, settings: Settings,
-                      timeout: float | None = None) -> EmbeddingBudget:
+    def from_settings(
+        cls, connection: Redis, settings: Settings, timeout: float | None = None
+    ) -> EmbeddingBudget:
         """The budget the settings set; a slot's lease is the request's `timeout` (the
         embedder's, INTAKE_EMBEDDING_TIMEOUT by default) twice over (a connect and a read)
         plus a margin."""
         timeout = settings.embedding_timeout if timeout is None else timeout
-        return cls(connection, rpm=settings.embedding_rpm,
-                   concurrency=settings.embedding_concurrency,
-                   lease_seconds=2 * timeout + LEASE_MARGIN_SECONDS)
+        return cls(
+            connection,
+            rpm=settings.embedding_rpm,
+            concurrency=settings.embedding_concurrency,
+            lease_seconds=2 * timeout + LEASE_MARGIN_SECONDS,
+        )
 
     @property
     def limited(self) -> bool:
@@ -147,14 +158,17 @@ class EmbeddingBudget:
         """What a person reads while a request waits on `admission`."""
         if admission.reason == "pause":
             by = f" ({admission.paused_by})" if admission.paused_by else ""
-            return (f"Waiting for the embedding service, which asked for a pause{by}: "
-                    f"{math.ceil(admission.wait)} s")
+            return (
+                f"Waiting for the embedding service, which asked for a pause{by}: "
+                f"{math.ceil(admission.wait)} s"
+            )
         if admission.reason == "rpm":
-            return (f"Waiting for the embedding budget ({self.rpm} requests/min): "
-                    f"{math.ceil(admission.wait)} s")
+            return (
+                f"Waiting for the embedding budget ({self.rpm} requests/min): "
+                f"{math.ceil(admission.wait)} s"
+            )
         slots = "1 request" if self.concurrency == 1 else f"{self.concurrency} requests"
-        return (f"Waiting for the embedding budget ({slots} at a time): "
-                f"{int(waited)} s so far")
+        return f"Waiting for the embedding budget ({slots} at a time): {int(waited)} s so far"
 
 
 class WaitingGate:
@@ -163,10 +177,15 @@ class WaitingGate:
     (a `clock()` value): a wait that would end after it raises BudgetUnavailable instead, so
     that the attempt fails readably before RQ's job timeout kills it."""
 
-    def __init__(self, budget: EmbeddingBudget, *,
-                 on_wait: Callable[[BudgetWait | None], None] | None = None,
-                 deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        budget: EmbeddingBudget,
+        *,
+        on_wait: Callable[[BudgetWait | None], None] | None = None,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.budget = budget
         self.on_wait = on_wait or (lambda wait: None)
         self.deadline = deadline
@@ -184,13 +203,15 @@ class WaitingGate:
             now = self.clock()
             text = self.budget.describe(admission, now - began)
             # A slot frees when its holder's request ends, most often long before its lease.
-            ends = now + (SLOT_POLL_SECONDS if admission.reason == "concurrency"
-                          else admission.wait)
+            ends = now + (
+                SLOT_POLL_SECONDS if admission.reason == "concurrency" else admission.wait
+            )
             if self.deadline is not None and ends > self.deadline:
                 raise BudgetUnavailable(
                     f"{text}: longer than this attempt has left (INTAKE_JOB_TIMEOUT). The "
                     f"batches embedded so far are kept; the next attempt goes on from there.",
-                    retry_after=admission.wait if admission.reason != "concurrency" else None)
+                    retry_after=admission.wait if admission.reason != "concurrency" else None,
+                )
             self.on_wait(BudgetWait(admission.reason, admission.wait, now - began, text))
             waited = True
             pause = SLOT_POLL_SECONDS if admission.reason == "concurrency" else MAX_SLEEP_SECONDS
@@ -220,8 +241,9 @@ class NowGate(WaitingGate):
     def admit(self) -> Iterator[int]:
         admission = self.budget.try_admit()
         if not admission.admitted:
-            raise BudgetUnavailable(_search_reason(self.budget, admission),
-                                    retry_after=admission.wait)
+            raise BudgetUnavailable(
+                _search_reason(self.budget, admission), retry_after=admission.wait
+            )
         try:
             yield admission.batch_limit
         finally:
@@ -231,8 +253,7 @@ class NowGate(WaitingGate):
 def _search_reason(budget: EmbeddingBudget, admission: Admission) -> str:
     if admission.reason == "pause":
         by = f" ({admission.paused_by})" if admission.paused_by else ""
-        return (f"the embedding service asked for a pause{by}, "
-                f"{math.ceil(admission.wait)} s more")
+        return f"the embedding service asked for a pause{by}, {math.ceil(admission.wait)} s more"
     if admission.reason == "rpm":
         return f"the embedding budget ({budget.rpm} requests/min) is spent for now"
     return f"the embedding budget ({budget.concurrency} at a time) is in use"

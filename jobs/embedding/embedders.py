@@ -13,6 +13,7 @@ What every process shares about the service (its budget, a Retry-After, the larg
 takes) reaches `HttpEmbedder.embed` through a `Gate` handed in per call (jobs.embedding.budget
 keeps it in Redis): the embedder asks it before each request and tells it what the service said.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -90,7 +91,7 @@ class LocalEmbedder:
 class Gate(Protocol):
     """What an HTTP embedder asks before each request, and tells after some answers."""
 
-    def admit(self) -> ContextManager[int]:
+    def admit(self) -> contextlib.AbstractContextManager[int]:
         """Wait until a request may go (or raise a TransientError: `BudgetUnavailable`) and
         hold its place while the block runs; yields the largest batch the service is known to
         take (0: none known)."""
@@ -159,7 +160,8 @@ _TOO_MANY = re.compile(
     r"|\$\.input'? is invalid|array too long|(maximum|at most|more than|larger than|exceed\w*|"
     r"limit)\W+(\w+\W+){0,6}(inputs|texts|items|array|batch)|tokens per (submitted )?batch"
     r"|number of (inputs|texts)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def too_many_inputs(response: requests.Response) -> bool:
@@ -196,8 +198,9 @@ class HttpEmbedder:
     worked is told to the gate so that every process sends no more.
     """
 
-    def __init__(self, url: str, model: str, api_key: str = "", timeout: float = 30.0,
-                 batch_size: int = 64) -> None:
+    def __init__(
+        self, url: str, model: str, api_key: str = "", timeout: float = 30.0, batch_size: int = 64
+    ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.url = url
@@ -226,10 +229,13 @@ class HttpEmbedder:
         while start < len(texts):
             with gate.admit() as known_limit:
                 size = min(self.request_size, known_limit or self.request_size)
-                batch = list(texts[start:start + size])
+                batch = list(texts[start : start + size])
                 response = self._post({"model": self.model, "input": batch})
-            delay = (retry_after_seconds(response.headers.get("Retry-After"))
-                     if response.status_code in (429, 503) else None)
+            delay = (
+                retry_after_seconds(response.headers.get("Retry-After"))
+                if response.status_code in (429, 503)
+                else None
+            )
             if delay is not None:
                 gate.hold_off(delay, f"HTTP {response.status_code}")
                 if delay <= MAX_RETRY_AFTER_SECONDS and resends < MAX_RESENDS:
@@ -257,10 +263,15 @@ class HttpEmbedder:
     def _post(self, payload: dict[str, Any]) -> requests.Response:
         """POST `payload`; a network failure becomes an IntakeError, an answer is returned."""
         try:
-            return self._session.post(self.endpoint, json=payload,
-                                      timeout=(min(self.timeout, 10.0), self.timeout))
-        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
-                requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
+            return self._session.post(
+                self.endpoint, json=payload, timeout=(min(self.timeout, 10.0), self.timeout)
+            )
+        except (
+            requests.exceptions.InvalidURL,
+            requests.exceptions.InvalidSchema,
+            requests.exceptions.MissingSchema,
+            requests.exceptions.InvalidHeader,
+        ) as exc:
             raise self._configuration_error(exc) from None
         except requests.RequestException as exc:
             raise self._network_error(exc) from None
@@ -271,18 +282,24 @@ class HttpEmbedder:
         if isinstance(exc, requests.Timeout) or isinstance(cause, ReadTimeoutError):
             return TransientError(
                 f"The embedding service did not answer within {self.timeout:g} s.",
-                code="embedding_timeout")
+                code="embedding_timeout",
+            )
         return TransientError(
             f"The embedding service at {display_url(self.url)} could not be reached.",
-            code="embedding_unavailable")
+            code="embedding_unavailable",
+        )
 
     def _configuration_error(self, exc: requests.RequestException) -> PermanentError:
         if isinstance(exc, requests.exceptions.InvalidHeader):
-            problem = ("The embedding API key is not a valid header value. "
-                       "Check INTAKE_EMBEDDING_API_KEY, then Retry.")
+            problem = (
+                "The embedding API key is not a valid header value. "
+                "Check INTAKE_EMBEDDING_API_KEY, then Retry."
+            )
         else:
-            problem = (f"INTAKE_EMBEDDING_URL ({display_url(self.url)}) is not a usable "
-                       f"http(s) URL. Fix it, then Retry.")
+            problem = (
+                f"INTAKE_EMBEDDING_URL ({display_url(self.url)}) is not a usable "
+                f"http(s) URL. Fix it, then Retry."
+            )
         return PermanentError(problem, code="embedding_rejected", retryable=True)
 
     def _read_vectors(self, response: requests.Response, expected: int) -> np.ndarray:
@@ -294,32 +311,49 @@ class HttpEmbedder:
             vectors = np.array([item["embedding"] for item in items], dtype=np.float32)
         except (ValueError, KeyError, TypeError, AttributeError):
             vectors = None
-        if (vectors is None or vectors.ndim != 2 or vectors.shape[1] == 0
-                or (self.dimension and vectors.shape[1] != self.dimension)
-                or not np.isfinite(vectors).all()):
+        if (
+            vectors is None
+            or vectors.ndim != 2
+            or vectors.shape[1] == 0
+            or (self.dimension and vectors.shape[1] != self.dimension)
+            or not np.isfinite(vectors).all()
+        ):
             raise TransientError(
                 f"The embedding service sent an answer Intake cannot read (expected {expected} "
-                f"vectors of one length).", code="embedding_bad_response")
+                f"vectors of one length).",
+                code="embedding_bad_response",
+            )
         return vectors
 
 
-def _status_error(response: requests.Response,
-                  retry_after: float | None = None) -> TransientError | PermanentError:
+def _status_error(
+    response: requests.Response, retry_after: float | None = None
+) -> TransientError | PermanentError:
     """Classify an error status: 408, 429 and 5xx may pass; other answers need a fix first.
     `retry_after`: the pause the service asked for, too long to wait out within the attempt."""
     status = response.status_code
-    pause = (f" It asked Intake to wait {math.ceil(retry_after)} s; the next attempt starts "
-             f"after that." if retry_after is not None else "")
+    pause = (
+        f" It asked Intake to wait {math.ceil(retry_after)} s; the next attempt starts after that."
+        if retry_after is not None
+        else ""
+    )
     if status == 429:
-        return TransientError(f"The embedding service is rate-limiting Intake (HTTP 429).{pause}",
-                              code="embedding_rate_limited", retry_after=retry_after)
+        return TransientError(
+            f"The embedding service is rate-limiting Intake (HTTP 429).{pause}",
+            code="embedding_rate_limited",
+            retry_after=retry_after,
+        )
     if status == 408:
-        return TransientError("The embedding service timed out on the request (HTTP 408).",
-                              code="embedding_timeout")
+        return TransientError(
+            "The embedding service timed out on the request (HTTP 408).", code="embedding_timeout"
+        )
     if status >= 500:
-        return TransientError(f"The embedding service answered {status} "
-                              f"({response.reason or 'server error'}).{pause}",
-                              code="embedding_unavailable", retry_after=retry_after)
+        return TransientError(
+            f"The embedding service answered {status} "
+            f"({response.reason or 'server error'}).{pause}",
+            code="embedding_unavailable",
+            retry_after=retry_after,
+        )
     detail = _service_detail(response)
     if status in (401, 403):
         hint = "refused the API key"
@@ -327,8 +361,11 @@ def _status_error(response: requests.Response,
     else:
         hint = "rejected the request"
         fix = "Check INTAKE_EMBEDDING_URL and INTAKE_EMBEDDING_MODEL, then Retry."
-    return PermanentError(f"The embedding service {hint} (HTTP {status}{detail}). {fix}",
-                          code="embedding_rejected", retryable=True)
+    return PermanentError(
+        f"The embedding service {hint} (HTTP {status}{detail}). {fix}",
+        code="embedding_rejected",
+        retryable=True,
+    )
 
 
 def _refused_single_text(response: requests.Response) -> PermanentError:
@@ -336,16 +373,21 @@ def _refused_single_text(response: requests.Response) -> PermanentError:
     return PermanentError(
         f"The embedding service refused a request even with a single text in it (HTTP "
         f"{response.status_code}{_service_detail(response)}). Lower INTAKE_CHUNK_SIZE or check "
-        f"the service's limits, then Retry.", code="embedding_rejected", retryable=True)
+        f"the service's limits, then Retry.",
+        code="embedding_rejected",
+        retryable=True,
+    )
 
 
 def make_embedder(settings: Settings, timeout: float | None = None) -> Embedder:
     """The embedder the settings ask for: HTTP when INTAKE_EMBEDDING_URL is set, else local.
     `timeout`: the HTTP one's, when not INTAKE_EMBEDDING_TIMEOUT (a search's is short)."""
     if settings.embedding_url:
-        return HttpEmbedder(settings.embedding_url,
-                            settings.embedding_model or DEFAULT_HTTP_MODEL,
-                            api_key=settings.embedding_api_key,
-                            timeout=settings.embedding_timeout if timeout is None else timeout,
-                            batch_size=settings.embedding_batch_size)
+        return HttpEmbedder(
+            settings.embedding_url,
+            settings.embedding_model or DEFAULT_HTTP_MODEL,
+            api_key=settings.embedding_api_key,
+            timeout=settings.embedding_timeout if timeout is None else timeout,
+            batch_size=settings.embedding_batch_size,
+        )
     return LocalEmbedder()

@@ -10,6 +10,7 @@ applies it on the knowledge base's Redis right after (jobs.kb.pending_flips).
 Searches only read, so they can also run on read replicas of the knowledge base's Redis
 (INTAKE_KB_REPLICA_URLS, `kb_replicas`): the search rate then grows with the replicas' cores.
 """
+
 from __future__ import annotations
 
 from redis import Redis

@@ -14,6 +14,7 @@ What a flip or a delete leaves behind (the rows and texts of dead ids, their vec
 ids inside posting strings) is garbage: `collect_garbage` deletes it after the fact, and
 compacts a posting string once a quarter of it is dead.
 """
+
 from __future__ import annotations
 
 import json
@@ -116,8 +117,9 @@ def _check(doc: IndexedDocument) -> tuple[str, int, np.ndarray | None, list[dict
     return form, dim, dense, locations
 
 
-def stage(connection: Redis, doc: IndexedDocument,
-          vectors: VectorWriter | None = None) -> StagedDocument:
+def stage(
+    connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None
+) -> StagedDocument:
     """Write a document under new chunk ids, in pieces, ready for `queue_flip`.
 
     Every document gets lexical postings (for dense documents too: that is the search that
@@ -137,16 +139,39 @@ def stage(connection: Redis, doc: IndexedDocument,
     first = stop - size
     run = f"{first}:{stop}"
     staged = StagedDocument(
-        tenant, doc.document_id, first, stop,
-        (keys.kb_document(tenant, doc.document_id), keys.kb_documents(tenant),
-         keys.kb_generation(tenant), keys.tenant_chunks(tenant), keys.kb_live(tenant),
-         keys.kb_staged(tenant), keys.kb_garbage(tenant), keys.kb_total_chunks()),
-        (doc.version, doc.task_id, doc.document_id, doc.filename, len(doc.texts), first, stop,
-         form, dim, "store" if dense is not None and vectors is not None else "none", run))
+        tenant,
+        doc.document_id,
+        first,
+        stop,
+        (
+            keys.kb_document(tenant, doc.document_id),
+            keys.kb_documents(tenant),
+            keys.kb_generation(tenant),
+            keys.tenant_chunks(tenant),
+            keys.kb_live(tenant),
+            keys.kb_staged(tenant),
+            keys.kb_garbage(tenant),
+            keys.kb_total_chunks(),
+        ),
+        (
+            doc.version,
+            doc.task_id,
+            doc.document_id,
+            doc.filename,
+            len(doc.texts),
+            first,
+            stop,
+            form,
+            dim,
+            "store" if dense is not None and vectors is not None else "none",
+            run,
+        ),
+    )
     try:
         digest = keys.document_digest(doc.document_id)
-        write_lexical(connection, tenant, first, lexical, reference, texts=(
-            digest, doc.texts, locations))
+        write_lexical(
+            connection, tenant, first, lexical, reference, texts=(digest, doc.texts, locations)
+        )
         if dense is not None and vectors is not None:
             vectors.write(tenant, first, dense)
     except BaseException:
@@ -155,9 +180,16 @@ def stage(connection: Redis, doc: IndexedDocument,
     return staged
 
 
-def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
-                  reference: float, *, texts: tuple[str, list[str], list[dict[str, Any]]] | None
-                  = None, guard: Any = None) -> bool:
+def write_lexical(
+    connection: Redis,
+    tenant: str,
+    first: int,
+    rows: SparseRows,
+    reference: float,
+    *,
+    texts: tuple[str, list[str], list[dict[str, Any]]] | None = None,
+    guard: Any = None,
+) -> bool:
     """Write the lexical entries of chunks ``first…`` (and their texts, when given: the
     document's digest, texts and locations); False when `guard` refused a piece.
 
@@ -175,8 +207,11 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
     rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
     stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
     groups = encoded.groups
-    together = len(rows) <= ROWS_PER_PIECE and len(groups) <= GROUPS_PER_CALL and sum(
-        len(group.ids) + 24 for group in groups) < PIECE_BYTES
+    together = (
+        len(rows) <= ROWS_PER_PIECE
+        and len(groups) <= GROUPS_PER_CALL
+        and sum(len(group.ids) + 24 for group in groups) < PIECE_BYTES
+    )
     for start in range(0, len(rows), ROWS_PER_PIECE):
         stop = min(start + ROWS_PER_PIECE, len(rows))
         lo, hi = int(rows.indptr[start]), int(rows.indptr[stop])
@@ -206,7 +241,7 @@ def write_lexical(connection: Redis, tenant: str, first: int, rows: SparseRows,
         return True
     pipe, held = connection.pipeline(transaction=False), 0
     for start in range(0, len(groups), GROUPS_PER_CALL):
-        call = groups[start:start + GROUPS_PER_CALL]
+        call = groups[start : start + GROUPS_PER_CALL]
         _append_postings(pipe, tenant, call)
         held += sum(len(group.ids) + 24 for group in call)
         if held >= PIECE_BYTES:
@@ -221,8 +256,10 @@ def _append_postings(pipe: Pipeline, tenant: str, groups: list[postings.Group]) 
     names: list[str] = []
     args: list[Any] = []
     for group in groups:
-        names += [keys.kb_postings(tenant, group.name, group.level),
-                  keys.kb_levels(tenant, group.name)]
+        names += [
+            keys.kb_postings(tenant, group.name, group.level),
+            keys.kb_levels(tenant, group.name),
+        ]
         args += [group.level, group.ids, group.max_tf, group.min_length]
     _APPEND_POSTINGS(pipe, more_keys=names, rest=args)
 
@@ -243,8 +280,13 @@ def discard(connection: Redis, staged: StagedDocument) -> None:
     _discard(connection, staged.tenant, staged.run)
 
 
-def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None = None, *,
-          keep_legacy: bool = False) -> bool:
+def write(
+    connection: Redis,
+    doc: IndexedDocument,
+    vectors: VectorWriter | None = None,
+    *,
+    keep_legacy: bool = False,
+) -> bool:
     """Stage and flip one document outside any task (migrations, benchmarks, tests); True
     when it is now the indexed version."""
     staged = stage(connection, doc, vectors)
@@ -257,12 +299,21 @@ def write(connection: Redis, doc: IndexedDocument, vectors: VectorWriter | None 
 
 def quota_keys(tenant: str, document_id: str) -> list[str]:
     """What `check_chunk_limit` reads: WATCH them so the check holds until the write."""
-    return [keys.tenant_chunks(tenant), keys.kb_document(tenant, document_id),
-            keys.kb_total_chunks()]
+    return [
+        keys.tenant_chunks(tenant),
+        keys.kb_document(tenant, document_id),
+        keys.kb_total_chunks(),
+    ]
 
 
-def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, chunks: int,
-                      limit: int, total_limit: int) -> int:
+def check_chunk_limit(
+    reader: Redis | Pipeline,
+    tenant: str,
+    document_id: str,
+    chunks: int,
+    limit: int,
+    total_limit: int,
+) -> int:
     """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT
     or all tenants together past INTAKE_KB_CHUNK_LIMIT; returns how many chunks its indexed
     version holds (0: none, so its flip leaves no garbage).
@@ -278,22 +329,30 @@ def check_chunk_limit(reader: Redis | Pipeline, tenant: str, document_id: str, c
         raise PermanentError(
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
             f"document needs {chunks:,}. Delete documents you no longer need, then Retry.",
-            code="knowledge_base_full", step="indexing", retryable=True)
+            code="knowledge_base_full",
+            step="indexing",
+            retryable=True,
+        )
     if total - previous + chunks > total_limit:
         raise PermanentError(
             f"The service's knowledge base is full: all its users together hold {total:,} of "
             f"its {total_limit:,} chunks and this document needs {chunks:,}. Retry once "
             "documents were deleted (deleting your own makes room too).",
-            code="knowledge_base_full", step="indexing", retryable=True)
+            code="knowledge_base_full",
+            step="indexing",
+            retryable=True,
+        )
     return previous
 
 
-def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: str,
-                    offset: int, limit: int) -> tuple[int, list[dict[str, Any]]] | None:
+def document_chunks(
+    connection: Redis, tenant: str, document_id: str, task_id: str, offset: int, limit: int
+) -> tuple[int, list[dict[str, Any]]] | None:
     """The total and one page of the chunks the task indexed, or None when the knowledge base
     holds no chunks of that task (never indexed, deleted, or replaced by a newer version)."""
-    owner, chunks, first = connection.hmget(keys.kb_document(tenant, document_id),
-                                            "task_id", "chunks", "first")
+    owner, chunks, first = connection.hmget(
+        keys.kb_document(tenant, document_id), "task_id", "chunks", "first"
+    )
     if owner is None or owner.decode() != task_id or first is None:
         return None
     total, first = int(chunks), int(first)
@@ -309,8 +368,14 @@ def document_chunks(connection: Redis, tenant: str, document_id: str, task_id: s
     return total, found
 
 
-def remove_document(connection: Redis, tenant: str, document_id: str,
-                    vectors: VectorWriter | None = None, *, tombstone: bool = False) -> bool:
+def remove_document(
+    connection: Redis,
+    tenant: str,
+    document_id: str,
+    vectors: VectorWriter | None = None,
+    *,
+    tombstone: bool = False,
+) -> bool:
     """Delete a document's chunks; True when there was one. It leaves search at once; its
     entries are deleted right after. `tombstone`: no flip of a version staged before now
     lands afterwards (a flip on its way from another Redis: jobs.kb.pending_flips)."""
@@ -370,8 +435,9 @@ def garbage_waiting(connection: Redis, tenant: str) -> int:
     return int(connection.llen(keys.kb_garbage(tenant)))
 
 
-def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None = None,
-                    runs: int = 1000) -> int:
+def collect_garbage(
+    connection: Redis, tenant: str, vectors: VectorWriter | None = None, runs: int = 1000
+) -> int:
     """Delete the entries of up to `runs` dead runs of chunk ids; returns how many runs.
 
     A run stays at the head of the list until its entries are gone, so a crash midway only
@@ -383,12 +449,12 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
     pipe = connection.pipeline(transaction=False)
     pipe.zrangebyscore(keys.kb_staged(tenant), "-inf", horizon)
     pipe.lindex(keys.kb_garbage(tenant), 0)
-    stale, run = pipe.execute()   # one round trip when there is nothing to do
+    stale, run = pipe.execute()  # one round trip when there is nothing to do
     if not stale and run is None:
         return 0
     lock, token = keys.kb_collector(tenant), uuid.uuid4().hex
     if not connection.set(lock, token, nx=True, px=COLLECTOR_LOCK_MS):
-        return 0   # another process is collecting this tenant's garbage
+        return 0  # another process is collecting this tenant's garbage
     try:
         for old in stale:
             _discard(connection, tenant, old)
@@ -396,11 +462,12 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
         while done < runs:
             # The runs at the head, together: a re-index replaces documents faster than one
             # collection per run keeps up with, and their rows go in shared steps.
-            batch = connection.lrange(keys.kb_garbage(tenant), 0,
-                                      min(RUNS_PER_COLLECTION, runs - done) - 1)
+            batch = connection.lrange(
+                keys.kb_garbage(tenant), 0, min(RUNS_PER_COLLECTION, runs - done) - 1
+            )
             if not batch:
                 break
-            spans = [tuple(int(n) for n in run.split(b":")) for run in batch]
+            spans = [(int(first), int(stop)) for first, stop in (r.split(b":") for r in batch)]
             if not _delete_runs(connection, tenant, spans, (lock, token)):
                 break
             if vectors is not None:
@@ -414,8 +481,13 @@ def collect_garbage(connection: Redis, tenant: str, vectors: VectorWriter | None
         _RELEASE(connection, keys={"lock": lock}, args={"token": token})
 
 
-def _delete_runs(connection: Redis, tenant: str, spans: list[tuple[int, int]],
-                 lock: tuple[str, str], step: int = 1000) -> bool:
+def _delete_runs(
+    connection: Redis,
+    tenant: str,
+    spans: list[tuple[int, int]],
+    lock: tuple[str, str],
+    step: int = 1000,
+) -> bool:
     """Delete the rows and texts of every run [first, stop) of `spans` and take what their rows
     added out of the tenant's statistics, in one MULTI per `step` ids that lands only while this
     collector holds the lock (a crash midway: the next collection finds only the rows left);
@@ -423,21 +495,26 @@ def _delete_runs(connection: Redis, tenant: str, spans: list[tuple[int, int]],
     False: the lock was lost.
     """
     every = [chunk_id for first, stop in spans for chunk_id in range(first, stop)]
-    rows_key, texts_key, dead_key = keys.kb_rows(tenant), keys.kb_texts(tenant), keys.kb_dead(
-        tenant)
+    rows_key, texts_key, dead_key = (
+        keys.kb_rows(tenant),
+        keys.kb_texts(tenant),
+        keys.kb_dead(tenant),
+    )
     stats = (keys.kb_term_chunks(tenant), keys.kb_lexical_stats(tenant))
     lock_key, token = lock
     touched: set[str] = set()
     for start in range(0, len(every), step):
-        ids = every[start:start + step]
+        ids = every[start : start + step]
         with connection.pipeline(transaction=True) as pipe:
             pipe.watch(lock_key)
             if pipe.get(lock_key) != token.encode():
                 return False
-            dead = postings.dead_entries([row for row in pipe.hmget(rows_key, ids)
-                                          if row is not None])
-            posting_counts = {keys.kb_postings(tenant, name, level): count
-                              for name, level, count in dead.groups}
+            dead = postings.dead_entries(
+                [row for row in pipe.hmget(rows_key, ids) if row is not None]
+            )
+            posting_counts = {
+                keys.kb_postings(tenant, name, level): count for name, level, count in dead.groups
+            }
             pipe.multi()
             pipe.pexpire(lock_key, COLLECTOR_LOCK_MS)
             pipe.hdel(rows_key, *ids)
@@ -470,8 +547,11 @@ def _worth_compacting(connection: Redis, tenant: str, posting_keys: list[str]) -
     for key in posting_keys:
         pipe.strlen(key)
     dead, *sizes = pipe.execute()
-    return [key for key, count, size in zip(posting_keys, dead, sizes)
-            if count and int(count) * 4 >= size // postings.CHUNK_ID.itemsize]
+    return [
+        key
+        for key, count, size in zip(posting_keys, dead, sizes)
+        if count and int(count) * 4 >= size // postings.CHUNK_ID.itemsize
+    ]
 
 
 def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
@@ -489,14 +569,13 @@ def compact_if_worth_it(connection: Redis, tenant: str, key: str) -> bool:
                 size = int(pipe.strlen(key)) // postings.CHUNK_ID.itemsize
                 if dead == 0 or dead * 4 < size:
                     return False
-                ids = np.frombuffer(pipe.get(key) or b"", dtype=postings.CHUNK_ID).astype(
-                    np.int64)
+                ids = np.frombuffer(pipe.get(key) or b"", dtype=postings.CHUNK_ID).astype(np.int64)
                 live = _live_bits(pipe, live_key, ids)
                 kept = ids[live].astype(postings.CHUNK_ID).tobytes()
                 pipe.multi()
                 if kept:
                     pipe.set(key, kept)
-                else:   # the level is gone: its bound with it
+                else:  # the level is gone: its bound with it
                     pipe.delete(key)
                     name, level = key.rsplit(":", 2)[1:]
                     pipe.hdel(keys.kb_levels(tenant, name), level)
@@ -524,7 +603,7 @@ def ensure_chunk_counts(connection: Redis) -> None:
     head, tail = keys.kb_documents("\0").split("\0")
     tenants = []
     for key in connection.scan_iter(match=keys.kb_documents("*"), count=500):
-        tenant = key.decode()[len(head):-len(tail)]
+        tenant = key.decode()[len(head) : -len(tail)]
         tenants.append(tenant)
         if not connection.exists(keys.tenant_chunks(tenant)):
             _COUNT_TENANT(connection, keys={"tenant_chunks": keys.tenant_chunks(tenant),

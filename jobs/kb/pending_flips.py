@@ -14,6 +14,7 @@ then removes the document from the knowledge base leaving a tombstone (jobs.kb.i
 `remove_document`): a flip already read by a worker or by housekeeping is of a run staged
 before the delete, which the tombstone refuses, so nothing brings a deleted document back.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,13 @@ _FORGET = scripts.load(__file__, "pending_flips_forget")
 
 def queue_record(pipe: Pipeline, task_id: str, staged: index.StagedDocument) -> None:
     """Queue, on the commit's MULTI (queue's Redis), the record of the flip to apply."""
-    pipe.hset(keys.pending_flips(), task_id, json.dumps(
-        {"at": time.time(), "keys": list(staged.flip_keys), "args": list(staged.flip_args)}))
+    pipe.hset(
+        keys.pending_flips(),
+        task_id,
+        json.dumps(
+            {"at": time.time(), "keys": list(staged.flip_keys), "args": list(staged.flip_args)}
+        ),
+    )
 
 
 def queue_forget(pipe: Pipeline, task_ids: list[str]) -> None:

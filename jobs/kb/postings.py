@@ -12,14 +12,15 @@ What stays right as documents come and go: a level only orders a term's postings
 computed once, with the fixed L, and never re-written. What bounds a level's scores is kept
 beside it: the largest tf and the shortest chunk among its postings (the term's levels hash),
 from which the search computes the most any of them scores with today's average length; where
-all of a level's chunks are alike, that bound is their very score, and a search stops there. Each chunk keeps its own row,
-``length (4 bytes)`` then ``bucket (4) + tf (2) + level (1)`` per term sorted by bucket, from
-which a candidate is scored exactly, with the inverse document frequencies and the average
-length of the moment. Integers are big-endian so the search script can read them with
-``string.byte`` (fakeredis's Lua has no ``struct``).
+all of a level's chunks are alike, that bound is their very score, and a search stops there. Each
+chunk keeps its own row, ``length (4 bytes)`` then ``bucket (4) + tf (2) + level (1)`` per term
+sorted by bucket, from which a candidate is scored exactly, with the inverse document frequencies
+and the average length of the moment. Integers are big-endian so the search script can read them
+with ``string.byte`` (fakeredis's Lua has no ``struct``).
 
 Pure: no redis.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -106,23 +107,37 @@ def encode(rows: SparseRows, first: int, reference: float = REFERENCE_LENGTH) ->
     records["level"] = levels
     blob = records.tobytes()
     size = ROW_RECORD.itemsize
-    row_bytes = [np.array(length, ROW_HEADER).tobytes() + blob[int(a) * size:int(b) * size]
-                 for length, a, b in zip(lengths.tolist(), rows.indptr[:-1], rows.indptr[1:])]
+    row_bytes = [
+        np.array(length, ROW_HEADER).tobytes() + blob[int(a) * size : int(b) * size]
+        for length, a, b in zip(lengths.tolist(), rows.indptr[:-1], rows.indptr[1:])
+    ]
     # Group by (bucket, level); within a group chunk ids ascend (lexsort is stable).
     order = np.lexsort((chunk, levels, buckets))
     keyed = buckets[order] * LEVELS + levels[order]
     ids = chunk[order].astype(CHUNK_ID).tobytes()
-    starts = np.flatnonzero(np.r_[True, keyed[1:] != keyed[:-1]]) if len(keyed) else np.zeros(
-        0, np.int64)
+    starts = (
+        np.flatnonzero(np.r_[True, keyed[1:] != keyed[:-1]])
+        if len(keyed)
+        else np.zeros(0, np.int64)
+    )
     stops = np.r_[starts[1:], len(keyed)]
     max_tf = np.maximum.reduceat(tf[order], starts) if len(starts) else starts
-    min_length = (np.minimum.reduceat(np.repeat(lengths, counts)[order], starts) if len(starts)
-                  else starts)
+    min_length = (
+        np.minimum.reduceat(np.repeat(lengths, counts)[order], starts) if len(starts) else starts
+    )
     width = CHUNK_ID.itemsize
-    groups = [Group(bucket_name(keyed[a] // LEVELS), int(keyed[a] % LEVELS),
-                    ids[a * width:b * width], int(high), int(low))
-              for a, b, high, low in zip(starts.tolist(), stops.tolist(), max_tf.tolist(),
-                                         min_length.tolist())]
+    groups = [
+        Group(
+            bucket_name(keyed[a] // LEVELS),
+            int(keyed[a] % LEVELS),
+            ids[a * width : b * width],
+            int(high),
+            int(low),
+        )
+        for a, b, high, low in zip(
+            starts.tolist(), stops.tolist(), max_tf.tolist(), min_length.tolist()
+        )
+    ]
     return Postings(groups, row_bytes)
 
 
@@ -157,11 +172,17 @@ def dead_entries(rows: list[bytes]) -> Dead:
     records = np.frombuffer(b"".join(row[header:] for row in rows), dtype=ROW_RECORD)
     if not len(records):
         return Dead([], {}, len(rows), length)
-    keyed, counts = np.unique(records["bucket"].astype(np.int64) * LEVELS + records["level"],
-                              return_counts=True)
-    groups = [(bucket_name(k // LEVELS), int(k % LEVELS), int(c))
-              for k, c in zip(keyed.tolist(), counts.tolist())]
+    keyed, counts = np.unique(
+        records["bucket"].astype(np.int64) * LEVELS + records["level"], return_counts=True
+    )
+    groups = [
+        (bucket_name(k // LEVELS), int(k % LEVELS), int(c))
+        for k, c in zip(keyed.tolist(), counts.tolist())
+    ]
     buckets, frequencies = np.unique(records["bucket"], return_counts=True)
-    return Dead(groups, {bucket_name(b): int(c) for b, c in zip(buckets.tolist(),
-                                                                frequencies.tolist())},
-                len(rows), length)
+    return Dead(
+        groups,
+        {bucket_name(b): int(c) for b, c in zip(buckets.tolist(), frequencies.tolist())},
+        len(rows),
+        length,
+    )

@@ -17,11 +17,13 @@ that much) would hold the primary, which every upload and task needs, the same w
 search is not run again: it answers SearchTimedOut (503 with Retry-After), and only the searches
 after it take the primary's turn while the replica is left alone.
 """
+
 from __future__ import annotations
 
 import itertools
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError

@@ -18,11 +18,13 @@ Dense vectors live in a vector engine (jobs.kb.vectors); what it finds is checke
 same live-chunk bitmap, so a chunk of a replaced or deleted document is never answered.
 Both scripts read each hit's text and document in the same call: one round trip, one snapshot.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from redis import Redis
 
@@ -66,9 +68,17 @@ def _answers(rows: Sequence[Sequence[bytes]]) -> list[dict[str, Any]]:
     hits = []
     for _cid, score, record, task_id, document_id, filename in rows:
         _digest, chunk, text, location = json.loads(record)
-        hits.append({"text": text, "score": round(float(score), 6), "task_id": task_id.decode(),
-                     "document_id": document_id.decode(), "filename": filename.decode(),
-                     "chunk": chunk, "location": location or {}})
+        hits.append(
+            {
+                "text": text,
+                "score": round(float(score), 6),
+                "task_id": task_id.decode(),
+                "document_id": document_id.decode(),
+                "filename": filename.decode(),
+                "chunk": chunk,
+                "location": location or {},
+            }
+        )
     return hits
 
 
@@ -76,8 +86,9 @@ class Retriever:
     """Searches one Redis; holds nothing of the knowledge base itself (only the scripts).
     `replica`: that Redis is a read replica."""
 
-    def __init__(self, connection: Redis, budget: int = DEFAULT_BUDGET, *,
-                 replica: bool = False) -> None:
+    def __init__(
+        self, connection: Redis, budget: int = DEFAULT_BUDGET, *, replica: bool = False
+    ) -> None:
         self.budget = budget
         self.connection = connection
         self._lexical, self._dense = (_LEXICAL_RO, _DENSE_RO) if replica else (_LEXICAL, _DENSE)
@@ -113,8 +124,9 @@ class Retriever:
                 return Found(_answers(reply), status == 1, total)
             state = reply.decode()
 
-    def hydrate(self, tenant: str, found: Sequence[tuple[int, float]],
-                k: int) -> list[dict[str, Any]]:
+    def hydrate(
+        self, tenant: str, found: Sequence[tuple[int, float]], k: int
+    ) -> list[dict[str, Any]]:
         """The live ones of a vector engine's (chunk id, score) pairs, as answers, at most k."""
         if not found:
             return []

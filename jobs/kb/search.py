@@ -17,10 +17,12 @@ A query's request counts against the shared embedding budget (jobs.embedding.bud
 waits for it: while the service asked for a pause, or the budget has no place free now, the
 answer is the lexical one at once (and the breaker is left alone: nothing failed).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from redis import Redis
@@ -100,10 +102,15 @@ def scored_by(name: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class Searcher:
-    def __init__(self, connection: Redis, embedder: Embedder, breaker_seconds: int = 30,
-                 vectors: VectorReader | None = None,
-                 budget: EmbeddingBudget | None = None,
-                 replicas: Sequence[Redis] = ()) -> None:
+    def __init__(
+        self,
+        connection: Redis,
+        embedder: Embedder,
+        breaker_seconds: int = 30,
+        vectors: VectorReader | None = None,
+        budget: EmbeddingBudget | None = None,
+        replicas: Sequence[Redis] = (),
+    ) -> None:
         self.connection = connection
         self.embedder = embedder
         self.budget = budget
@@ -116,8 +123,7 @@ class Searcher:
         # The local embedder is the lexical index itself: nothing remote to call.
         self.remote = not isinstance(embedder, LocalEmbedder)
 
-    def search(self, tenant: str, query: str, k: int = 10,
-               mode: str | None = None) -> SearchAnswer:
+    def search(self, tenant: str, query: str, k: int = 10, mode: str | None = None) -> SearchAnswer:
         """Top-k (at most MAX_SEARCH_K) chunks of the tenant's succeeded documents, ranked as
         `mode` says (None: hybrid where dense vectors exist, else lexical). Raises ValueError
         for a mode not in SEARCH_MODES."""
@@ -137,19 +143,30 @@ class Searcher:
         if wanted == DENSE_MODE:
             return SearchAnswer(scored_by(DENSE_MODE, dense), DENSE_MODE)
         lexical = self._lexical_found(tenant, query, candidates(k))
-        return SearchAnswer(fuse({LEXICAL_MODE: lexical.hits, DENSE_MODE: dense}, k),
-                            HYBRID_MODE, exact=lexical.exact)
+        return SearchAnswer(
+            fuse({LEXICAL_MODE: lexical.hits, DENSE_MODE: dense}, k),
+            HYBRID_MODE,
+            exact=lexical.exact,
+        )
 
     def _no_dense_notice(self, explicit: bool) -> str | None:
         """None when dense vectors exist; else the notice for the answer by words ("" when
         nothing needs saying: the local embedder, and meaning not asked for)."""
         if not self.remote:
-            return (("Search by meaning needs an embedding service (INTAKE_EMBEDDING_URL) and "
-                     "a vector database, and no embedding service is configured, so these "
-                     "results match your words only.") if explicit else "")
+            return (
+                (
+                    "Search by meaning needs an embedding service (INTAKE_EMBEDDING_URL) and "
+                    "a vector database, and no embedding service is configured, so these "
+                    "results match your words only."
+                )
+                if explicit
+                else ""
+            )
         if self.vectors is None:
-            return ("No vector database is configured (INTAKE_VECTOR_DATABASE_URL), so these "
-                    "results match your words only.")
+            return (
+                "No vector database is configured (INTAKE_VECTOR_DATABASE_URL), so these "
+                "results match your words only."
+            )
         return None
 
     def _dense_hits(self, tenant: str, query: str, depth: int) -> list[dict[str, Any]]:
@@ -184,8 +201,7 @@ class Searcher:
 
     def _lexical(self, tenant: str, query: str, k: int, notice: str) -> SearchAnswer:
         found = self._lexical_found(tenant, query, k)
-        return SearchAnswer(scored_by(LEXICAL_MODE, found.hits), LEXICAL_MODE, notice,
-                            found.exact)
+        return SearchAnswer(scored_by(LEXICAL_MODE, found.hits), LEXICAL_MODE, notice, found.exact)
 
     def _lexical_found(self, tenant: str, query: str, k: int) -> Found:
         """The lexical ranking's top k: the one place a query's words become its query row."""
@@ -198,5 +214,7 @@ def _unavailable_notice(reason: str) -> str:
 
 
 def _fallback_notice(reason: str, seconds: int) -> str:
-    return (f"Search by meaning is unavailable: {reason}. These results match your words only; "
-            f"search by meaning is tried again in {seconds} s.")
+    return (
+        f"Search by meaning is unavailable: {reason}. These results match your words only; "
+        f"search by meaning is tried again in {seconds} s."
+    )

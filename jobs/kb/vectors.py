@@ -27,6 +27,7 @@ Failures to reach PostgreSQL raise `TransientError` (a pipeline attempt retries,
 the service is unavailable); a server without pgvector or a role that may not create it raises
 `PermanentError` that a person fixes, then retries. This module is pure: no rq, redis or flask.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,7 +35,8 @@ import math
 import os
 import re
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import psycopg
@@ -73,11 +75,19 @@ def _copy_rows(tenant: str, first: int, vectors: np.ndarray) -> bytes:
     """
     count, dim = vectors.shape
     name = tenant.encode("utf-8")
-    row = np.dtype([("fields", ">i2"),
-                    ("tenant_len", ">i4"), ("tenant", f"S{len(name)}"),
-                    ("chunk_len", ">i4"), ("chunk", ">i8"),
-                    ("vector_len", ">i4"), ("dim", ">i2"), ("unused", ">i2"),
-                    ("vector", ">f4", (dim,))])
+    row = np.dtype(
+        [
+            ("fields", ">i2"),
+            ("tenant_len", ">i4"),
+            ("tenant", f"S{len(name)}"),
+            ("chunk_len", ">i4"),
+            ("chunk", ">i8"),
+            ("vector_len", ">i4"),
+            ("dim", ">i2"),
+            ("unused", ">i2"),
+            ("vector", ">f4", (dim,)),
+        ]
+    )
     rows = np.zeros(count, dtype=row)
     rows["fields"] = 3
     rows["tenant_len"] = len(name)
@@ -96,14 +106,16 @@ def nearest_query(dim: int) -> sql.Composed:
     itself, ascending, with a LIMIT: the shape pgvector's HNSW index answers."""
     return sql.SQL(
         "SELECT chunk, embedding <=> %s::vector AS distance FROM {} WHERE tenant = %s "
-        "ORDER BY distance LIMIT %s").format(sql.Identifier(f"{TABLE_PREFIX}{dim}"))
+        "ORDER BY distance LIMIT %s"
+    ).format(sql.Identifier(f"{TABLE_PREFIX}{dim}"))
 
 
 class VectorStore:
     """Each tenant's chunk vectors, nearest-neighbour search over them, and their deletion."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0,
-                 statement_timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, *, connect_timeout: float = 5.0, statement_timeout: float = 30.0
+    ) -> None:
         """`url`: a postgresql:// URL (INTAKE_VECTOR_DATABASE_URL). Nothing connects until the
         first call; `statement_timeout` bounds every statement so a stuck server cannot hold a
         search or a worker forever."""
@@ -147,18 +159,25 @@ class VectorStore:
         def run(connection: psycopg.Connection) -> None:
             self._ensure_table(connection, dim)
             with connection.transaction(), connection.cursor() as cursor:
-                cursor.execute(sql.SQL(
-                    "CREATE TEMPORARY TABLE IF NOT EXISTS {} (tenant text, chunk bigint, "
-                    "embedding vector({})) ON COMMIT DELETE ROWS").format(
-                        staging, sql.Literal(dim)))
-                with cursor.copy(sql.SQL("COPY {} (tenant, chunk, embedding) FROM STDIN "
-                                         "WITH (FORMAT BINARY)").format(staging)) as copy:
+                cursor.execute(
+                    sql.SQL(
+                        "CREATE TEMPORARY TABLE IF NOT EXISTS {} (tenant text, chunk bigint, "
+                        "embedding vector({})) ON COMMIT DELETE ROWS"
+                    ).format(staging, sql.Literal(dim))
+                )
+                with cursor.copy(
+                    sql.SQL(
+                        "COPY {} (tenant, chunk, embedding) FROM STDIN WITH (FORMAT BINARY)"
+                    ).format(staging)
+                ) as copy:
                     copy.write(payload)
-                cursor.execute(sql.SQL(
-                    "INSERT INTO {} (tenant, chunk, embedding) SELECT tenant, chunk, embedding "
-                    "FROM {} ON CONFLICT (tenant, chunk) DO UPDATE SET embedding = "
-                    "EXCLUDED.embedding WHERE {}.embedding IS DISTINCT FROM EXCLUDED.embedding"
-                ).format(table, staging, table))
+                cursor.execute(
+                    sql.SQL(
+                        "INSERT INTO {} (tenant, chunk, embedding) SELECT tenant, chunk, embedding "
+                        "FROM {} ON CONFLICT (tenant, chunk) DO UPDATE SET embedding = "
+                        "EXCLUDED.embedding WHERE {}.embedding IS DISTINCT FROM EXCLUDED.embedding"
+                    ).format(table, staging, table)
+                )
 
         self._run(run)
 
@@ -187,8 +206,9 @@ class VectorStore:
                 return []
             iterative = self._supports_iterative_scan(connection)
             with connection.transaction(), connection.cursor() as cursor:
-                cursor.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
-                    sql.Literal(ef_search)))
+                cursor.execute(
+                    sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search))
+                )
                 if iterative:
                     cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 # Never a prepared statement: a cached plan ignores the settings above and the
@@ -197,15 +217,19 @@ class VectorStore:
                 if len(rows) < limit:
                     # Exact: the tenant's rows through the primary key, sorted by distance.
                     cursor.execute("SET LOCAL enable_indexscan = off")
-                    rows = cursor.execute(query_sql, (literal, tenant, limit),
-                                          prepare=False).fetchall()
+                    rows = cursor.execute(
+                        query_sql, (literal, tenant, limit), prepare=False
+                    ).fetchall()
             return rows
 
         rows = self._run(run)
         # relaxed_order may return neighbours slightly out of order; a zero vector (a chunk
         # without words) has no cosine distance (NaN) and matches nothing.
-        hits = [(int(chunk), 1.0 - float(distance)) for chunk, distance in rows
-                if distance is not None and not math.isnan(distance)]
+        hits = [
+            (int(chunk), 1.0 - float(distance))
+            for chunk, distance in rows
+            if distance is not None and not math.isnan(distance)
+        ]
         hits.sort(key=lambda hit: (-hit[1], hit[0]))
         return hits[:limit]
 
@@ -217,9 +241,12 @@ class VectorStore:
         def run(connection: psycopg.Connection) -> None:
             with connection.transaction(), connection.cursor() as cursor:
                 for dim in self._existing_dimensions(connection):
-                    cursor.execute(sql.SQL(
-                        "DELETE FROM {} WHERE tenant = %s AND chunk >= %s AND chunk < %s").format(
-                            sql.Identifier(f"{TABLE_PREFIX}{dim}")), (tenant, first, stop))
+                    cursor.execute(
+                        sql.SQL(
+                            "DELETE FROM {} WHERE tenant = %s AND chunk >= %s AND chunk < %s"
+                        ).format(sql.Identifier(f"{TABLE_PREFIX}{dim}")),
+                        (tenant, first, stop),
+                    )
 
         self._run(run)
 
@@ -233,7 +260,7 @@ class VectorStore:
                 except psycopg.Error:
                     pass
 
-    def __enter__(self) -> "VectorStore":
+    def __enter__(self) -> VectorStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -243,9 +270,12 @@ class VectorStore:
 
     def _connect(self) -> psycopg.Connection:
         timeout_ms = max(1, int(self.statement_timeout * 1000))
-        connection = psycopg.connect(self.url, autocommit=True,
-                                     connect_timeout=max(1, math.ceil(self.connect_timeout)),
-                                     application_name="intake")
+        connection = psycopg.connect(
+            self.url,
+            autocommit=True,
+            connect_timeout=max(1, math.ceil(self.connect_timeout)),
+            application_name="intake",
+        )
         connection.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(timeout_ms)))
         return connection
 
@@ -282,9 +312,14 @@ class VectorStore:
                     return work(connection)
                 except psycopg.OperationalError as exc:
                     self._discard()
-                    if attempt == 1 and reused and not isinstance(exc, psycopg.errors.QueryCanceled):
-                        log.info("vector database connection lost, reconnecting: %s",
-                                 _first_line(exc))
+                    if (
+                        attempt == 1
+                        and reused
+                        and not isinstance(exc, psycopg.errors.QueryCanceled)
+                    ):
+                        log.info(
+                            "vector database connection lost, reconnecting: %s", _first_line(exc)
+                        )
                         continue
                     raise self._unavailable(exc) from None
                 except psycopg.Error as exc:
@@ -295,21 +330,29 @@ class VectorStore:
         if isinstance(exc, psycopg.errors.QueryCanceled):
             return TransientError(
                 f"The vector database at {display_url(self.url)} did not answer within "
-                f"{self.statement_timeout:g} s.", code="vector_database_unavailable")
+                f"{self.statement_timeout:g} s.",
+                code="vector_database_unavailable",
+            )
         return TransientError(
             f"The vector database at {display_url(self.url)} could not be reached "
-            f"({_first_line(exc)}).", code="vector_database_unavailable")
+            f"({_first_line(exc)}).",
+            code="vector_database_unavailable",
+        )
 
     def _rejected(self, exc: psycopg.Error) -> PermanentError:
         """An error that retrying the same call cannot fix: say what to do about it."""
         where = display_url(self.url)
         if isinstance(exc, (psycopg.errors.UndefinedFile, psycopg.errors.FeatureNotSupported)):
-            problem = (f"The PostgreSQL at {where} has no pgvector extension. Install pgvector "
-                       "on it (INTAKE_VECTOR_DATABASE_URL), then Retry.")
+            problem = (
+                f"The PostgreSQL at {where} has no pgvector extension. Install pgvector "
+                "on it (INTAKE_VECTOR_DATABASE_URL), then Retry."
+            )
         elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
-            problem = (f"The role of INTAKE_VECTOR_DATABASE_URL ({where}) may not do this: "
-                       f"{_first_line(exc)}. Run CREATE EXTENSION vector as an administrator "
-                       "or grant the role CREATE on its schema, then Retry.")
+            problem = (
+                f"The role of INTAKE_VECTOR_DATABASE_URL ({where}) may not do this: "
+                f"{_first_line(exc)}. Run CREATE EXTENSION vector as an administrator "
+                "or grant the role CREATE on its schema, then Retry."
+            )
         else:
             problem = f"The vector database at {where} refused a request: {_first_line(exc)}"
         return PermanentError(problem, code="vector_database_rejected", retryable=True)
@@ -324,20 +367,31 @@ class VectorStore:
         table = sql.Identifier(f"{TABLE_PREFIX}{dim}")
         with connection.transaction(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
-            if cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() \
-                    is None:
+            if (
+                cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+                is None
+            ):
                 cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            cursor.execute(sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (tenant text NOT NULL, chunk bigint NOT NULL, "
-                "embedding vector({}) NOT NULL, PRIMARY KEY (tenant, chunk))").format(
-                    table, sql.Literal(dim)))
+            cursor.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (tenant text NOT NULL, chunk bigint NOT NULL, "
+                    "embedding vector({}) NOT NULL, PRIMARY KEY (tenant, chunk))"
+                ).format(table, sql.Literal(dim))
+            )
             if dim <= HNSW_MAX_DIMENSION:
-                cursor.execute(sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
-                ).format(sql.Identifier(f"{TABLE_PREFIX}{dim}_hnsw"), table))
+                cursor.execute(
+                    sql.SQL(
+                        "CREATE INDEX IF NOT EXISTS {} ON {}"
+                        " USING hnsw (embedding vector_cosine_ops)"
+                    ).format(sql.Identifier(f"{TABLE_PREFIX}{dim}_hnsw"), table)
+                )
             else:
-                log.warning("%d-dimensional vectors: wider than pgvector's HNSW limit (%d), "
-                            "searched exactly", dim, HNSW_MAX_DIMENSION)
+                log.warning(
+                    "%d-dimensional vectors: wider than pgvector's HNSW limit (%d), "
+                    "searched exactly",
+                    dim,
+                    HNSW_MAX_DIMENSION,
+                )
         self._tables.add(dim)
 
     def _table_exists(self, connection: psycopg.Connection, dim: int) -> bool:
@@ -345,8 +399,9 @@ class VectorStore:
         create it at any time)."""
         if dim in self._tables:
             return True
-        row = connection.execute("SELECT to_regclass(%s) IS NOT NULL",
-                                 (f"{TABLE_PREFIX}{dim}",)).fetchone()
+        row = connection.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (f"{TABLE_PREFIX}{dim}",)
+        ).fetchone()
         if row is not None and row[0]:
             self._tables.add(dim)
             return True
@@ -356,9 +411,11 @@ class VectorStore:
         rows = connection.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema() "
-            "AND c.relname ~ '^intake_vectors_[0-9]+$'").fetchall()
-        dims = sorted(int(match.group(1)) for (name,) in rows
-                      if (match := TABLE_PATTERN.match(name)))
+            "AND c.relname ~ '^intake_vectors_[0-9]+$'"
+        ).fetchall()
+        dims = sorted(
+            int(match.group(1)) for (name,) in rows if (match := TABLE_PATTERN.match(name))
+        )
         self._tables.update(dims)
         return dims
 
@@ -366,9 +423,11 @@ class VectorStore:
         """pgvector ≥ 0.8 has hnsw.iterative_scan (asked once per store)."""
         if self._iterative_scan is None:
             row = connection.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-            version = tuple(int(part) for part in re.findall(r"[0-9]+", row[0])[:2]) \
-                if row else (0, 0)
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            version = (
+                tuple(int(part) for part in re.findall(r"[0-9]+", row[0])[:2]) if row else (0, 0)
+            )
             self._iterative_scan = version >= (0, 8)
         return self._iterative_scan
 

@@ -7,6 +7,7 @@ duplicates (docs/architecture.md §7, §9). Worked out once per process
 (jobs.worker.parts.Parts.version, jobs.intake.Intake), before any embedding, so a remote model's
 dimension learnt later never changes it.
 """
+
 from __future__ import annotations
 
 from jobs.core.settings import Settings
@@ -17,8 +18,10 @@ PIPELINE_CODE_VERSION = 2
 
 def pipeline_version(settings: Settings, embedder: Embedder) -> str:
     dimension = embedder.dimension or "auto"
-    version = (f"p{PIPELINE_CODE_VERSION}/chunk-{settings.chunk_size}-{settings.chunk_overlap}"
-               f"/{embedder.model}-{dimension}")
+    version = (
+        f"p{PIPELINE_CODE_VERSION}/chunk-{settings.chunk_size}-{settings.chunk_overlap}"
+        f"/{embedder.model}-{dimension}"
+    )
     # Reading scans with OCR finds text that reading without it does not: turning it back on
     # must re-ingest what was read without it.
     return version if settings.ocr == "auto" else f"{version}/ocr-{settings.ocr}"

@@ -6,9 +6,10 @@ subscribes once and reads a changed batch once for all the pages watching it (we
 Pub/sub delivers to whoever is connected and forgets the rest, which is all a live page needs:
 a subscriber that reconnects re-reads everything it watches. Pure redis, no rq.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from redis import Redis
 from redis.client import Pipeline

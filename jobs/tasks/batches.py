@@ -5,13 +5,15 @@ JSON text is kept with the raw fields it was rendered from (`TaskJsonCache`) and
 when every field read now is the same, so a poll renders and serialises only what changed, and
 `get_json` joins the texts into exactly the JSON `get` would give (one test holds it).
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from redis import Redis
 
@@ -55,8 +57,14 @@ class TaskJsonCache:
         if record is None:
             return None
         view = tasks.view(record)
-        entry = TaskJson(fields, view["status"], view["progress"], view["can_retry"],
-                         compact(view), eta.seconds_taken(view))
+        entry = TaskJson(
+            fields,
+            view["status"],
+            view["progress"],
+            view["can_retry"],
+            compact(view),
+            eta.seconds_taken(view),
+        )
         with self._lock:
             if len(self._entries) >= self.limit:
                 for old in list(itertools.islice(self._entries, self.limit // 2)):
@@ -75,19 +83,31 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         total_progress += 100 if states.is_terminal(row["status"]) else row["progress"]
         retryable = retryable or (row["status"] == states.FAILED and row["can_retry"])
     progress = round(total_progress / len(rows)) if rows else 0
-    return {"status": states.batch_status(counts), "progress": progress, "counts": counts,
-            "can_retry": retryable, "can_cancel": any(counts[s] for s in states.CANCEL.sources)}
+    return {
+        "status": states.batch_status(counts),
+        "progress": progress,
+        "counts": counts,
+        "can_retry": retryable,
+        "can_cancel": any(counts[s] for s in states.CANCEL.sources),
+    }
 
 
-def view(batch: dict[str, str], rows: list[dict[str, Any]],
-         workers: int | None = None) -> dict[str, Any]:
+def view(
+    batch: dict[str, str], rows: list[dict[str, Any]], workers: int | None = None
+) -> dict[str, Any]:
     """A batch's JSON without its tasks (docs/architecture.md §5), from its record and its tasks'
     rows; `eta_seconds` (jobs.tasks.eta) where the workers at work are given, else null."""
     summary = summarize(rows)
-    return {"id": batch["id"], "created_at": batch.get("created_at", ""), **summary,
-            "size": len(rows), "poll_after_ms": tasks.poll_after_ms(summary["status"]),
-            "eta_seconds": None if workers is None else eta.estimate(rows, workers),
-            "url": f"/api/batches/{batch['id']}", "page_url": f"/batches/{batch['id']}"}
+    return {
+        "id": batch["id"],
+        "created_at": batch.get("created_at", ""),
+        **summary,
+        "size": len(rows),
+        "poll_after_ms": tasks.poll_after_ms(summary["status"]),
+        "eta_seconds": None if workers is None else eta.estimate(rows, workers),
+        "url": f"/api/batches/{batch['id']}",
+        "page_url": f"/batches/{batch['id']}",
+    }
 
 
 class BatchReader:
@@ -97,24 +117,29 @@ class BatchReader:
         self.connection = connection
         self.cache = TaskJsonCache()
 
-    def get(self, tenant: str, batch_id: str,
-            before_tasks: Callable[[int], None] | None = None) -> dict[str, Any]:
+    def get(
+        self, tenant: str, batch_id: str, before_tasks: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
         """The batch with every task: two round trips whatever its size. Raises NoSuchBatch.
         `before_tasks`: as for `get_json`."""
         head, entries = self._read(tenant, batch_id, before_tasks)
         return {**head, "tasks": [json.loads(entry.text) for entry in entries]}
 
-    def get_json(self, tenant: str, batch_id: str,
-                 before_tasks: Callable[[int], None] | None = None) -> str:
+    def get_json(
+        self, tenant: str, batch_id: str, before_tasks: Callable[[int], None] | None = None
+    ) -> str:
         """`get` as compact JSON text, joined from each task's JSON as last rendered.
         `before_tasks(count)` is called once the batch is known and before its tasks are read
         (most of a large batch's cost): a rate limit raises there (webapp.api)."""
         head, entries = self._read(tenant, batch_id, before_tasks)
         return f'{compact(head)[:-1]},"tasks":[' + ",".join(e.text for e in entries) + "]}"
 
-    def _read(self, tenant: str, batch_id: str,
-              before_tasks: Callable[[int], None] | None = None,
-              ) -> tuple[dict[str, Any], list[TaskJson]]:
+    def _read(
+        self,
+        tenant: str,
+        batch_id: str,
+        before_tasks: Callable[[int], None] | None = None,
+    ) -> tuple[dict[str, Any], list[TaskJson]]:
         """The batch's view without "tasks", and every task's JSON: the batch, then one
         pipelined HMGET of the view's fields per task."""
         if not tasks.is_id(batch_id):
@@ -129,16 +154,31 @@ class BatchReader:
         ids = [t.decode() for t in task_ids]
         if before_tasks is not None:
             before_tasks(len(ids))
-        entries = [entry for entry in (self.cache.render(task_id, fields) for task_id, fields
-                                       in zip(ids, tasks.load_view_fields(self.connection, ids)))
-                   if entry is not None]
-        rows = [{"status": e.status, "progress": e.progress, "can_retry": e.can_retry,
-                 "seconds": e.seconds} for e in entries]
+        entries = [
+            entry
+            for entry in (
+                self.cache.render(task_id, fields)
+                for task_id, fields in zip(ids, tasks.load_view_fields(self.connection, ids))
+            )
+            if entry is not None
+        ]
+        rows = [
+            {
+                "status": e.status,
+                "progress": e.progress,
+                "can_retry": e.can_retry,
+                "seconds": e.seconds,
+            }
+            for e in entries
+        ]
         # The workers at work: read only when an estimate is possible (a live batch with a
         # finished document), so a finished batch's poll stays two round trips.
         live = any(row["status"] in states.LIVE for row in rows)
-        workers = (ingestion_workers(self.connection)
-                   if live and any(row["seconds"] is not None for row in rows) else 0)
+        workers = (
+            ingestion_workers(self.connection)
+            if live and any(row["seconds"] is not None for row in rows)
+            else 0
+        )
         return view(batch, rows, workers), entries
 
     def task_ids(self, tenant: str, batch_id: str) -> list[str]:
@@ -155,8 +195,12 @@ class BatchReader:
 
     def recent(self, tenant: str, *, offset: int = 0, limit: int = 20) -> dict[str, Any]:
         """Recent batches, newest first, each with its status, progress and counts."""
-        ids = [b.decode() for b in self.connection.zrevrange(
-            keys.tenant_batches(tenant), offset, offset + limit - 1)]
+        ids = [
+            b.decode()
+            for b in self.connection.zrevrange(
+                keys.tenant_batches(tenant), offset, offset + limit - 1
+            )
+        ]
         pipe = self.connection.pipeline(transaction=False)
         for batch_id in ids:
             pipe.hgetall(keys.batch(batch_id))
@@ -177,8 +221,13 @@ class BatchReader:
                 if status is None:  # deleted with its document: gone, never a phantom pending
                     continue
                 status = status.decode()
-                rows.append({"status": status, "progress": int(progress or 0),
-                             "can_retry": states.can_retry(status, json.loads(error or "null"))})
+                rows.append(
+                    {
+                        "status": status,
+                        "progress": int(progress or 0),
+                        "can_retry": states.can_retry(status, json.loads(error or "null")),
+                    }
+                )
             items.append(view(batch, rows))
         total = self.connection.zcard(keys.tenant_batches(tenant))
         return {"batches": items, "offset": offset, "limit": limit, "total": total}

@@ -4,6 +4,7 @@ for all.
 Intake keeps its own indexes of them (jobs.tasks.states.changed), in step with RQ's failed registry,
 so this list and Retry keep working after RQ's records expire.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,13 +16,17 @@ from jobs.tasks import records as tasks
 from jobs.tasks import states
 
 
-def page(connection: Redis, tenant: str | None, *, offset: int = 0,
-         limit: int = 50) -> dict[str, Any]:
+def page(
+    connection: Redis, tenant: str | None, *, offset: int = 0, limit: int = 50
+) -> dict[str, Any]:
     """One tenant's dead letters, or every tenant's (tenant None), newest first."""
     key = keys.tenant_failed(tenant) if tenant is not None else keys.failed_all()
     ids = [t.decode() for t in connection.zrevrange(key, offset, offset + limit - 1)]
-    failed = [tasks.view(r) for r in tasks.load_many(connection, ids)
-              if r is not None and r.get("status") == states.FAILED]
+    failed = [
+        tasks.view(r)
+        for r in tasks.load_many(connection, ids)
+        if r is not None and r.get("status") == states.FAILED
+    ]
     return {"tasks": failed, "offset": offset, "limit": limit, "total": connection.zcard(key)}
 
 

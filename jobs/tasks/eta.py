@@ -8,12 +8,14 @@ running one by its progress; the workers at work divide it. Until one document h
 (or while no worker is listening) there is no estimate: `eta_seconds` is null, never a guess.
 It reads nothing from Redis: it works on the task rows it is handed.
 """
+
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from jobs.tasks import states
 
@@ -23,8 +25,11 @@ _FINISHED = (states.SUCCEEDED, states.FAILED)
 
 def seconds_taken(view: dict[str, Any]) -> float | None:
     """How long a finished task took, first start to end (None if not finished or unknown)."""
-    if view.get("status") not in _FINISHED or not view.get("started_at") or not view.get(
-            "ended_at"):
+    if (
+        view.get("status") not in _FINISHED
+        or not view.get("started_at")
+        or not view.get("ended_at")
+    ):
         return None
     try:
         started = datetime.fromisoformat(view["started_at"].replace("Z", "+00:00"))

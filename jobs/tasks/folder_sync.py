@@ -14,10 +14,11 @@ Records written by releases that kept only ids hold no version: such a document 
 apart from one replaced since, so a sync leaves it in place (and says so) once its file is
 gone; while its file is there, the next sync records the version it brings.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from redis import Redis
 
@@ -55,7 +56,7 @@ class FolderRecord:
         """Record document id → task id of what this sync submitted (or found unchanged)."""
         items = list(brought.items())
         for start in range(0, len(items), 1000):
-            piece = dict(items[start:start + 1000])
+            piece = dict(items[start : start + 1000])
             pipe = self.connection.pipeline()
             pipe.hset(self.key, mapping=piece)
             pipe.srem(self.legacy_key, *piece)

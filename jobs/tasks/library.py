@@ -20,6 +20,7 @@ pieces of SCAN_PIECE: fine up to about 100,000 documents per tenant (a second or
 work, in short script calls other clients run between), not beyond: a tenant with more would
 want an index of names, which this module does not keep.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,19 @@ from jobs.core.exceptions import NoSuchDocument
 from jobs.kb.connection import apart
 from jobs.tasks import records as tasks
 from jobs.tasks import states
-from jobs.tasks.record import (CREATED_AT, DOCUMENT_ID, FILENAME, KIND, PIPELINE_VERSION, RESULT,
-                               SIZE, STATUS, TENANT, UPDATED_AT, VERSION)
+from jobs.tasks.record import (
+    CREATED_AT,
+    DOCUMENT_ID,
+    FILENAME,
+    KIND,
+    PIPELINE_VERSION,
+    RESULT,
+    SIZE,
+    STATUS,
+    TENANT,
+    UPDATED_AT,
+    VERSION,
+)
 from jobs.text.filetypes import extension_kind, media_type
 
 #: Documents read per script call: each holds Redis about a millisecond at most.
@@ -46,8 +58,19 @@ VIEW_GROUP = 200
 SCAN_PIECE = 1000
 
 #: What a listing reads of each document's latest task.
-LIST_FIELDS: tuple[str, ...] = (TENANT, DOCUMENT_ID, FILENAME, STATUS, KIND, SIZE, CREATED_AT,
-                                UPDATED_AT, VERSION, PIPELINE_VERSION, RESULT)
+LIST_FIELDS: tuple[str, ...] = (
+    TENANT,
+    DOCUMENT_ID,
+    FILENAME,
+    STATUS,
+    KIND,
+    SIZE,
+    CREATED_AT,
+    UPDATED_AT,
+    VERSION,
+    PIPELINE_VERSION,
+    RESULT,
+)
 
 _LATEST = scripts.load(__file__, "library_latest", {"LIST_FIELDS": LIST_FIELDS})
 # Takes a document out of a tenant's set only while nothing names it; returns 1 when it did.
@@ -73,8 +96,16 @@ def with_original_urls(hits: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
     return [{**hit, "original_url": original_url(hit["document_id"])} for hit in hits]
 
 
-def page(connection: Redis, kb: Redis, tenant: str, *, offset: int = 0, limit: int = 50,
-         query: str | None = None, status: str | None = None) -> dict[str, Any]:
+def page(
+    connection: Redis,
+    kb: Redis,
+    tenant: str,
+    *,
+    offset: int = 0,
+    limit: int = 50,
+    query: str | None = None,
+    status: str | None = None,
+) -> dict[str, Any]:
     """`{"total", "documents", "offset", "limit"}`: the tenant's documents newest first (by when
     new content was last submitted), from `offset`. `query` keeps those whose id or file name
     holds it (case-insensitive); `status` those whose latest task has it (states.STATUSES,
@@ -91,12 +122,23 @@ def page(connection: Redis, kb: Redis, tenant: str, *, offset: int = 0, limit: i
     ids = [member.decode() for member in members]
     found = _read(connection, kb, tenant, ids)
     gone = _forget(connection, kb, tenant, [i for i, entry in zip(ids, found) if entry is None])
-    return {"total": max(total - gone, 0), "documents": [e for e in found if e is not None],
-            "offset": offset, "limit": limit}
+    return {
+        "total": max(total - gone, 0),
+        "documents": [e for e in found if e is not None],
+        "offset": offset,
+        "limit": limit,
+    }
 
 
-def _filtered(connection: Redis, kb: Redis, tenant: str, offset: int, limit: int, query: str,
-              status: str | None) -> dict[str, Any]:
+def _filtered(
+    connection: Redis,
+    kb: Redis,
+    tenant: str,
+    offset: int,
+    limit: int,
+    query: str,
+    status: str | None,
+) -> dict[str, Any]:
     """`page` with a filter: every document read, in pieces, newest first. A document that an
     upload moves to the top meanwhile may be missed by this read; none is counted twice."""
     key, needle = keys.tenant_documents(tenant), query.casefold()
@@ -113,8 +155,8 @@ def _filtered(connection: Redis, kb: Redis, tenant: str, offset: int, limit: int
             if entry is None:
                 stale.append(document_id)
             elif (status is None or entry["status"] == status) and (
-                    needle in document_id.casefold()
-                    or needle in (entry["filename"] or "").casefold()):
+                needle in document_id.casefold() or needle in (entry["filename"] or "").casefold()
+            ):
                 if offset <= total < offset + limit:
                     kept.append(entry)
                 total += 1
@@ -131,10 +173,14 @@ def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dic
     latest, members = pipe.execute()
     latest_id = latest.decode() if latest else None
     task_ids = sorted({m.decode() for m in members} | ({latest_id} if latest_id else set()))
-    found = [r for r in tasks.load_many(connection, task_ids) if r is not None
-             and r.get(TENANT) == tenant and r.get(DOCUMENT_ID) == document_id]
+    found = [
+        r
+        for r in tasks.load_many(connection, task_ids)
+        if r is not None and r.get(TENANT) == tenant and r.get(DOCUMENT_ID) == document_id
+    ]
     found.sort(key=_newest_first)
     by_id = {record["id"]: record for record in found}
+    entry: dict[str, Any] | None
     if latest_id in by_id:
         entry = _from_task(document_id, latest_id, by_id[latest_id])
     else:
@@ -146,14 +192,18 @@ def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dic
     return {**entry, "tasks": [_task_entry(record) for record in found]}
 
 
-def older_versions(connection: Redis, kb: Redis, tenant: str, document_id: str,
-                   current: str) -> list[str]:
+def older_versions(
+    connection: Redis, kb: Redis, tenant: str, document_id: str, current: str
+) -> list[str]:
     """The document's other versions than `current`, newest first: its tasks the records
     still hold, then the one the knowledge base holds. Read only when the current version's
     original is missing, to find the newest one that is stored."""
     members = connection.smembers(keys.document_tasks(tenant, document_id))
-    found = [r for r in tasks.load_many(connection, sorted(m.decode() for m in members))
-             if r is not None and r.get(TENANT) == tenant and r["id"] != current]
+    found = [
+        r
+        for r in tasks.load_many(connection, sorted(m.decode() for m in members))
+        if r is not None and r.get(TENANT) == tenant and r["id"] != current
+    ]
     found.sort(key=_newest_first)
     indexed = kb.hget(keys.kb_document(tenant, document_id), "task_id")
     older = [record["id"] for record in found]
@@ -167,8 +217,9 @@ def _newest_first(record: Mapping[str, str]) -> tuple[int, float]:
     return (-int(record.get(VERSION) or 0), -timestamp(record.get(CREATED_AT)))
 
 
-def _read(connection: Redis, kb: Redis, tenant: str,
-          document_ids: list[str]) -> list[dict[str, Any] | None]:
+def _read(
+    connection: Redis, kb: Redis, tenant: str, document_ids: list[str]
+) -> list[dict[str, Any] | None]:
     """Each document's entry (None when nothing names it any more), in order: from its latest
     task's record, else from the knowledge base's entry."""
     if not document_ids:
@@ -176,8 +227,11 @@ def _read(connection: Redis, kb: Redis, tenant: str,
     rows = _latest_rows(connection, [keys.document_latest(tenant, d) for d in document_ids])
     found: list[dict[str, Any] | None] = []
     for document_id, row in zip(document_ids, rows):
-        record = dict(zip(LIST_FIELDS, (v.decode() if v is not None else None
-                                        for v in row[1:]))) if row else {}
+        record = (
+            dict(zip(LIST_FIELDS, (v.decode() if v is not None else None for v in row[1:])))
+            if row
+            else {}
+        )
         fine = record.get(TENANT) == tenant and record.get(DOCUMENT_ID) == document_id
         found.append(_from_task(document_id, row[0].decode(), record) if fine else None)
     missing = [n for n, entry in enumerate(found) if entry is None]
@@ -201,8 +255,9 @@ def _indexed(kb: Redis, tenant: str, document_ids: list[str]) -> list[list[bytes
     """What the knowledge base's entry of each document keeps, in order (all None: none)."""
     pipe = kb.pipeline(transaction=False)
     for document_id in document_ids:
-        pipe.hmget(keys.kb_document(tenant, document_id), "task_id", "filename", "chunks",
-                   "version")
+        pipe.hmget(
+            keys.kb_document(tenant, document_id), "task_id", "filename", "chunks", "version"
+        )
     return pipe.execute()
 
 
@@ -210,52 +265,96 @@ def _from_task(document_id: str, task_id: str, record: Mapping[str, Any]) -> dic
     """A document's entry from its latest task's record."""
     result = json.loads(record[RESULT]) if record.get(RESULT) else {}
     return _entry(
-        document_id, task_id=task_id, filename=record.get(FILENAME) or "",
-        status=record.get(STATUS) or states.PENDING, version=_int(record.get(VERSION)),
+        document_id,
+        task_id=task_id,
+        filename=record.get(FILENAME) or "",
+        status=record.get(STATUS) or states.PENDING,
+        version=_int(record.get(VERSION)),
         pipeline_version=record.get(PIPELINE_VERSION) or None,
-        chunks=_int(result.get("chunks")), size=_int(record.get(SIZE)),
-        content_type=media_type(record.get(KIND)), created_at=record.get(CREATED_AT) or None,
-        updated_at=record.get(UPDATED_AT) or record.get(CREATED_AT) or None)
+        chunks=_int(result.get("chunks")),
+        size=_int(record.get(SIZE)),
+        content_type=media_type(record.get(KIND)),
+        created_at=record.get(CREATED_AT) or None,
+        updated_at=record.get(UPDATED_AT) or record.get(CREATED_AT) or None,
+    )
 
 
 def _from_index(document_id: str, fields: list[bytes | None]) -> dict[str, Any] | None:
     """A document's entry from the knowledge base's, once its task records have expired: it is
     indexed, so its task succeeded; its size and pipeline version were not kept."""
-    task_id, filename, chunks, version = (v.decode() if v is not None else None
-                                          for v in fields)
+    task_id, filename, chunks, version = (v.decode() if v is not None else None for v in fields)
     if task_id is None:
         return None
     when = _time_of_version(_int(version))
-    return _entry(document_id, task_id=task_id, filename=filename or "",
-                  status=states.SUCCEEDED, version=_int(version), pipeline_version=None,
-                  chunks=_int(chunks), size=None,
-                  content_type=media_type(extension_kind(filename or "")), created_at=when,
-                  updated_at=when)
+    return _entry(
+        document_id,
+        task_id=task_id,
+        filename=filename or "",
+        status=states.SUCCEEDED,
+        version=_int(version),
+        pipeline_version=None,
+        chunks=_int(chunks),
+        size=None,
+        content_type=media_type(extension_kind(filename or "")),
+        created_at=when,
+        updated_at=when,
+    )
 
 
-def _entry(document_id: str, *, task_id: str, filename: str, status: str, version: int | None,
-           pipeline_version: str | None, chunks: int | None, size: int | None,
-           content_type: str, created_at: str | None, updated_at: str | None) -> dict[str, Any]:
+def _entry(
+    document_id: str,
+    *,
+    task_id: str,
+    filename: str,
+    status: str,
+    version: int | None,
+    pipeline_version: str | None,
+    chunks: int | None,
+    size: int | None,
+    content_type: str,
+    created_at: str | None,
+    updated_at: str | None,
+) -> dict[str, Any]:
     """The one builder of a document's JSON (docs/architecture.md §5, "Document")."""
-    return {"document_id": document_id, "filename": filename, "status": status,
-            "version": version, "pipeline_version": pipeline_version, "chunks": chunks,
-            "bytes": size, "content_type": content_type, "created_at": created_at,
-            "updated_at": updated_at, "task_id": task_id, "url": document_url(document_id),
-            "original_url": original_url(document_id)}
+    return {
+        "document_id": document_id,
+        "filename": filename,
+        "status": status,
+        "version": version,
+        "pipeline_version": pipeline_version,
+        "chunks": chunks,
+        "bytes": size,
+        "content_type": content_type,
+        "created_at": created_at,
+        "updated_at": updated_at,
+        "task_id": task_id,
+        "url": document_url(document_id),
+        "original_url": original_url(document_id),
+    }
 
 
 def _task_entry(record: Mapping[str, str]) -> dict[str, Any]:
     """One task of a document's history: what tells its versions and runs apart."""
     view = tasks.view(record)
     result = view["result"] or {}
-    return {"id": view["id"], "batch_id": view["batch_id"], "status": view["status"],
-            "status_text": view["status_text"], "filename": view["filename"],
-            "bytes": _int(record.get(SIZE)), "version": _int(record.get(VERSION)),
-            "pipeline_version": view["pipeline_version"] or None,
-            "chunks": _int(result.get("chunks")), "error": view["error"],
-            "created_at": view["created_at"], "started_at": view["started_at"],
-            "ended_at": view["ended_at"], "updated_at": view["updated_at"],
-            "url": view["url"], "page_url": view["page_url"]}
+    return {
+        "id": view["id"],
+        "batch_id": view["batch_id"],
+        "status": view["status"],
+        "status_text": view["status_text"],
+        "filename": view["filename"],
+        "bytes": _int(record.get(SIZE)),
+        "version": _int(record.get(VERSION)),
+        "pipeline_version": view["pipeline_version"] or None,
+        "chunks": _int(result.get("chunks")),
+        "error": view["error"],
+        "created_at": view["created_at"],
+        "started_at": view["started_at"],
+        "ended_at": view["ended_at"],
+        "updated_at": view["updated_at"],
+        "url": view["url"],
+        "page_url": view["page_url"],
+    }
 
 
 def _int(raw: Any) -> int | None:
@@ -270,7 +369,7 @@ def _time_of_version(version: int | None) -> str | None:
     if not version:
         return None
     try:
-        return iso(datetime.fromtimestamp(version / 1e6, timezone.utc))
+        return iso(datetime.fromtimestamp(version / 1e6, UTC))
     except (OverflowError, OSError, ValueError):
         return None
 

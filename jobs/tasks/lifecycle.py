@@ -12,6 +12,7 @@ did and changes nothing. What follows a change
 its own (`run_job_id`): the job of the run it replaces may still be stopping, and RQ's handling
 of that stop must never land on the new one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -77,8 +78,9 @@ def _cancel(target: Redis | Pipeline, tenant: str, task_id: str) -> Any:
                          *task_record.as_argv(task_record.canceled(request_id, now_iso()))])
 
 
-def _stop_canceled(connection: Redis, settings: Settings, tenant: str, task_id: str,
-                   previous: str, job_id: str) -> None:
+def _stop_canceled(
+    connection: Redis, settings: Settings, tenant: str, task_id: str, previous: str, job_id: str
+) -> None:
     """What follows a cancel's script: the task leaves the live sets, its job its queue (or,
     running, it is told to stop)."""
     move = states.CANCEL
@@ -113,8 +115,9 @@ def _stop_range_readers(connection: Redis, job_id: str, task_id: str) -> None:
             send_stop_job_command(connection, reader)
 
 
-def retry_task(connection: Redis, queues: Queues, settings: Settings, tenant: str,
-               task_id: str) -> str:
+def retry_task(
+    connection: Redis, queues: Queues, settings: Settings, tenant: str, task_id: str
+) -> str:
     """Start a new run of a failed (retryable) or canceled task under the same id; returns
     the status it had.
 
@@ -161,16 +164,25 @@ class _JudgedRetry:
 
 
 # What a Retry is judged on (besides the tenant), read in one HMGET.
-_JUDGED_ON = (task_record.STATUS, task_record.ERROR, task_record.RUN, task_record.JOB_ID,
-              task_record.QUEUE)
+_JUDGED_ON = (
+    task_record.STATUS,
+    task_record.ERROR,
+    task_record.RUN,
+    task_record.JOB_ID,
+    task_record.QUEUE,
+)
 
 
-def _judge_retry(connection: Redis, settings: Settings, tenant: str,
-                 task_id: str) -> _JudgedRetry:
+def _judge_retry(connection: Redis, settings: Settings, tenant: str, task_id: str) -> _JudgedRetry:
     """Read the task and judge it by the one retry rule (states.can_retry); raises NoSuchTask,
     NotNow or NotRetryable when the Retry is refused as the task is."""
-    raw = connection.hmget(keys.task(task_id), task_record.TENANT, *_JUDGED_ON,
-                           task_record.DOCUMENT_ID, task_record.ORIGINAL_OF)
+    raw = connection.hmget(
+        keys.task(task_id),
+        task_record.TENANT,
+        *_JUDGED_ON,
+        task_record.DOCUMENT_ID,
+        task_record.ORIGINAL_OF,
+    )
     if raw[0] is None or raw[0].decode() != tenant:
         raise NoSuchTask()
     status, error_raw, run_raw, job_raw = (v.decode() if v is not None else "" for v in raw[1:5])
@@ -181,11 +193,15 @@ def _judge_retry(connection: Redis, settings: Settings, tenant: str,
         raise NotRetryable(status)
     run = int(run_raw or 0)
     fields = task_record.retried(
-        previous=status, run=run + 1, job_id=run_job_id(task_id, run + 1),
-        replaced_job=job_raw or task_id, max_attempts=settings.max_attempts,
-        request_id=secrets.token_hex(8), now=now_iso())
-    expected = {task_record.STATUS: status, task_record.ERROR: error_raw,
-                task_record.RUN: run_raw}
+        previous=status,
+        run=run + 1,
+        job_id=run_job_id(task_id, run + 1),
+        replaced_job=job_raw or task_id,
+        max_attempts=settings.max_attempts,
+        request_id=secrets.token_hex(8),
+        now=now_iso(),
+    )
+    expected = {task_record.STATUS: status, task_record.ERROR: error_raw, task_record.RUN: run_raw}
     gone = task_record.upload_gone(error if status == states.FAILED else None)
     document_id, original_of = ((value or b"").decode() for value in raw[-2:])
     stored = originals.stored(connection, settings, tenant, document_id, task_id, original_of)
@@ -219,8 +235,15 @@ def delete_job(connection: Redis, job_id: str, *, unless_started: bool = False) 
     job.delete()
 
 
-def delete_document(connection: Redis, settings: Settings, tenant: str, document_id: str, *,
-                    version: str | None = None, kb: Redis | None = None) -> bool:
+def delete_document(
+    connection: Redis,
+    settings: Settings,
+    tenant: str,
+    document_id: str,
+    *,
+    version: str | None = None,
+    kb: Redis | None = None,
+) -> bool:
     """Remove a document: its chunks, and every task of it (stopped first if still running);
     True when it was removed.
 
@@ -246,14 +269,20 @@ def delete_document(connection: Redis, settings: Settings, tenant: str, document
     for task_id, (outcome, previous, job_id) in zip(task_ids, cancels):
         if outcome == "ok":
             _stop_canceled(connection, settings, tenant, task_id, previous, job_id)
-    records = [r for r in tasks.load_many(connection, task_ids)
-               if r is not None and r.get("tenant") == tenant]
+    records = [
+        r
+        for r in tasks.load_many(connection, task_ids)
+        if r is not None and r.get("tenant") == tenant
+    ]
     pipe = connection.pipeline()
     for record in records:
         task_id = record["id"]
         upload_budgets.release(pipe, tenant, task_id)
-        pipe.delete(keys.task(task_id), keys.checkpoint(task_id),
-                    keys.idempotency(record.get("idempotency", "")))
+        pipe.delete(
+            keys.task(task_id),
+            keys.checkpoint(task_id),
+            keys.idempotency(record.get("idempotency", "")),
+        )
         states.forget(pipe, tenant, task_id)
     stored_bytes.forget(pipe, tenant, task_ids)
     pipe.execute()
@@ -281,8 +310,9 @@ def current_version(latest: bytes | None, indexed: bytes | None) -> str | None:
     return found.decode() if found is not None else None
 
 
-def _detach(connection: Redis, tenant: str, document_id: str, version: str | None,
-            kb: Redis) -> tuple[list[str], list[list[str]], bool] | None:
+def _detach(
+    connection: Redis, tenant: str, document_id: str, version: str | None, kb: Redis
+) -> tuple[list[str], list[list[str]], bool] | None:
     """In one MULTI: cancel the document's live tasks, take it out of the index and forget
     its task list, its latest task and its place in the tenant's documents. Returns the tasks,
     their cancels' replies and whether it had chunks; None when `version` is given and is not
@@ -303,8 +333,10 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
 
     separate = apart(kb, connection)
 
-    latest_key, indexed_key = keys.document_latest(tenant, document_id), keys.kb_document(
-        tenant, document_id)
+    latest_key, indexed_key = (
+        keys.document_latest(tenant, document_id),
+        keys.kb_document(tenant, document_id),
+    )
     tasks_key = keys.document_tasks(tenant, document_id)
     while True:
         with connection.pipeline() as pipe:
@@ -327,7 +359,7 @@ def _detach(connection: Redis, tenant: str, document_id: str, version: str | Non
                 replies = pipe.execute()
             except WatchError:
                 continue
-        cancels = [_decoded(r) for r in replies[:len(task_ids)]]
+        cancels = [_decoded(r) for r in replies[: len(task_ids)]]
         if separate:
             return task_ids, cancels, bool(index.removal(kb, tenant, document_id,
                                                          tombstone=True))

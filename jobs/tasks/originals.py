@@ -23,6 +23,7 @@ what writes cut off by a kill left a day ago. What each tenant keeps is counted 
 quota (jobs.tasks.stored_bytes). Uploads an older release kept in Redis are moved to the store
 by the first worker that reads them (`load`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,9 +31,10 @@ import io
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import BinaryIO, Iterable
+from typing import BinaryIO
 
 from redis import Redis
 
@@ -72,7 +74,7 @@ def name(tenant: str, document_id: str, task_id: str) -> str:
 
 def _parsed(stored_name: str) -> tuple[str, str, str] | None:
     """(tenant, document digest, task id) of an original's name; None for any other name."""
-    parts = stored_name[len(PREFIX):].split("/")
+    parts = stored_name[len(PREFIX) :].split("/")
     if len(parts) != 3 or parts[2].count("-") != 1:
         return None
     digest, task_id = parts[2].split("-")
@@ -90,8 +92,7 @@ def store(settings: Settings) -> ObjectStore:
     return _store_at(settings.storage_address, os.getpid())
 
 
-def put(settings: Settings, tenant: str, document_id: str, task_id: str,
-        source: BinaryIO) -> int:
+def put(settings: Settings, tenant: str, document_id: str, task_id: str, source: BinaryIO) -> int:
     """Store a task's original from `source` (read from where it stands); the bytes stored."""
     return store(settings).put(name(tenant, document_id, task_id), source)
 
@@ -101,14 +102,22 @@ def open_original(settings: Settings, tenant: str, document_id: str, task_id: st
     return store(settings).open(name(tenant, document_id, task_id))
 
 
-def stored(connection: Redis, settings: Settings, tenant: str, document_id: str,
-           task_id: str, original_of: str = "") -> bool:
+def stored(
+    connection: Redis,
+    settings: Settings,
+    tenant: str,
+    document_id: str,
+    task_id: str,
+    original_of: str = "",
+) -> bool:
     """Whether a task's original is there to be read again (a Retry needs it): its own, the
     one a re-index reads (`original_of`), or one an older release kept in Redis."""
     target = store(settings)
-    return (target.exists(name(tenant, document_id, task_id))
-            or bool(original_of and target.exists(name(tenant, document_id, original_of)))
-            or bool(connection.exists(keys.blob(task_id))))
+    return (
+        target.exists(name(tenant, document_id, task_id))
+        or bool(original_of and target.exists(name(tenant, document_id, original_of)))
+        or bool(connection.exists(keys.blob(task_id)))
+    )
 
 
 @dataclass(frozen=True)
@@ -122,8 +131,9 @@ class Original:
     stream: BinaryIO
 
 
-def of_task(connection: Redis, settings: Settings, tenant: str, task_id: str | None,
-            document_id: str) -> Original:
+def of_task(
+    connection: Redis, settings: Settings, tenant: str, task_id: str | None, document_id: str
+) -> Original:
     """The original a task of `tenant` brought. Raises NoSuchDocument for another tenant's
     task as for an unknown one, or when its original is not stored."""
     record = connection.hgetall(keys.task(task_id)) if task_id else {}
@@ -143,42 +153,63 @@ def of_task(connection: Redis, settings: Settings, tenant: str, task_id: str | N
             if moved is None:
                 raise NoSuchDocument() from None
             stream = io.BytesIO(moved)
-    return Original(task_id, fields.get(task_record.FILENAME) or document_id,
-                    media_type(fields.get(task_record.KIND)),
-                    int(fields.get(task_record.SIZE) or 0), stream)
+    return Original(
+        task_id,
+        fields.get(task_record.FILENAME) or document_id,
+        media_type(fields.get(task_record.KIND)),
+        int(fields.get(task_record.SIZE) or 0),
+        stream,
+    )
 
 
-def load(connection: Redis, settings: Settings, tenant: str, document_id: str, task_id: str,
-         size: int, original_of: str = "") -> bytes:
+def load(
+    connection: Redis,
+    settings: Settings,
+    tenant: str,
+    document_id: str,
+    task_id: str,
+    size: int,
+    original_of: str = "",
+) -> bytes:
     """A task's original, whole (the parse reads it whole, in its sandbox); a re-index's
     (`original_of`: the task whose original it reads) is first copied under its own name
     inside the store, so that it belongs to the new version like any upload's. Its loss is
     permanent: the file must be uploaded again. A store that does not answer is transient: the
     attempt is retried like any outage, with a message that names the store."""
+    data: bytes | None
     try:
         if original_of and not store(settings).exists(name(tenant, document_id, task_id)):
-            store(settings).copy(name(tenant, document_id, original_of),
-                                 name(tenant, document_id, task_id))
+            store(settings).copy(
+                name(tenant, document_id, original_of), name(tenant, document_id, task_id)
+            )
         with contextlib.closing(open_original(settings, tenant, document_id, task_id)) as stream:
             data = stream.read()
     except NotStored:
         data = _moved_from_redis(connection, settings, tenant, document_id, task_id)
         if data is None:
-            raise PermanentError("The uploaded file is no longer stored (it was removed with "
-                                 "its document, or never arrived); upload it again.",
-                                 code="upload_expired") from None
+            raise PermanentError(
+                "The uploaded file is no longer stored (it was removed with "
+                "its document, or never arrived); upload it again.",
+                code="upload_expired",
+            ) from None
     except Exception as exc:  # noqa: BLE001 - a disk's OSError, any of the S3 client's errors
-        raise TransientError("The store of uploaded files did not answer "
-                             f"({type(exc).__name__}); the attempt will be retried.",
-                             code="storage_unavailable") from exc
+        raise TransientError(
+            "The store of uploaded files did not answer "
+            f"({type(exc).__name__}); the attempt will be retried.",
+            code="storage_unavailable",
+        ) from exc
     if size and len(data) != size:
-        raise PermanentError("The upload of this file did not finish (the connection or the "
-                             "server was interrupted); upload it again.", code="upload_incomplete")
+        raise PermanentError(
+            "The upload of this file did not finish (the connection or the "
+            "server was interrupted); upload it again.",
+            code="upload_incomplete",
+        )
     return data
 
 
-def _moved_from_redis(connection: Redis, settings: Settings, tenant: str, document_id: str,
-                      task_id: str) -> bytes | None:
+def _moved_from_redis(
+    connection: Redis, settings: Settings, tenant: str, document_id: str, task_id: str
+) -> bytes | None:
     """An upload an older release kept in Redis: stored as an original, then let go there."""
     data = connection.get(keys.blob(task_id))
     if data is not None:
@@ -195,8 +226,9 @@ def delete(settings: Settings, tenant: str, document_id: str, task_ids: Iterable
         try:
             target.delete(name(tenant, document_id, task_id))
         except Exception:  # noqa: BLE001 - any store error: the sweep removes it later
-            log.warning("original of task %s not deleted now; the sweep will", task_id,
-                        exc_info=True)
+            log.warning(
+                "original of task %s not deleted now; the sweep will", task_id, exc_info=True
+            )
 
 
 def sweep(connection: Redis, settings: Settings, kb: Redis | None = None) -> int:
@@ -245,8 +277,14 @@ class Listed:
     size: int
 
 
-def _sweep_page(connection: Redis, kb: Redis, target: ObjectStore, page: list[Listed],
-                settings: Settings, now: float) -> int:
+def _sweep_page(
+    connection: Redis,
+    kb: Redis,
+    target: ObjectStore,
+    page: list[Listed],
+    settings: Settings,
+    now: float,
+) -> int:
     alive = connection.pipeline(transaction=False)
     indexed = kb.pipeline(transaction=False)
     for listed in page:
@@ -257,8 +295,9 @@ def _sweep_page(connection: Redis, kb: Redis, target: ObjectStore, page: list[Li
     for listed, (status, ended_at), holder in zip(page, alive.execute(), indexed.execute()):
         if (holder or b"").decode() == listed.task_id:
             kept.append(listed)
-        elif status is None or (status.decode() in _DROPPED_AFTER_RETENTION
-                                and 0 < _seconds(ended_at) < ended_before):
+        elif status is None or (
+            status.decode() in _DROPPED_AFTER_RETENTION and 0 < _seconds(ended_at) < ended_before
+        ):
             dropped.append(listed)
         else:
             kept.append(listed)
@@ -267,7 +306,6 @@ def _sweep_page(connection: Redis, kb: Redis, target: ObjectStore, page: list[Li
     pipe = connection.pipeline(transaction=False)
     for tenant in {listed.tenant for listed in page}:
         stored_bytes.forget(pipe, tenant, [d.task_id for d in dropped if d.tenant == tenant])
-        stored_bytes.count(pipe, tenant, [(k.task_id, k.size) for k in kept
-                                          if k.tenant == tenant])
+        stored_bytes.count(pipe, tenant, [(k.task_id, k.size) for k in kept if k.tenant == tenant])
     pipe.execute()
     return len(dropped)

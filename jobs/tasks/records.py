@@ -4,6 +4,7 @@ turns a record into the task JSON of docs/architecture.md §4.
 The web never unpickles RQ job meta: the worker writes the same progress into this hash in the
 same round trip, so a poll is one HGETALL. The record outlives RQ's job (retention days).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,9 +44,27 @@ def load_many(connection: Redis, task_ids: Iterable[str]) -> list[dict[str, str]
 # Every field `view` reads (and `tenant`, whose presence tells that a record exists): a batch
 # reads only these, with HMGET, instead of the whole record.
 VIEW_FIELDS: tuple[str, ...] = (
-    "id", "tenant", "batch_id", "document_id", "filename", "status", "current_step",
-    "step_detail", "created_at", "updated_at", "steps", "pipeline_version", "progress",
-    "attempts", "max_attempts", "error", "result", "next_attempt_at", "started_at", "ended_at")
+    "id",
+    "tenant",
+    "batch_id",
+    "document_id",
+    "filename",
+    "status",
+    "current_step",
+    "step_detail",
+    "created_at",
+    "updated_at",
+    "steps",
+    "pipeline_version",
+    "progress",
+    "attempts",
+    "max_attempts",
+    "error",
+    "result",
+    "next_attempt_at",
+    "started_at",
+    "ended_at",
+)
 _TENANT = VIEW_FIELDS.index("tenant")
 
 
@@ -120,18 +139,29 @@ def view(record: Mapping[str, str]) -> dict[str, Any]:
     return task
 
 
-STEP_LABELS = {"queued": "Queued", "parsing": "Parsing", "chunking": "Chunking",
-               "embedding": "Embedding", "indexing": "Indexing", "done": "Done",
-               "waiting_retry": "Waiting to retry", "failed": "Failed", "canceled": "Canceled"}
-_FINAL_WORDS = {states.PENDING: "Queued", states.SUCCEEDED: "Succeeded",
-                states.CANCELED: "Canceled"}
+STEP_LABELS = {
+    "queued": "Queued",
+    "parsing": "Parsing",
+    "chunking": "Chunking",
+    "embedding": "Embedding",
+    "indexing": "Indexing",
+    "done": "Done",
+    "waiting_retry": "Waiting to retry",
+    "failed": "Failed",
+    "canceled": "Canceled",
+}
+_FINAL_WORDS = {
+    states.PENDING: "Queued",
+    states.SUCCEEDED: "Succeeded",
+    states.CANCELED: "Canceled",
+}
 # How the wait before the next attempt reads ({n}: that attempt; {of}: attempts in all;
 # {s}: seconds): the page script fills the same words in as it counts down.
 ATTEMPT_WORDS = {"in": "Attempt {n} of {of} in {s} s", "soon": "Attempt {n} of {of} soon"}
 
 
 def attempt_words(next_attempt: int, max_attempts: int, seconds: float | None = None) -> str:
-    """"Attempt 3 of 4 in 4 s", or "… soon" when the time is unknown or has come."""
+    """ "Attempt 3 of 4 in 4 s", or "… soon" when the time is unknown or has come."""
     if seconds is not None and round(seconds) > 0:
         return ATTEMPT_WORDS["in"].format(n=next_attempt, of=max_attempts, s=round(seconds))
     return ATTEMPT_WORDS["soon"].format(n=next_attempt, of=max_attempts)

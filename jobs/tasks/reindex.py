@@ -26,11 +26,13 @@ What keeps it from multiplying work:
   queue is full) before reading the rest: the claim would refuse it anyway, and one more
   document than the room is all it takes to know.
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from redis import Redis
 
@@ -57,8 +59,9 @@ class Chosen:
     rejected: list[dict[str, str]]
 
 
-def choose_all(connection: Redis, kb: Redis, settings: Settings, tenant: str, *,
-               force: bool = False) -> Chosen:
+def choose_all(
+    connection: Redis, kb: Redis, settings: Settings, tenant: str, *, force: bool = False
+) -> Chosen:
     """Every document of the tenant (keys.tenant_documents), oldest first, so that a re-index
     of all goes through the library in the order it was built, read a PAGE at a time; those
     whose latest task failed are left out unless `force`. Raises LimitReached once more
@@ -73,13 +76,13 @@ def choose_all(connection: Redis, kb: Redis, settings: Settings, tenant: str, *,
         start += PAGE
         ids = [i for i in (member.decode() for member in page) if i not in seen]
         seen.update(ids)  # an upload meanwhile moves a document to the end: read it once
-        chosen = choose(connection, kb, settings, tenant, ids, force=force,
-                        skip_failed=not force)
+        chosen = choose(connection, kb, settings, tenant, ids, force=force, skip_failed=not force)
         uploads += chosen.uploads
         rejected += chosen.rejected
         if len(uploads) > room:
-            raise LimitReached("reindex_too_large" if len(uploads) > settings.tenant_queue_limit
-                               else limit)
+            raise LimitReached(
+                "reindex_too_large" if len(uploads) > settings.tenant_queue_limit else limit
+            )
         if len(page) < PAGE:
             return Chosen(uploads, rejected)
 
@@ -100,9 +103,16 @@ def _room(connection: Redis, settings: Settings, tenant: str) -> tuple[str, int]
     return "tenant_full", max(tenant_room, 0)
 
 
-def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
-           document_ids: Iterable[str], *, force: bool = False,
-           skip_failed: bool = False) -> Chosen:
+def choose(
+    connection: Redis,
+    kb: Redis,
+    settings: Settings,
+    tenant: str,
+    document_ids: Iterable[str],
+    *,
+    force: bool = False,
+    skip_failed: bool = False,
+) -> Chosen:
     """The current version of each document (lifecycle.current_version) as an Upload that
     reads that version's original, a re-run when `force`; an id with no document of this
     tenant, or whose original is gone, is refused, and one whose latest task failed when
@@ -125,45 +135,81 @@ def choose(connection: Redis, kb: Redis, settings: Settings, tenant: str,
             rejected.append(_refused(document_id, "not_found", "No such document."))
             continue
         if skip_failed and record.get(task_record.STATUS) == states.FAILED:
-            rejected.append(_refused(document_id, LAST_RUN_FAILED, "Its last run failed; "
-                                     "re-index it by itself, or with force, to run it again."))
+            rejected.append(
+                _refused(
+                    document_id,
+                    LAST_RUN_FAILED,
+                    "Its last run failed; re-index it by itself, or with force, to run it again.",
+                )
+            )
             continue
         if record.get(task_record.STATUS) in (states.FAILED, states.CANCELED):
-            task_id, record = _stored_version(connection, kb, settings, tenant, document_id,
-                                              task_id, record)
-        sha256 = record.get(task_record.SHA256) or _digest(connection, settings, tenant,
-                                                           document_id, task_id)
+            task_id, record = _stored_version(
+                connection, kb, settings, tenant, document_id, task_id, record
+            )
+        sha256 = record.get(task_record.SHA256) or _digest(
+            connection, settings, tenant, document_id, task_id
+        )
         if sha256 is None:
-            rejected.append(_refused(document_id, "upload_expired", "The original of this "
-                                     "document is no longer stored; upload it again."))
+            rejected.append(
+                _refused(
+                    document_id,
+                    "upload_expired",
+                    "The original of this document is no longer stored; upload it again.",
+                )
+            )
             continue
-        uploads.append(Upload(filename=record.get(task_record.FILENAME) or document_id,
-                              document_id=document_id, kind=record.get(task_record.KIND, ""),
-                              size=int(record.get(task_record.SIZE) or 0), sha256=sha256,
-                              original_of=task_id, rerun=force))
+        uploads.append(
+            Upload(
+                filename=record.get(task_record.FILENAME) or document_id,
+                document_id=document_id,
+                kind=record.get(task_record.KIND, ""),
+                size=int(record.get(task_record.SIZE) or 0),
+                sha256=sha256,
+                original_of=task_id,
+                rerun=force,
+            )
+        )
     return Chosen(uploads, rejected)
 
 
-def _stored_version(connection: Redis, kb: Redis, settings: Settings, tenant: str,
-                    document_id: str, task_id: str,
-                    record: dict[str, str]) -> tuple[str, dict[str, str]]:
+def _stored_version(
+    connection: Redis,
+    kb: Redis,
+    settings: Settings,
+    tenant: str,
+    document_id: str,
+    task_id: str,
+    record: dict[str, str],
+) -> tuple[str, dict[str, str]]:
     """A failed or canceled version keeps its original only for the upload retention
     (jobs.tasks.originals): past it, the newest older version whose original is stored runs
     instead (the one indexed, most often); the version itself when none is."""
-    if originals.stored(connection, settings, tenant, document_id, task_id,
-                        record.get(task_record.ORIGINAL_OF, "")):
+    if originals.stored(
+        connection, settings, tenant, document_id, task_id, record.get(task_record.ORIGINAL_OF, "")
+    ):
         return task_id, record
     for older in library.older_versions(connection, kb, tenant, document_id, task_id):
         [found] = tasks.load_many(connection, [older])
-        if found is not None and found.get(task_record.TENANT) == tenant and originals.stored(
-                connection, settings, tenant, document_id, older,
-                found.get(task_record.ORIGINAL_OF, "")):
+        if (
+            found is not None
+            and found.get(task_record.TENANT) == tenant
+            and originals.stored(
+                connection,
+                settings,
+                tenant,
+                document_id,
+                older,
+                found.get(task_record.ORIGINAL_OF, ""),
+            )
+        ):
             return older, found
     return task_id, record
 
 
-def _digest(connection: Redis, settings: Settings, tenant: str, document_id: str,
-            task_id: str) -> str | None:
+def _digest(
+    connection: Redis, settings: Settings, tenant: str, document_id: str, task_id: str
+) -> str | None:
     """The sha256 of an original whose record does not carry it; None when it is gone."""
     try:
         stream = originals.open_original(settings, tenant, document_id, task_id)

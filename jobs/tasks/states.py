@@ -8,11 +8,13 @@ task JSON carries `can_retry` and `can_cancel` from `can_retry`/`can_cancel`, an
 change is recorded through `changed`, the one place its bookkeeping (the active sets, the dead
 letters, the finished counters) happens.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from redis.client import Pipeline
 
@@ -32,8 +34,13 @@ PARTIAL = "partial"
 BATCH_STATUSES: tuple[str, ...] = (*BATCH_LIVE, *TERMINAL, PARTIAL)
 
 # What each status's task is doing, as `current_step` says it when no step runs.
-STEP_OF: dict[str, str] = {PENDING: "queued", RETRYING: "waiting_retry", FAILED: "failed",
-                           CANCELED: "canceled", SUCCEEDED: "done"}
+STEP_OF: dict[str, str] = {
+    PENDING: "queued",
+    RETRYING: "waiting_retry",
+    FAILED: "failed",
+    CANCELED: "canceled",
+    SUCCEEDED: "done",
+}
 
 
 @dataclass(frozen=True)
@@ -62,12 +69,24 @@ RETRY = Transition("retry", "person", (FAILED, CANCELED), PENDING)
 LOSE_ATTEMPT = Transition("lose_attempt", "reconciler", (RUNNING,), RETRYING)
 LOSE = Transition("lose", "reconciler", LIVE, FAILED)
 CANCELED_ELSEWHERE = Transition("canceled_elsewhere", "reconciler", (PENDING, RETRYING), CANCELED)
-TRANSITIONS: tuple[Transition, ...] = (START, SUCCEED, WAIT_FOR_RETRY, FAIL, CANCEL, RETRY,
-                                       LOSE_ATTEMPT, LOSE, CANCELED_ELSEWHERE)
+TRANSITIONS: tuple[Transition, ...] = (
+    START,
+    SUCCEED,
+    WAIT_FOR_RETRY,
+    FAIL,
+    CANCEL,
+    RETRY,
+    LOSE_ATTEMPT,
+    LOSE,
+    CANCELED_ELSEWHERE,
+)
 
 # The webhook event (docs/architecture.md §14) a move to each terminal status sends.
-EVENT_TYPES: dict[str, str] = {SUCCEEDED: "task.succeeded", FAILED: "task.failed",
-                               CANCELED: "task.canceled"}
+EVENT_TYPES: dict[str, str] = {
+    SUCCEEDED: "task.succeeded",
+    FAILED: "task.failed",
+    CANCELED: "task.canceled",
+}
 
 # Submitting content a task of this status already holds returns that task
 # (docs/architecture.md §9).
@@ -109,8 +128,7 @@ def batch_status(counts: Mapping[str, int]) -> str:
     return PARTIAL
 
 
-def changed(pipe: Pipeline, tenant: str, task_id: str, status: str, *,
-            settings: Settings) -> None:
+def changed(pipe: Pipeline, tenant: str, task_id: str, status: str, *, settings: Settings) -> None:
     """Queue what follows a task's move to `status`, whoever made it: the sets the limits and
     the reconciler watch, the dead-letter indexes, the finished counters and, with webhooks on
     (`settings`), the webhook event and its delivery (jobs.tasks.webhook_events). Queue it after the

@@ -13,9 +13,10 @@ their retention (jobs.tasks.originals), a claim taken back (jobs.tasks.unclaim).
 sweep also `count`s the originals it lists that the table does not know yet (stored by an
 older release, or a reservation lost with its process), so the count converges on the store.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from redis import Redis
 from redis.client import Pipeline
@@ -51,5 +52,6 @@ def used(connection: Redis) -> dict[str, int]:
     head, tail = keys.tenant_stored_bytes("\0").split("\0")
     found = sorted(connection.scan_iter(match=keys.tenant_stored_bytes("*"), count=500))
     values = connection.mget(found) if found else []
-    return {key.decode()[len(head):-len(tail)]: int(value or 0)
-            for key, value in zip(found, values)}
+    return {
+        key.decode()[len(head) : -len(tail)]: int(value or 0) for key, value in zip(found, values)
+    }

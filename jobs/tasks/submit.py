@@ -25,6 +25,7 @@ The claim also says how many replicas are online (INFO replication, read in the 
 one attached, WAIT ends a pipeline that holds one of the upload's last writes, and the upload
 is accepted only once a replica confirmed it (jobs.core.replicas).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,10 +56,10 @@ from jobs.tasks.records import new_id
 from jobs.tasks.unclaim import unclaim
 
 JOB_FUNCTION = "jobs.pipeline.ingest_document"
-SMALL_UPLOAD_FILES = 3    # this many files or fewer: intake-high, so one person's file is quick
-BULK_UPLOAD_FILES = 50    # this many or more: intake-bulk, so a backlog never starves the rest
+SMALL_UPLOAD_FILES = 3  # this many files or fewer: intake-high, so one person's file is quick
+BULK_UPLOAD_FILES = 50  # this many or more: intake-bulk, so a backlog never starves the rest
 RESULT_TTL_SECONDS = 3600
-ENQUEUE_EVERY = 20        # new tasks whose jobs are sent together, once their originals are stored
+ENQUEUE_EVERY = 20  # new tasks whose jobs are sent together, once their originals are stored
 PIECE_BYTES = 1024 * 1024  # what `measure` reads of a stream at once
 INLINE_BYTES = 256 * 1024  # a file this small is kept in memory by `measure` (Upload.data)
 
@@ -100,9 +101,10 @@ class Upload:
     rerun: bool = False
 
     @classmethod
-    def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> "Upload":
-        return cls(filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(),
-                   data=data)
+    def from_bytes(cls, filename: str, document_id: str, data: bytes, kind: str) -> Upload:
+        return cls(
+            filename, document_id, kind, len(data), hashlib.sha256(data).hexdigest(), data=data
+        )
 
     def stream(self) -> BinaryIO:
         """Its bytes from the first, to be read once."""
@@ -134,7 +136,7 @@ def measure(stream: BinaryIO, limit: int, head_bytes: int = 4096) -> Measured:
     digest, size, head, held = hashlib.sha256(), 0, b"", []
     while piece := stream.read(PIECE_BYTES):
         if len(head) < head_bytes:
-            head += piece[:head_bytes - len(head)]
+            head += piece[: head_bytes - len(head)]
         size += len(piece)
         if size > limit:
             break
@@ -156,8 +158,7 @@ def choose_priority(file_count: int, priority: str | None) -> str:
     return "normal"
 
 
-def choose_queue(file_count: int, priority: str | None,
-                 tenant: str = DEFAULT_TENANT) -> str:
+def choose_queue(file_count: int, priority: str | None, tenant: str = DEFAULT_TENANT) -> str:
     """The name of the tenant's queue at that priority (jobs.core.queues: `default`'s are the plain
     intake-high, intake, intake-bulk)."""
     return queue_name(tenant, choose_priority(file_count, priority))
@@ -168,10 +169,19 @@ def idempotency_digest(tenant: str, document_id: str, sha256: str, pipeline_vers
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def submit_documents(connection: Redis, queues: Queues, settings: Settings,
-                     tenant: str, uploads: list[Upload], *, pipeline_version: str,
-                     priority: str | None = None, force: bool = False,
-                     trace_id: str | None = None, kb: Redis | None = None) -> dict[str, Any]:
+def submit_documents(
+    connection: Redis,
+    queues: Queues,
+    settings: Settings,
+    tenant: str,
+    uploads: list[Upload],
+    *,
+    pipeline_version: str,
+    priority: str | None = None,
+    force: bool = False,
+    trace_id: str | None = None,
+    kb: Redis | None = None,
+) -> dict[str, Any]:
     """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
 
     `kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL): what the
@@ -249,8 +259,9 @@ def submit_documents(connection: Redis, queues: Queues, settings: Settings,
         _confirm(last.execute()[-1], settings, batch_id, tenant, record["trace_id"])
     elif len(last):
         last.execute()
-    return _summary(batch_id, created_at, firsts.values(), claimed.entries, tenant,
-                    record["trace_id"])
+    return _summary(
+        batch_id, created_at, firsts.values(), claimed.entries, tenant, record["trace_id"]
+    )
 
 
 def _claimed_index(upload: Upload, indexed: list[str] | None, number: int) -> str:
@@ -272,7 +283,7 @@ class Claimed:
     entries: list[bytes]
 
     @classmethod
-    def of(cls, reply: list[Any]) -> "Claimed":
+    def of(cls, reply: list[Any]) -> Claimed:
         """Raises LimitReached for a refused batch."""
         if reply[0] != b"ok":
             raise LimitReached(reply[0].decode())
@@ -286,8 +297,11 @@ def _in_one_round_trip(uploads: list[Upload], settings: Settings) -> bool:
     """One small file (held in memory), or one re-index, without webhooks: stored ahead of its
     claim, it costs at most INLINE_BYTES in the store when the claim refuses it; a larger
     file is claimed first, so that a refused one is never written."""
-    return (len(uploads) == 1 and not webhook_events.enabled(settings)
-            and (uploads[0].data is not None or uploads[0].original_of is not None))
+    return (
+        len(uploads) == 1
+        and not webhook_events.enabled(settings)
+        and (uploads[0].data is not None or uploads[0].original_of is not None)
+    )
 
 
 def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str,
@@ -341,11 +355,19 @@ def _submit_many(connection: Redis, queue: Queue, settings: Settings, tenant: st
     if webhook_events.enabled(settings):  # before any job runs: the batch waits for them
         ids, statuses = claimed.entries[0::2], claimed.entries[1::2]
         webhook_events.batch_submitted(
-            connection, settings, tenant, batch_id, [t.decode() for t in ids],
+            connection,
+            settings,
+            tenant,
+            batch_id,
+            [t.decode() for t in ids],
             live=states.LIVE,
-            complete=all(s and not states.is_live(s.decode()) for s in statuses))
-    created = [(upload, claimed.entries[2 * i].decode()) for i, upload in enumerate(uploads)
-               if claimed.created(i)]
+            complete=all(s and not states.is_live(s.decode()) for s in statuses),
+        )
+    created = [
+        (upload, claimed.entries[2 * i].decode())
+        for i, upload in enumerate(uploads)
+        if claimed.created(i)
+    ]
     if not created:
         return claimed, connection.pipeline(transaction=False)
     return claimed, _store_and_enqueue(connection, queue, settings, tenant, batch_id, created)
@@ -368,8 +390,9 @@ def _kb_state(kb: Redis, settings: Settings, tenant: str, document_ids: list[str
     return [owner.decode() if owner else "" for owner in owners]
 
 
-def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
-             trace_id: str) -> None:
+def _confirm(
+    acknowledged: int, settings: Settings, batch_id: str, tenant: str, trace_id: str
+) -> None:
     """The 202 only once a replica has the upload; else NotReplicated (stored all the same).
 
     The refusal's log line is written at once: a request's held lines (logs.held) are written
@@ -377,15 +400,31 @@ def _confirm(acknowledged: int, settings: Settings, batch_id: str, tenant: str,
     try:
         replicas_.confirm(acknowledged, settings)
     except NotReplicated:
-        logs.write([("upload_not_replicated", {"batch_id": batch_id, "tenant": tenant,
-                                               "trace_id": trace_id,
-                                               "wait_ms": settings.replica_wait_ms},
-                     time.time())])
+        logs.write(
+            [
+                (
+                    "upload_not_replicated",
+                    {
+                        "batch_id": batch_id,
+                        "tenant": tenant,
+                        "trace_id": trace_id,
+                        "wait_ms": settings.replica_wait_ms,
+                    },
+                    time.time(),
+                )
+            ]
+        )
         raise
 
 
-def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                       batch_id: str, created: list[tuple[Upload, str]]) -> Pipeline:
+def _store_and_enqueue(
+    connection: Redis,
+    queue: Queue,
+    settings: Settings,
+    tenant: str,
+    batch_id: str,
+    created: list[tuple[Upload, str]],
+) -> Pipeline:
     """Each new task's original into the store, then its job (RQ's own enqueue) queued on a
     pipeline sent every ENQUEUE_EVERY tasks, after the registration of the tenant's queues (so
     workers listen to them): a job never runs before its original is stored, and nothing
@@ -402,8 +441,12 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
                 originals.put(settings, tenant, upload.document_id, task_id, upload.stream())
         except Exception as exc:  # any store error: what was enqueued stays, the rest goes back
             pipe.execute()
-            unclaim(connection, tenant, batch_id,
-                    [(task_id, upload.document_id) for upload, task_id in created[number - 1:]])
+            unclaim(
+                connection,
+                tenant,
+                batch_id,
+                [(task_id, upload.document_id) for upload, task_id in created[number - 1 :]],
+            )
             raise StorageUnavailable() from exc
         queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
         if number % ENQUEUE_EVERY == 0 and number < len(created):
@@ -411,17 +454,26 @@ def _store_and_enqueue(connection: Redis, queue: Queue, settings: Settings, tena
     return pipe
 
 
-def _summary(batch_id: str, created_at: str, uploads: Any, entries: list[bytes], tenant: str,
-             trace_id: str) -> dict[str, Any]:
+def _summary(
+    batch_id: str, created_at: str, uploads: Any, entries: list[bytes], tenant: str, trace_id: str
+) -> dict[str, Any]:
     answer = []
-    for upload, task_id, existing in zip(uploads, entries[0::2], entries[1::2]):
-        task_id, existing = task_id.decode(), existing.decode()
-        answer.append({"id": task_id, "document_id": upload.document_id,
-                       "filename": upload.filename, "status": existing or states.PENDING,
-                       "duplicate": bool(existing)})
-        logs.event("task_submitted" if not existing else "duplicate_submitted",
-                   {"id": task_id, "batch_id": batch_id, "tenant": tenant,
-                    "trace_id": trace_id}, document_id=upload.document_id)
+    for upload, raw_id, raw_existing in zip(uploads, entries[0::2], entries[1::2]):
+        task_id, existing = raw_id.decode(), raw_existing.decode()
+        answer.append(
+            {
+                "id": task_id,
+                "document_id": upload.document_id,
+                "filename": upload.filename,
+                "status": existing or states.PENDING,
+                "duplicate": bool(existing),
+            }
+        )
+        logs.event(
+            "task_submitted" if not existing else "duplicate_submitted",
+            {"id": task_id, "batch_id": batch_id, "tenant": tenant, "trace_id": trace_id},
+            document_id=upload.document_id,
+        )
     return {"batch_id": batch_id, "created_at": created_at, "tasks": answer}
 
 
@@ -443,16 +495,31 @@ def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> 
     delays = backoff_delays(settings.max_attempts, settings.retry_base_seconds)
     ttl = settings.retention_seconds
     return Queue.prepare_data(
-        JOB_FUNCTION, args=(task_id,), job_id=job_id or task_id, timeout=settings.job_timeout,
-        result_ttl=RESULT_TTL_SECONDS, failure_ttl=ttl, ttl=ttl,
-        retry=Retry(max=len(delays), interval=delays) if delays else None)
+        JOB_FUNCTION,
+        args=(task_id,),
+        job_id=job_id or task_id,
+        timeout=settings.job_timeout,
+        result_ttl=RESULT_TTL_SECONDS,
+        failure_ttl=ttl,
+        ttl=ttl,
+        retry=Retry(max=len(delays), interval=delays) if delays else None,
+    )
 
 
-def _task_fields(task_id: str, upload: Upload, digest: str, settings: Settings,
-                 record: dict[str, str]) -> dict[str, Any]:
+def _task_fields(
+    task_id: str, upload: Upload, digest: str, settings: Settings, record: dict[str, str]
+) -> dict[str, Any]:
     """The new task's record for the submit script (jobs.tasks.record.created)."""
     return task_record.created(
-        task_id, record, document_id=upload.document_id, filename=upload.filename,
-        kind=upload.kind, size=upload.size, max_attempts=settings.max_attempts,
-        idempotency=digest, version=time.time_ns() // 1000, sha256=upload.sha256,
-        original_of=upload.original_of)
+        task_id,
+        record,
+        document_id=upload.document_id,
+        filename=upload.filename,
+        kind=upload.kind,
+        size=upload.size,
+        max_attempts=settings.max_attempts,
+        idempotency=digest,
+        version=time.time_ns() // 1000,
+        sha256=upload.sha256,
+        original_of=upload.original_of,
+    )

@@ -15,6 +15,7 @@ falls back to the newest remaining one (or none). The document stays in the tena
 only while something still names it: the library forgets a member that names nothing on its
 next read (jobs.tasks.library).
 """
+
 from __future__ import annotations
 
 from redis import Redis
@@ -26,8 +27,7 @@ from jobs.tasks import record as task_record
 _UNCLAIM = scripts.load(__file__, "unclaim", task_record.SCRIPT_NAMES)
 
 
-def unclaim(connection: Redis, tenant: str, batch_id: str,
-            tasks: list[tuple[str, str]]) -> int:
+def unclaim(connection: Redis, tenant: str, batch_id: str, tasks: list[tuple[str, str]]) -> int:
     """Take back the claim of each (task id, document id); returns how many tasks the batch
     keeps (0: the batch is gone too)."""
     if not tasks:

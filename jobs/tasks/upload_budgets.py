@@ -11,6 +11,7 @@ The original itself stays in the store (jobs.tasks.originals); only the reservat
 reservation whose task ended without giving it back (a process lost between) is given back by
 the next `recount`.
 """
+
 from __future__ import annotations
 
 from redis import Redis

@@ -17,6 +17,7 @@ records its batch's `batch.completed`, whose delivery job the task event's job e
 (jobs.webhooks.delivery). A Retry puts the task back in them. A batch whose tasks were all finished
 duplicates is complete at submit.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,11 +37,11 @@ from jobs.core.settings import Settings
 
 QUEUE = "intake-webhooks"
 DELIVER = "jobs.webhooks.deliver"
-EVENT_TTL_SECONDS = 7 * 86400   # an event and its delivery record are kept a week
-RECENT_PER_TENANT = 1000        # the newest a tenant's deliveries list keeps
-RETRY_WINDOW_SECONDS = 86400    # a delivery is retried for at least a day
-RETRY_CAP_SECONDS = 3600        # with at most an hour between two attempts
-JOB_TIMEOUT_SECONDS = 60        # one attempt: the POST's timeout with room to spare
+EVENT_TTL_SECONDS = 7 * 86400  # an event and its delivery record are kept a week
+RECENT_PER_TENANT = 1000  # the newest a tenant's deliveries list keeps
+RETRY_WINDOW_SECONDS = 86400  # a delivery is retried for at least a day
+RETRY_CAP_SECONDS = 3600  # with at most an hour between two attempts
+JOB_TIMEOUT_SECONDS = 60  # one attempt: the POST's timeout with room to spare
 BATCH_COMPLETED = "batch.completed"
 # Delivery statuses of an event (jobs.webhooks.delivery writes all but the first).
 PENDING, DELIVERED, RETRYING, FAILED = "pending", "delivered", "retrying", "failed"
@@ -88,8 +89,7 @@ def task_reopened(pipe: Pipeline, settings: Settings, task_id: str) -> None:
                          "live_head": live_head, "live_tail": live_tail})
 
 
-def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
-                  kind: str) -> None:
+def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str, kind: str) -> None:
     """Queue on `pipe` (after the task's own write) a finished task's event of type `kind`
     (jobs.tasks.states.EVENT_TYPES), the batch events it completes, and its delivery job."""
     event_id = new_id()
@@ -104,8 +104,16 @@ def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str,
     enqueue(pipe, settings, [event_id])
 
 
-def batch_submitted(connection: Redis, settings: Settings, tenant: str, batch_id: str,
-                    task_ids: list[str], *, live: tuple[str, ...], complete: bool) -> None:
+def batch_submitted(
+    connection: Redis,
+    settings: Settings,
+    tenant: str,
+    batch_id: str,
+    task_ids: list[str],
+    *,
+    live: tuple[str, ...],
+    complete: bool,
+) -> None:
     """After a batch's submit script, before its jobs are enqueued: the batch waits for its
     live tasks (new or reused). `complete` (every task a finished duplicate when the claim
     ran) enqueues the batch event's delivery in the same MULTI; a reused task that finished
@@ -146,9 +154,15 @@ def job_data(event_id: str, settings: Settings) -> EnqueueData:
     TTLs that outlast the retries (RQ ignores Queue-level ones)."""
     delays = retry_delays(settings.webhook_retry_base_seconds)
     return Queue.prepare_data(
-        DELIVER, args=(event_id,), job_id=job_id(event_id), timeout=JOB_TIMEOUT_SECONDS,
-        result_ttl=3600, failure_ttl=EVENT_TTL_SECONDS, ttl=EVENT_TTL_SECONDS,
-        retry=Retry(max=len(delays), interval=delays))
+        DELIVER,
+        args=(event_id,),
+        job_id=job_id(event_id),
+        timeout=JOB_TIMEOUT_SECONDS,
+        result_ttl=3600,
+        failure_ttl=EVENT_TTL_SECONDS,
+        ttl=EVENT_TTL_SECONDS,
+        retry=Retry(max=len(delays), interval=delays),
+    )
 
 
 def enqueue(pipe: Pipeline, settings: Settings, event_ids: list[str]) -> None:

@@ -12,12 +12,14 @@ blocks into one text until a block that starts a new part of the document (a sli
 so no chunk spans two such parts, and gives each chunk the location of the block it starts in,
 with `page_end` (the page of its last character) when it runs over a page break.
 """
+
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from jobs.text.parsers.document import Block
 
@@ -91,8 +93,9 @@ def chunk_text(text: str, size: int = 1000, overlap: int = 150) -> list[str]:
     return [text[start:end] for start, end in chunk_spans(text, size, overlap)]
 
 
-def chunk_spans(text: str, size: int = 1000, overlap: int = 150,
-                anchors: Sequence[int] = ()) -> list[tuple[int, int]]:
+def chunk_spans(
+    text: str, size: int = 1000, overlap: int = 150, anchors: Sequence[int] = ()
+) -> list[tuple[int, int]]:
     """The (start, end) offsets in `text` of the chunks `chunk_text` gives.
 
     `anchors` (sorted offsets: where each page or section starts): a chunk's overlap never
@@ -100,8 +103,9 @@ def chunk_spans(text: str, size: int = 1000, overlap: int = 150,
     the top of page 2 starts there and says "page 2", not the page its overlap came from.
     """
     if size < 1 or not 0 <= overlap < size:
-        raise ValueError(f"chunk size {size} and overlap {overlap}: need size ≥ 1 and "
-                         f"0 ≤ overlap < size")
+        raise ValueError(
+            f"chunk size {size} and overlap {overlap}: need size ≥ 1 and 0 ≤ overlap < size"
+        )
     last = len(text.rstrip())
     start = _skip_space(text, 0, last)
     spans: list[tuple[int, int]] = []

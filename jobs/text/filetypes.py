@@ -5,48 +5,92 @@ evidence. The upload endpoint accepts a file only when both agree, so an executa
 ``.pdf`` or a PDF renamed ``.txt`` is refused at once, with a message a person can act on,
 instead of failing later inside a parser. This module is pure: no rq, no redis, no flask.
 """
+
 from __future__ import annotations
 
 import codecs
 
 SUPPORTED_KINDS: tuple[str, ...] = (
-    "txt", "md", "html", "pdf", "docx", "pptx", "xlsx", "csv", "tsv", "epub", "eml",
-    "png", "jpeg", "tiff", "webp",
+    "txt",
+    "md",
+    "html",
+    "pdf",
+    "docx",
+    "pptx",
+    "xlsx",
+    "csv",
+    "tsv",
+    "epub",
+    "eml",
+    "png",
+    "jpeg",
+    "tiff",
+    "webp",
 )
 
 #: How many bytes of the content the caller passes at least (all of it when the file is shorter).
 HEAD_BYTES = 4096
 
 _EXTENSIONS: dict[str, str] = {
-    "txt": "txt", "text": "txt",
-    "md": "md", "markdown": "md",
-    "html": "html", "htm": "html",
+    "txt": "txt",
+    "text": "txt",
+    "md": "md",
+    "markdown": "md",
+    "html": "html",
+    "htm": "html",
     "pdf": "pdf",
-    "docx": "docx", "pptx": "pptx", "xlsx": "xlsx",
-    "csv": "csv", "tsv": "tsv",
-    "epub": "epub", "eml": "eml",
-    "png": "png", "jpg": "jpeg", "jpeg": "jpeg", "tif": "tiff", "tiff": "tiff", "webp": "webp",
+    "docx": "docx",
+    "pptx": "pptx",
+    "xlsx": "xlsx",
+    "csv": "csv",
+    "tsv": "tsv",
+    "epub": "epub",
+    "eml": "eml",
+    "png": "png",
+    "jpg": "jpeg",
+    "jpeg": "jpeg",
+    "tif": "tiff",
+    "tiff": "tiff",
+    "webp": "webp",
 }
 #: Every extension a supported kind goes by, dot first: what a file picker offers (the content
 #: is checked all the same, `detect_kind`).
 EXTENSIONS: tuple[str, ...] = tuple(f".{extension}" for extension in _EXTENSIONS)
 
 _KIND_NAMES: dict[str, str] = {
-    "txt": "a text file", "md": "a Markdown file", "html": "an HTML page",
-    "pdf": "a PDF", "docx": "a Word document", "pptx": "a PowerPoint presentation",
-    "xlsx": "an Excel workbook", "csv": "a CSV file", "tsv": "a tab-separated (TSV) file",
-    "epub": "an EPUB e-book", "eml": "an e-mail message (EML)",
-    "png": "a PNG image", "jpeg": "a JPEG image", "tiff": "a TIFF image", "webp": "a WebP image",
+    "txt": "a text file",
+    "md": "a Markdown file",
+    "html": "an HTML page",
+    "pdf": "a PDF",
+    "docx": "a Word document",
+    "pptx": "a PowerPoint presentation",
+    "xlsx": "an Excel workbook",
+    "csv": "a CSV file",
+    "tsv": "a tab-separated (TSV) file",
+    "epub": "an EPUB e-book",
+    "eml": "an e-mail message (EML)",
+    "png": "a PNG image",
+    "jpeg": "a JPEG image",
+    "tiff": "a TIFF image",
+    "webp": "a WebP image",
 }
 
 #: The media type of each kind, as a download or a listing states it.
 _MEDIA_TYPES: dict[str, str] = {
-    "txt": "text/plain", "md": "text/markdown", "html": "text/html", "pdf": "application/pdf",
+    "txt": "text/plain",
+    "md": "text/markdown",
+    "html": "text/html",
+    "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    "csv": "text/csv", "tsv": "text/tab-separated-values", "epub": "application/epub+zip",
-    "eml": "message/rfc822", "png": "image/png", "jpeg": "image/jpeg", "tiff": "image/tiff",
+    "csv": "text/csv",
+    "tsv": "text/tab-separated-values",
+    "epub": "application/epub+zip",
+    "eml": "message/rfc822",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "tiff": "image/tiff",
     "webp": "image/webp",
 }
 UNKNOWN_MEDIA_TYPE = "application/octet-stream"
@@ -73,7 +117,10 @@ _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
 
 #: Text with these byte-order marks legitimately contains NUL bytes.
 _WIDE_BOMS: tuple[bytes, ...] = (
-    codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE,
+    codecs.BOM_UTF32_LE,
+    codecs.BOM_UTF32_BE,
+    codecs.BOM_UTF16_LE,
+    codecs.BOM_UTF16_BE,
 )
 
 _PDF_WHITESPACE = b" \t\r\n\f\x00"
@@ -169,14 +216,16 @@ def rejection_reason(filename: str, head: bytes) -> tuple[str, str]:
     supported = ", ".join(SUPPORTED_KINDS)
     kind = extension_kind(filename)
     if kind is None:
-        return ("unsupported_type",
-                f"“{filename}” is not a supported document type ({supported}).")
+        return ("unsupported_type", f"“{filename}” is not a supported document type ({supported}).")
     if kind not in _TEXT_KINDS:
-        return ("unsupported_type",
-                f"“{filename}” does not contain {_KIND_NAMES[kind]} "
-                f"(its content does not match its extension).")
+        return (
+            "unsupported_type",
+            f"“{filename}” does not contain {_KIND_NAMES[kind]} "
+            f"(its content does not match its extension).",
+        )
     found = _binary_signature(head)
     detail = f"its content is {found}" if found else "its content is binary, not text"
-    return ("unsupported_type",
-            f"“{filename}” is not {_KIND_NAMES[kind]} ({detail}, which does not match "
-            f"its extension).")
+    return (
+        "unsupported_type",
+        f"“{filename}” is not {_KIND_NAMES[kind]} ({detail}, which does not match its extension).",
+    )

@@ -9,12 +9,14 @@ engine checks for signals as it runs, so even a runaway match is stopped) and a 
 address space, both put back as they were whatever happens. Past either bound the parse fails
 permanently, as in the child: ``parse_timeout`` or ``too_large``. Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import resource
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from jobs.core.failures import PermanentError
 from jobs.core.settings import MIB
@@ -29,8 +31,15 @@ class _Overran(BaseException):
     """The CPU-time alarm rang: a BaseException, so no parser's own handler swallows it."""
 
 
-def parse(data: bytes, kind: str, *, seconds: float, memory_bytes: int, max_chars: int,
-          options: ParseOptions) -> ParsedDocument:
+def parse(
+    data: bytes,
+    kind: str,
+    *,
+    seconds: float,
+    memory_bytes: int,
+    max_chars: int,
+    options: ParseOptions,
+) -> ParsedDocument:
     """parse_document of a `KINDS` file in this process, within `seconds` of CPU time and
     `memory_bytes` more address space; PermanentError (``parse_timeout``, ``too_large``)
     past either, or past `max_chars` characters of text."""
@@ -38,12 +47,17 @@ def parse(data: bytes, kind: str, *, seconds: float, memory_bytes: int, max_char
         with _cpu_deadline(seconds), _address_space(memory_bytes):
             parsed = parse_document(data, kind, options)
     except _Overran:
-        raise PermanentError(f"Reading this document took longer than {seconds:g} s; it may be "
-                             "damaged or built to be slow to read.", code="parse_timeout") from None
+        raise PermanentError(
+            f"Reading this document took longer than {seconds:g} s; it may be "
+            "damaged or built to be slow to read.",
+            code="parse_timeout",
+        ) from None
     except MemoryError:
-        raise PermanentError("Reading this document needed more than the "
-                             f"{memory_bytes // MIB} MiB of memory allowed per document.",
-                             code="too_large") from None
+        raise PermanentError(
+            "Reading this document needed more than the "
+            f"{memory_bytes // MIB} MiB of memory allowed per document.",
+            code="too_large",
+        ) from None
     if parsed.characters > max_chars:
         raise parse_reply.too_long(parsed.characters, max_chars)
     return parsed
@@ -53,6 +67,7 @@ def parse(data: bytes, kind: str, *, seconds: float, memory_bytes: int, max_char
 def _cpu_deadline(seconds: float) -> Iterator[None]:
     def overran(signum: int, frame: Any) -> None:
         raise _Overran()
+
     previous = signal.signal(signal.SIGPROF, overran)
     signal.setitimer(signal.ITIMER_PROF, seconds)
     try:

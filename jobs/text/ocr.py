@@ -13,6 +13,7 @@ worker with OCR on builds it before its first job (`load`, from jobs.worker.warm
 document's fork inherits it; a process that never OCRs never builds it (the web, a worker with
 INTAKE_OCR=off), and any other builds it on first use (`engine`). Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -20,7 +21,8 @@ import functools
 import os
 import re
 import resource
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jobs.core.failures import PermanentError
 from jobs.core.settings import OCR_LANGUAGES
@@ -48,8 +50,9 @@ def check_page_count(count: int, max_pages: int, what: str) -> None:
     """PermanentError (too_large) when `count` pages, described by `what` ("This scan has
     10,000 pages without text"), are more than OCR reads per document."""
     if count > max_pages:
-        raise PermanentError(f"{what}; OCR reads at most {max_pages:,} pages per document.",
-                             code="too_large")
+        raise PermanentError(
+            f"{what}; OCR reads at most {max_pages:,} pages per document.", code="too_large"
+        )
 
 
 def page_numbers(detail: str) -> tuple[int, int] | None:
@@ -58,9 +61,11 @@ def page_numbers(detail: str) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-def read_pages(renders: Sequence[Callable[[], "Image.Image"]],
-               progress: Callable[[str], None],
-               languages: Sequence[str] = LANGUAGES) -> list[str]:
+def read_pages(
+    renders: Sequence[Callable[[], Image.Image]],
+    progress: Callable[[str], None],
+    languages: Sequence[str] = LANGUAGES,
+) -> list[str]:
     """The text of each page, in order; `renders[i]()` makes page i's image when its turn
     comes, so one page image is held at a time. "OCR page i of n" goes to `progress` as each
     page starts (a deadline per page is kept by whoever listens: jobs.text.sandbox).
@@ -72,7 +77,7 @@ def read_pages(renders: Sequence[Callable[[], "Image.Image"]],
     return texts
 
 
-def read_image(image: "Image.Image", languages: Sequence[str] = LANGUAGES) -> str:
+def read_image(image: Image.Image, languages: Sequence[str] = LANGUAGES) -> str:
     """The text OCR finds in `image`, a line per line of text ("" when it finds none)."""
     pixels = _grey_pixels(image)
     if int(pixels.max()) - int(pixels.min()) < BLANK_RANGE:
@@ -86,7 +91,7 @@ def read_image(image: "Image.Image", languages: Sequence[str] = LANGUAGES) -> st
     return _lines(found)
 
 
-def _grey_pixels(image: "Image.Image") -> Any:
+def _grey_pixels(image: Image.Image) -> Any:
     """Grey levels (the models read luminance), transparency flattened onto white, scaled to
     MAX_SIDE pixels on its longer side (enlarged at most MAX_UPSCALE times)."""
     import numpy as np

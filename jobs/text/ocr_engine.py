@@ -23,9 +23,11 @@ figures in docs/benchmarks.md, "OCR quality"):
   the recognizer reads a few of them with more confidence turned than as they are; then it
   turns all of them.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from rapidocr_onnxruntime import RapidOCR
@@ -50,15 +52,17 @@ class SpacedDecode(CTCLabelDecode):
     """RapidOCR's CTC decoding, with the spaces its greedy choice drops between Latin words
     put back from the model's probability of a space (module docstring)."""
 
-    def __init__(self, decoder: CTCLabelDecode) -> None:  # noqa: super().__init__ reads files
+    # No super().__init__(): it reads the dictionary's files again.
+    def __init__(self, decoder: CTCLabelDecode) -> None:
         self.character, self.dict = decoder.character, decoder.dict
         if self.character[-1] != " ":
             raise ValueError("RapidOCR's dictionary no longer ends with the space")
         self.space = len(self.character) - 1
         self.spaces = True  # set per page by Engine: English among the languages
 
-    def __call__(self, preds: np.ndarray, return_word_box: bool = False,
-                 **kwargs: Any) -> list[Any]:
+    def __call__(
+        self, preds: np.ndarray, return_word_box: bool = False, **kwargs: Any
+    ) -> list[Any]:
         results = super().__call__(preds, return_word_box, **kwargs)
         if not self.spaces or return_word_box:
             return results
@@ -69,14 +73,15 @@ class SpacedDecode(CTCLabelDecode):
         merged, blanks dropped), and a space between two Latin characters where the space's
         probability passes SPACE_PROBABILITY at a step from the one to the other."""
         best = steps.argmax(axis=1)
-        kept = [t for t in range(len(best))
-                if best[t] != BLANK and (t == 0 or best[t] != best[t - 1])]
+        kept = [
+            t for t in range(len(best)) if best[t] != BLANK and (t == 0 or best[t] != best[t - 1])
+        ]
         out: list[str] = []
         for number, t in enumerate(kept):
             char = self.character[best[t]]
             if number and _latin(char) and _latin(out[-1]):
                 before = kept[number - 1]
-                if float(steps[before:t + 1, self.space].max()) > SPACE_PROBABILITY:
+                if float(steps[before : t + 1, self.space].max()) > SPACE_PROBABILITY:
                     out.append(" ")
             out.append(char)
         return "".join(out)
@@ -92,8 +97,12 @@ class PageOrientation(TextClassifier):
     and the recognizer, on up to CHECKED_LINES of them, reads them turned with more confidence
     than as they are; then all of them are turned."""
 
-    def __init__(self, classifier: TextClassifier, recognizer: Any) -> None:  # noqa: shares
-        self.__dict__.update(classifier.__dict__)                            # its model
+    #: RapidOCR's classifier threshold (set by its __init__, taken over from `classifier`).
+    cls_thresh: float
+
+    # No super().__init__(): this one shares `classifier`'s model instead of loading its own.
+    def __init__(self, classifier: TextClassifier, recognizer: Any) -> None:
+        self.__dict__.update(classifier.__dict__)
         self.recognizer = recognizer
         self.upside_down = False  # of the last page classified
 
@@ -103,10 +112,12 @@ class PageOrientation(TextClassifier):
             lines, labels, elapsed = super().__call__(img_list)
         finally:
             self.cls_thresh = threshold
-        flipped = [n for n, (label, score) in enumerate(labels)
-                   if "180" in label and score > threshold]
+        flipped = [
+            n for n, (label, score) in enumerate(labels) if "180" in label and score > threshold
+        ]
         self.upside_down = len(flipped) * 2 > len(labels) and self._reads_better_turned(
-            [lines[n] for n in flipped[:CHECKED_LINES]])
+            [lines[n] for n in flipped[:CHECKED_LINES]]
+        )
         if self.upside_down:
             lines = [_turned(line) for line in lines]
         return lines, labels, elapsed
@@ -114,8 +125,7 @@ class PageOrientation(TextClassifier):
     def _reads_better_turned(self, lines: list[np.ndarray]) -> bool:
         as_they_are, _ = self.recognizer(lines)
         turned, _ = self.recognizer([_turned(line) for line in lines])
-        return (sum(score for _, score, *_ in turned)
-                > sum(score for _, score, *_ in as_they_are))
+        return sum(score for _, score, *_ in turned) > sum(score for _, score, *_ in as_they_are)
 
 
 def _turned(line: np.ndarray) -> np.ndarray:
@@ -143,7 +153,11 @@ class Engine:
         found = found or []
         if self.orientation.upside_down:
             height, width = pixels.shape[:2]
-            found = sorted((([[width - x, height - y] for x, y in box], text, score)
-                            for box, text, score in found),
-                           key=lambda one: (min(y for _, y in one[0]), min(x for x, _ in one[0])))
+            found = sorted(
+                (
+                    ([[width - x, height - y] for x, y in box], text, score)
+                    for box, text, score in found
+                ),
+                key=lambda one: (min(y for _, y in one[0]), min(x for x, _ in one[0])),
+            )
         return found

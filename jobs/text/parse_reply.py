@@ -11,6 +11,7 @@ may take at most a fixed allowance plus 4 bytes per character, so an honest repl
 child refuses a too long text, or metadata past its allowance, itself, before sending it.
 Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,10 @@ from jobs.core.failures import PermanentError
 from jobs.core.settings import MIB
 from jobs.text.parsers.document import Block, ParsedDocument
 
-HEADER_MAX_BYTES = 64 * 1024    # a JSON line: outcome, counts, a message
-MESSAGE_MAX_CHARS = 2000        # escaped as ASCII JSON: at most 6 bytes per UTF-16 unit
-BYTES_PER_CHAR = 4              # UTF-8 with surrogatepass: 1 to 4 bytes per str character
-META_BASE_BYTES = MIB           # room for the metadata of many pages with almost no text
+HEADER_MAX_BYTES = 64 * 1024  # a JSON line: outcome, counts, a message
+MESSAGE_MAX_CHARS = 2000  # escaped as ASCII JSON: at most 6 bytes per UTF-16 unit
+BYTES_PER_CHAR = 4  # UTF-8 with surrogatepass: 1 to 4 bytes per str character
+META_BASE_BYTES = MIB  # room for the metadata of many pages with almost no text
 PROGRESS_PREFIX = b'{"progress":'
 
 
@@ -41,8 +42,11 @@ def reply_limit(max_chars: int) -> int:
 
 
 def too_long(chars: int, max_chars: int) -> PermanentError:
-    return PermanentError(f"The text of this document is {chars:,} characters long; at most "
-                          f"{max_chars:,} characters per document are accepted.", code="too_large")
+    return PermanentError(
+        f"The text of this document is {chars:,} characters long; at most "
+        f"{max_chars:,} characters per document are accepted.",
+        code="too_large",
+    )
 
 
 def progress_line(detail: str) -> bytes:
@@ -66,26 +70,43 @@ def encode(parsed: ParsedDocument, max_chars: int) -> bytes:
     entries = []
     for block in parsed.blocks:
         key = json.dumps(block.location, sort_keys=True, ensure_ascii=False)
-        entries.append([indexes.setdefault(key, len(indexes)), int(block.boundary),
-                        len(block.text)])
-    meta = json.dumps({"locations": [json.loads(key) for key in indexes], "blocks": entries,
-                       "warnings": [str(w)[:MESSAGE_MAX_CHARS] for w in parsed.warnings],
-                       "pending": [int(page) for page in parsed.ocr_pending]},
-                      ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        entries.append(
+            [indexes.setdefault(key, len(indexes)), int(block.boundary), len(block.text)]
+        )
+    meta = json.dumps(
+        {
+            "locations": [json.loads(key) for key in indexes],
+            "blocks": entries,
+            "warnings": [str(w)[:MESSAGE_MAX_CHARS] for w in parsed.warnings],
+            "pending": [int(page) for page in parsed.ocr_pending],
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8", "surrogatepass")
     if len(meta) > meta_limit(max_chars):
-        raise PermanentError(f"This document is cut into {len(entries):,} parts (pages, sheets, "
-                             f"sections), too many for its {parsed.characters:,} characters of "
-                             "text.", code="too_large")
+        raise PermanentError(
+            f"This document is cut into {len(entries):,} parts (pages, sheets, "
+            f"sections), too many for its {parsed.characters:,} characters of "
+            "text.",
+            code="too_large",
+        )
     body = "".join(block.text for block in parsed.blocks).encode("utf-8", "surrogatepass")
-    header = _line({"ok": True, "pages": parsed.pages, "ocr_pages": parsed.ocr_pages,
-                    "meta": len(meta), "bytes": len(body)})
+    header = _line(
+        {
+            "ok": True,
+            "pages": parsed.pages,
+            "ocr_pages": parsed.ocr_pages,
+            "meta": len(meta),
+            "bytes": len(body),
+        }
+    )
     return header + meta + body
 
 
 def take_progress(buffer: bytearray) -> tuple[list[str], bool]:
     """Remove the complete progress lines at the start of `buffer` and return their details,
     and whether the reply itself has begun (then nothing more is taken from the buffer)."""
-    details = []
+    details: list[str] = []
     while buffer.startswith(PROGRESS_PREFIX):
         end = buffer.find(b"\n")
         if end < 0:
@@ -93,8 +114,8 @@ def take_progress(buffer: bytearray) -> tuple[list[str], bool]:
         try:
             details.append(str(json.loads(buffer[:end])["progress"]))
         except (ValueError, KeyError, TypeError):
-            return details, True    # not a line the child wrote whole: decode() will say so
-        del buffer[:end + 1]
+            return details, True  # not a line the child wrote whole: decode() will say so
+        del buffer[: end + 1]
     started = bool(buffer) and not PROGRESS_PREFIX.startswith(bytes(buffer))
     return details, started
 
@@ -113,12 +134,15 @@ def decode(payload: bytes | bytearray, max_chars: int) -> ParsedDocument:
         if len(payload) != meta_end + _count(header["bytes"]):
             raise Garbled("reply cut short")
         view = memoryview(payload)
-        meta = json.loads(str(view[newline + 1:meta_end], "utf-8", "surrogatepass"))
+        meta = json.loads(str(view[newline + 1 : meta_end], "utf-8", "surrogatepass"))
         text = str(view[meta_end:], "utf-8", "surrogatepass")
-        parsed = ParsedDocument(_blocks(meta, text), pages=_count(header["pages"]),
-                                ocr_pages=_count(header["ocr_pages"]),
-                                warnings=[str(w) for w in meta["warnings"]],
-                                ocr_pending=[_count(page) for page in meta.get("pending", [])])
+        parsed = ParsedDocument(
+            _blocks(meta, text),
+            pages=_count(header["pages"]),
+            ocr_pages=_count(header["ocr_pages"]),
+            warnings=[str(w) for w in meta["warnings"]],
+            ocr_pending=[_count(page) for page in meta.get("pending", [])],
+        )
     except (ValueError, KeyError, TypeError, IndexError) as exc:  # UnicodeDecodeError, JSON too
         raise Garbled(str(exc)) from None
     if parsed.characters > max_chars:

@@ -22,6 +22,7 @@ permanent failure too, never an unexpected (retried) error: the same bytes would
 The child never closes its end of the pipe: the kernel does as it exits, so end-of-file means its
 exit status is settled, and the SIGKILL the parent always sends afterwards cannot change it.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,9 @@ import resource
 import select
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 from jobs.core.failures import PermanentError
 from jobs.core.settings import MIB
@@ -45,18 +47,30 @@ READ_BYTES = MIB
 HEARTBEAT_SECONDS = 5.0
 CRASHED = "reader_crashed"
 #: Address space above the parse's own bound kept for OCR, taken only once OCR starts
-#: (jobs.text.ocr), so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV, the models,
-#: their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never touched.
+#: (jobs.text.ocr), so a text layer is still read under `memory_bytes` alone: onnxruntime, OpenCV,
+#: the models, their threads' malloc arenas and a page's tensors map ~1.6 GiB, most of it never
+#: touched.
 OCR_ADDRESS_SPACE = 1024 * MIB
 #: How libraries word a refused allocation in the errors they raise instead of MemoryError.
-_OUT_OF_MEMORY_SIGNS = ("memory allocation failed", "out of memory", "cannot allocate memory",
-                        "insufficient memory")
+_OUT_OF_MEMORY_SIGNS = (
+    "memory allocation failed",
+    "out of memory",
+    "cannot allocate memory",
+    "insufficient memory",
+)
 
 
-def parse_bounded(data: bytes, kind: str, *, seconds: float, memory_bytes: int,
-                  max_chars: int = DEFAULT_MAX_CHARS, options: ParseOptions | None = None,
-                  budget_seconds: float | None = None,
-                  heartbeat: Callable[[], None] | None = None) -> ParsedDocument:
+def parse_bounded(
+    data: bytes,
+    kind: str,
+    *,
+    seconds: float,
+    memory_bytes: int,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    options: ParseOptions | None = None,
+    budget_seconds: float | None = None,
+    heartbeat: Callable[[], object] | None = None,
+) -> ParsedDocument:
     """parse_document in a child process (plain text and Markdown: in this one, under the same
     bounds, jobs.text.in_process); PermanentError when it fails, overruns a deadline, blows a
     bound (code ``parse_timeout`` or ``too_large``) or dies before answering
@@ -65,8 +79,14 @@ def parse_bounded(data: bytes, kind: str, *, seconds: float, memory_bytes: int,
     `options.progress` and `heartbeat` propagate, the child killed."""
     options = options or ParseOptions()
     if kind in in_process.KINDS:
-        return in_process.parse(data, kind, seconds=seconds, memory_bytes=memory_bytes,
-                                max_chars=max_chars, options=options)
+        return in_process.parse(
+            data,
+            kind,
+            seconds=seconds,
+            memory_bytes=memory_bytes,
+            max_chars=max_chars,
+            options=options,
+        )
     deadlines = _Deadlines(seconds, options, budget_seconds)
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -114,7 +134,9 @@ class _Deadlines:
                     f"Reading this scan by OCR would take about {per_page * count / 60:.0f} min "
                     f"({count:,} pages at about {per_page:.0f} s a page), more than the "
                     f"{self.budget:g} s one attempt may spend on it (INTAKE_JOB_TIMEOUT). Split "
-                    "it into smaller files, or raise INTAKE_JOB_TIMEOUT.", code="parse_timeout")
+                    "it into smaller files, or raise INTAKE_JOB_TIMEOUT.",
+                    code="parse_timeout",
+                )
 
     def left(self) -> float:
         return min(self.parse, self.page, self.ceiling) - time.monotonic()
@@ -123,21 +145,28 @@ class _Deadlines:
         first = min(self.parse, self.page, self.ceiling)
         if first == self.ceiling:
             where = f"; OCR had reached “{self.detail}”" if self.detail else ""
-            message = (f"Reading this document needs more than the {self.budget:g} s one attempt "
-                       f"may spend on it (INTAKE_JOB_TIMEOUT){where}. Split it into smaller "
-                       "files, or raise INTAKE_JOB_TIMEOUT.")
+            message = (
+                f"Reading this document needs more than the {self.budget:g} s one attempt "
+                f"may spend on it (INTAKE_JOB_TIMEOUT){where}. Split it into smaller "
+                "files, or raise INTAKE_JOB_TIMEOUT."
+            )
         elif first == self.page:
-            message = (f"OCR stopped at “{self.detail}”: that page took longer than "
-                       f"{self.page_seconds:g} s, the most one page may take "
-                       "(INTAKE_OCR_PAGE_TIMEOUT); the scan may be damaged or too detailed.")
+            message = (
+                f"OCR stopped at “{self.detail}”: that page took longer than "
+                f"{self.page_seconds:g} s, the most one page may take "
+                "(INTAKE_OCR_PAGE_TIMEOUT); the scan may be damaged or too detailed."
+            )
         else:
-            message = (f"Reading this document took longer than {self.parse - self.start:g} s; "
-                       "it may be damaged or built to be slow to read.")
+            message = (
+                f"Reading this document took longer than {self.parse - self.start:g} s; "
+                "it may be damaged or built to be slow to read."
+            )
         return PermanentError(message, code="parse_timeout")
 
 
-def _child(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int,
-           options: ParseOptions) -> NoReturn:
+def _child(
+    data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int, options: ParseOptions
+) -> NoReturn:
     """Parse, send progress and one reply, and leave without running the parent's cleanup."""
     status = 1
     try:
@@ -147,8 +176,9 @@ def _child(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int,
         os._exit(status)
 
 
-def _reply(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int,
-           options: ParseOptions) -> bytes:
+def _reply(
+    data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int, options: ParseOptions
+) -> bytes:
     bound = resource.RLIM_INFINITY
     try:
         bound = _limit_memory(memory_bytes, OCR_ADDRESS_SPACE if options.ocr == "auto" else 0)
@@ -163,16 +193,20 @@ def _reply(data: bytes, kind: str, fd: int, memory_bytes: int, max_chars: int,
     except BaseException as exc:  # noqa: BLE001 - the parent turns it into a readable failure
         if _out_of_memory(exc):
             return _memory_failure(memory_bytes, bound)
-        return parse_reply.failure("corrupt", "This document could not be read "
-                                   f"({type(exc).__name__}); it may be damaged.")
+        return parse_reply.failure(
+            "corrupt", f"This document could not be read ({type(exc).__name__}); it may be damaged."
+        )
 
 
 def _memory_failure(memory_bytes: int, bound: int) -> bytes:
     widened = resource.getrlimit(resource.RLIMIT_AS)[0] != bound  # OCR took its room
     ocr_part = f" and {OCR_ADDRESS_SPACE // MIB} MiB more for OCR" if widened else ""
-    return parse_reply.failure("too_large", "Reading this document needed more than the "
-                               f"{memory_bytes // MIB} MiB of memory allowed per document"
-                               f"{ocr_part}.")
+    return parse_reply.failure(
+        "too_large",
+        "Reading this document needed more than the "
+        f"{memory_bytes // MIB} MiB of memory allowed per document"
+        f"{ocr_part}.",
+    )
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -184,7 +218,8 @@ def _out_of_memory(exc: BaseException) -> bool:
         if seen is None:
             return False
         if isinstance(seen, MemoryError) or any(
-                sign in str(seen).lower() for sign in _OUT_OF_MEMORY_SIGNS):
+            sign in str(seen).lower() for sign in _OUT_OF_MEMORY_SIGNS
+        ):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
@@ -193,7 +228,7 @@ def _out_of_memory(exc: BaseException) -> bool:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _limit_memory(extra_bytes: int, reserved_bytes: int) -> int:
@@ -208,9 +243,13 @@ def _limit_memory(extra_bytes: int, reserved_bytes: int) -> int:
     return soft
 
 
-def _read_reply(fd: int, deadlines: _Deadlines, max_chars: int,
-                progress: Callable[[str], None] | None,
-                heartbeat: Callable[[], None] | None = None) -> bytearray:
+def _read_reply(
+    fd: int,
+    deadlines: _Deadlines,
+    max_chars: int,
+    progress: Callable[[str], None] | None,
+    heartbeat: Callable[[], object] | None = None,
+) -> bytearray:
     """Everything the child sends until it exits, progress relayed; PermanentError past a
     deadline or once the reply is longer than a `max_chars` text can be (the caller then kills
     the child)."""
@@ -224,8 +263,8 @@ def _read_reply(fd: int, deadlines: _Deadlines, max_chars: int,
             raise deadlines.missed()
         wait = left if heartbeat is None else min(left, HEARTBEAT_SECONDS)
         if not poller.poll(wait * 1000):
-            if wait < left:
-                heartbeat()  # type: ignore[misc]  (set whenever wait < left)
+            if heartbeat is not None and wait < left:
+                heartbeat()
                 continue
             raise deadlines.missed()
         chunk = os.read(fd, min(READ_BYTES, limit + 1 - len(reply)))
@@ -239,9 +278,11 @@ def _read_reply(fd: int, deadlines: _Deadlines, max_chars: int,
                 if progress is not None:
                     progress(detail)
         if len(reply) > limit:
-            raise PermanentError(f"Reading this document produced more than {max_chars:,} "
-                                 "characters of text, the most accepted per document.",
-                                 code="too_large")
+            raise PermanentError(
+                f"Reading this document produced more than {max_chars:,} "
+                "characters of text, the most accepted per document.",
+                code="too_large",
+            )
 
 
 def _reap(pid: int) -> int:
@@ -265,6 +306,8 @@ def _death(status: int) -> str:
         cause = " (usually: it ran out of memory)" if sig == signal.SIGKILL else ""
         return f"The document reader was killed by {name}{cause} before it finished" + advice
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
-        return (f"The document reader stopped (exit status {os.WEXITSTATUS(status)}) before it "
-                "finished" + advice)
+        return (
+            f"The document reader stopped (exit status {os.WEXITSTATUS(status)}) before it "
+            "finished" + advice
+        )
     return "The document reader's answer was cut short or garbled" + advice

@@ -15,6 +15,7 @@ spaceless runs also index each character alone, so a one-character query ("死")
 character inside longer words; a longer query run is searched by its pairs. Pure: no rq, no
 redis.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,20 +26,20 @@ import Stemmer
 
 # Scripts written without spaces between words, marks included (Thai vowels are marks).
 _SPACELESS = (
-    "\u0e00-\u0e7f"      # Thai
-    "\u0e80-\u0eff"      # Lao
-    "\u1000-\u109f"      # Myanmar
-    "\u1780-\u17ff"      # Khmer
-    "\u3040-\u309f"      # Hiragana
-    "\u30a0-\u30ff"      # Katakana
-    "\u31f0-\u31ff"      # Katakana phonetic extensions
-    "\u3400-\u4dbf"      # CJK extension A
-    "\u4e00-\u9fff"      # CJK unified ideographs
-    "\uac00-\ud7af"      # Hangul syllables
-    "\u1100-\u11ff"      # Hangul jamo
-    "\u3130-\u318f"      # Hangul compatibility jamo
-    "\uf900-\ufaff"      # CJK compatibility ideographs
-    "\uff66-\uff9f"      # halfwidth katakana
+    "\u0e00-\u0e7f"  # Thai
+    "\u0e80-\u0eff"  # Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\u1100-\u11ff"  # Hangul jamo
+    "\u3130-\u318f"  # Hangul compatibility jamo
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # halfwidth katakana
     "\U00020000-\U0003134f"  # CJK extensions B–H
 )
 _TERM = re.compile(rf"([{_SPACELESS}]+)|((?:(?![{_SPACELESS}])\w)+)")
@@ -48,7 +49,8 @@ _HAS_SPACELESS = re.compile(rf"[{_SPACELESS}]")
 #: Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET), as bm25s uses them.
 STOP_WORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split())
+    "then there these they this to was will with".split()
+)
 _STEMMER = Stemmer.Stemmer("english")
 
 
@@ -84,7 +86,7 @@ def document_terms(text: str) -> list[str]:
         elif len(run) == 1:
             found.append(run)
         else:
-            found.extend(run[i:i + 2] for i in range(len(run) - 1))
+            found.extend(run[i : i + 2] for i in range(len(run) - 1))
             found.extend(run)
     return found
 
@@ -116,7 +118,7 @@ def phrases(query: str) -> list[str]:
 
 def pairs(run: str) -> list[str]:
     """The overlapping character pairs a spaceless run is searched by (a lone character stays)."""
-    return [run[i:i + 2] for i in range(len(run) - 1)] or [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)] or [run]
 
 
 def match_pattern(query: str, text: str) -> re.Pattern[str] | None:
@@ -134,6 +136,8 @@ def match_pattern(query: str, text: str) -> re.Pattern[str] | None:
     pieces.update(word for _run, word in _TERM.findall(lowered) if word and stem(word) in stems)
     if not pieces:
         return None
-    alternatives = [re.escape(piece) if spaceless(piece) else rf"(?<!\w){re.escape(piece)}(?!\w)"
-                    for piece in sorted(pieces, key=len, reverse=True)]
+    alternatives = [
+        re.escape(piece) if spaceless(piece) else rf"(?<!\w){re.escape(piece)}(?!\w)"
+        for piece in sorted(pieces, key=len, reverse=True)
+    ]
     return re.compile("|".join(alternatives), re.IGNORECASE)

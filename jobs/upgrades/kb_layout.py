@@ -18,6 +18,7 @@ deletes the cosine index. Until a document is done, search by words misses it; h
 does it within seconds of the new workers' start, or `python -m jobs.upgrades.kb_layout`
 before.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,15 +47,23 @@ def legacy_document(fields: dict[bytes, bytes], tenant: str) -> index.IndexedDoc
     if b"texts" not in fields or b"first" in fields or b"task_id" not in fields:
         return None
     texts: list[str] = json.loads(fields[b"texts"])
-    places: list[dict[str, Any]] = (json.loads(fields[b"locations"]) if b"locations" in fields
-                                    else [{} for _ in texts])
+    places: list[dict[str, Any]] = (
+        json.loads(fields[b"locations"]) if b"locations" in fields else [{} for _ in texts]
+    )
     dim = int(fields.get(b"dim") or 0)
     vectors: np.ndarray | None = None  # sparse: the stored cosine weights are no term counts,
     if (fields.get(b"format") or b"dense") != b"sparse":  # which staging counts from the texts
         vectors = np.frombuffer(fields[b"vectors"], dtype=np.float32).reshape(len(texts), dim)
     return index.IndexedDocument(
-        tenant, fields[b"document_id"].decode(), fields[b"filename"].decode(),
-        fields[b"task_id"].decode(), int(fields[b"version"]), texts, vectors, places)
+        tenant,
+        fields[b"document_id"].decode(),
+        fields[b"filename"].decode(),
+        fields[b"task_id"].decode(),
+        int(fields[b"version"]),
+        texts,
+        vectors,
+        places,
+    )
 
 
 def _document_keys(connection: Redis) -> list[tuple[str, bytes]]:
@@ -62,7 +71,7 @@ def _document_keys(connection: Redis) -> list[tuple[str, bytes]]:
     head, tail = keys.kb_documents("\0").split("\0")
     found = []
     for set_key in connection.scan_iter(match=keys.kb_documents("*"), count=500):
-        tenant = set_key.decode()[len(head):-len(tail)]
+        tenant = set_key.decode()[len(head) : -len(tail)]
         found += [(tenant, doc_key) for doc_key in connection.smembers(set_key)]
     return found
 
@@ -108,7 +117,7 @@ def to_bm25(connection: Redis) -> int:
         lexical, first, chunks = connection.hmget(doc_key, "lexical", "first", "chunks")
         if lexical == b"bm25":
             continue
-        if first is None:   # the layout before chunk ids: `migrate` writes it for BM25
+        if first is None:  # the layout before chunk ids: `migrate` writes it for BM25
             left += 1
             continue
         if _index_words_again(connection, tenant, doc_key, int(first), int(chunks or 0)):
@@ -127,12 +136,16 @@ def to_bm25(connection: Redis) -> int:
     return moved
 
 
-def _index_words_again(connection: Redis, tenant: str, doc_key: bytes, first: int,
-                       chunks: int) -> bool:
+def _index_words_again(
+    connection: Redis, tenant: str, doc_key: bytes, first: int, chunks: int
+) -> bool:
     """One document's BM25 entries from its stored texts; False when the document moved on
     (replaced or deleted) meanwhile: its new version is indexed for BM25 already."""
-    records = connection.hmget(keys.kb_texts(tenant), list(range(first, first + chunks))) if (
-        chunks) else []
+    records = (
+        connection.hmget(keys.kb_texts(tenant), list(range(first, first + chunks)))
+        if (chunks)
+        else []
+    )
     texts = [json.loads(record)[2] if record else "" for record in records]
     reference = connection.hget(keys.kb_lexical_stats(tenant), "reference")
     if reference is None:
@@ -141,8 +154,10 @@ def _index_words_again(connection: Redis, tenant: str, doc_key: bytes, first: in
 
     def still_this_version(pipe: Any) -> bool:
         pipe.watch(doc_key)
-        return pipe.hget(doc_key, "first") == str(first).encode() and pipe.hget(
-            doc_key, "lexical") != b"bm25"
+        return (
+            pipe.hget(doc_key, "first") == str(first).encode()
+            and pipe.hget(doc_key, "lexical") != b"bm25"
+        )
 
     if not index.write_lexical(connection, tenant, first, TERMS.count(texts),
                                float(reference), guard=still_this_version):
@@ -173,14 +188,18 @@ def main() -> int:
     $INTAKE_KB_URL when it is set, else on $REDIS_URL)."""
     from jobs.core.settings import Settings
     from jobs.kb.vector_engine import vector_store
+
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings.from_env()
     connection = connect(settings.kb_url or settings.redis_url, COMMAND)
     store = vector_store(settings)
     started = time.perf_counter()
     moved = migrate(connection, store) + to_bm25(connection)
-    print(f"{moved} document{'' if moved == 1 else 's'} migrated in "
-          f"{time.perf_counter() - started:.1f} s", flush=True)
+    print(
+        f"{moved} document{'' if moved == 1 else 's'} migrated in "
+        f"{time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
     return 0
 
 

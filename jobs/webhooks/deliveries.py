@@ -4,6 +4,7 @@ was, and how its delivery went (attempts, the last answer or error), so a failin
 Read from the tenant's own index of events (jobs.tasks.webhook_events), so another tenant's events
 are never listed. Kept a week, the newest 1,000 per tenant.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +14,20 @@ from redis import Redis
 from jobs.core import keys
 from jobs.tasks.webhook_events import BATCH_COMPLETED
 
-_FIELDS = ("id", "type", "tenant", "created_at", "subject", "status", "attempts",
-           "last_status_code", "last_error", "delivered_at", "next_attempt_at", "updated_at")
+_FIELDS = (
+    "id",
+    "type",
+    "tenant",
+    "created_at",
+    "subject",
+    "status",
+    "attempts",
+    "last_status_code",
+    "last_error",
+    "delivered_at",
+    "next_attempt_at",
+    "updated_at",
+)
 
 
 def view(raw: dict[str, str]) -> dict[str, Any]:
@@ -23,9 +36,13 @@ def view(raw: dict[str, str]) -> dict[str, Any]:
     batch = raw.get("type") == BATCH_COMPLETED
     code = raw.get("last_status_code") or ""
     return {
-        "id": raw["id"], "type": raw.get("type", ""), "created_at": raw.get("created_at", ""),
-        "task_id": None if batch else subject, "batch_id": subject if batch else None,
-        "status": raw.get("status", "pending"), "attempts": int(raw.get("attempts") or 0),
+        "id": raw["id"],
+        "type": raw.get("type", ""),
+        "created_at": raw.get("created_at", ""),
+        "task_id": None if batch else subject,
+        "batch_id": subject if batch else None,
+        "status": raw.get("status", "pending"),
+        "attempts": int(raw.get("attempts") or 0),
         "last_status_code": int(code) if code.isdigit() else None,
         "last_error": raw.get("last_error") or None,
         "delivered_at": raw.get("delivered_at") or None,

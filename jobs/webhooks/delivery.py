@@ -9,6 +9,7 @@ the job again after growing, jittered delays for a day (jobs.tasks.webhook_event
 receiver dedupes on the event's `id`. The body is built at the first attempt and kept on the
 event, so every attempt sends the same bytes; each is signed anew with its own time.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +17,8 @@ import hmac
 import json
 import logging
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import requests
 from redis import Redis
@@ -50,8 +52,15 @@ def signature(secret: str, timestamp: int, body: bytes) -> str:
 
 def body(event: Mapping[str, str], data: Any) -> bytes:
     """The JSON body of an event: `{"id", "type", "created_at", "tenant", "data"}`."""
-    return compact({"id": event["id"], "type": event["type"], "created_at": event["created_at"],
-                    "tenant": event["tenant"], "data": data}).encode("utf-8")
+    return compact(
+        {
+            "id": event["id"],
+            "type": event["type"],
+            "created_at": event["created_at"],
+            "tenant": event["tenant"],
+            "data": data,
+        }
+    ).encode("utf-8")
 
 
 def event_data(connection: Redis, event: Mapping[str, str]) -> Any:
@@ -84,8 +93,15 @@ def reason(exc: BaseException, timeout: float) -> str:
             return "connection refused"
         if "NameResolutionError" in words or "Name or service not known" in words:
             return "host not found"
-        if any(w in words for w in ("RemoteDisconnected", "Connection aborted",
-                                    "ConnectionResetError", "Connection reset")):
+        if any(
+            w in words
+            for w in (
+                "RemoteDisconnected",
+                "Connection aborted",
+                "ConnectionResetError",
+                "Connection reset",
+            )
+        ):
             return "connection closed without an answer"
         return "connection failed"
     return f"request failed ({type(exc).__name__})"
@@ -93,21 +109,36 @@ def reason(exc: BaseException, timeout: float) -> str:
 
 def post(settings: Settings, payload: bytes, event: Mapping[str, str]) -> int:
     """POST once; returns the answer's status code, raises DeliveryFailed with the reason."""
-    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-               "Intake-Event": event["type"], "Intake-Event-Id": event["id"]}
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "Intake-Event": event["type"],
+        "Intake-Event-Id": event["id"],
+    }
     if settings.webhook_secret:
         headers[SIGNATURE_HEADER] = signature(settings.webhook_secret, int(time.time()), payload)
     try:
-        response = requests.post(settings.webhook_url, data=payload, headers=headers,
-                               timeout=settings.webhook_timeout, allow_redirects=False)
+        response = requests.post(
+            settings.webhook_url,
+            data=payload,
+            headers=headers,
+            timeout=settings.webhook_timeout,
+            allow_redirects=False,
+        )
     except requests.exceptions.RequestException as exc:
         raise DeliveryFailed(reason(exc, settings.webhook_timeout)) from None
     response.close()
     return response.status_code
 
 
-def attempt(connection: Redis, settings: Settings, event_id: str, *, retries_left: int,
-            retry_in: float | None = None) -> str:
+def attempt(
+    connection: Redis,
+    settings: Settings,
+    event_id: str,
+    *,
+    retries_left: int,
+    retry_in: float | None = None,
+) -> str:
     """One delivery attempt of an event; returns its outcome (`delivered`; `gone` for an event
     that expired) or raises DeliveryFailed once it is recorded. `retries_left`: how many more
     attempts RQ will make (0: this is the last); `retry_in`: the delay before the next one."""
@@ -120,8 +151,14 @@ def attempt(connection: Redis, settings: Settings, event_id: str, *, retries_lef
     _enqueue_batch_events(connection, settings, key, event)
     payload = _payload(connection, key, event)
     if not settings.webhook_url:  # turned off while the event waited: nowhere to send it
-        _record(connection, key, events.FAILED, outcome="gave_up", attempted=False,
-                error="INTAKE_WEBHOOK_URL is no longer set")
+        _record(
+            connection,
+            key,
+            events.FAILED,
+            outcome="gave_up",
+            attempted=False,
+            error="INTAKE_WEBHOOK_URL is no longer set",
+        )
         return events.FAILED
     code: int | None = None
     try:
@@ -130,13 +167,25 @@ def attempt(connection: Redis, settings: Settings, event_id: str, *, retries_lef
             raise DeliveryFailed(f"HTTP {code}")
     except DeliveryFailed as exc:
         last = retries_left <= 0
-        _record(connection, key, events.FAILED if last else events.RETRYING, error=str(exc),
-                status_code=code, outcome="gave_up" if last else "failed_attempt",
-                next_attempt_at="" if last or retry_in is None else iso_in(retry_in))
+        _record(
+            connection,
+            key,
+            events.FAILED if last else events.RETRYING,
+            error=str(exc),
+            status_code=code,
+            outcome="gave_up" if last else "failed_attempt",
+            next_attempt_at="" if last or retry_in is None else iso_in(retry_in),
+        )
         log.info("webhook %s %s: %s", event_id, "gave up" if last else "will retry", exc)
         raise
-    _record(connection, key, events.DELIVERED, status_code=code, outcome="delivered",
-            delivered_at=now_iso())
+    _record(
+        connection,
+        key,
+        events.DELIVERED,
+        status_code=code,
+        outcome="delivered",
+        delivered_at=now_iso(),
+    )
     return events.DELIVERED
 
 
@@ -147,8 +196,9 @@ def deliver(event_id: str) -> str:
         raise RuntimeError("deliver must run inside an RQ job")
     retries_left = job.retries_left or 0
     retry_in = job.get_retry_interval() if retries_left else None
-    return attempt(job.connection, current_settings(), event_id, retries_left=retries_left,
-                   retry_in=retry_in)
+    return attempt(
+        job.connection, current_settings(), event_id, retries_left=retries_left, retry_in=retry_in
+    )
 
 
 def _payload(connection: Redis, key: str, event: Mapping[str, str]) -> bytes:
@@ -161,8 +211,9 @@ def _payload(connection: Redis, key: str, event: Mapping[str, str]) -> bytes:
     return pipe.execute()[1] or b""
 
 
-def _enqueue_batch_events(connection: Redis, settings: Settings, key: str,
-                          event: Mapping[str, str]) -> None:
+def _enqueue_batch_events(
+    connection: Redis, settings: Settings, key: str, event: Mapping[str, str]
+) -> None:
     """The batch.completed events this task's finish recorded: their delivery jobs, once (the
     flag and the enqueue land together)."""
     batch_events = [e for e in (event.get("batch_events") or "").split(",") if e]
@@ -174,16 +225,28 @@ def _enqueue_batch_events(connection: Redis, settings: Settings, key: str,
     pipe.execute()
 
 
-def _record(connection: Redis, key: str, status: str, *, outcome: str, error: str = "",
-            status_code: int | None = None, delivered_at: str = "", next_attempt_at: str = "",
-            attempted: bool = True) -> None:
+def _record(
+    connection: Redis,
+    key: str,
+    status: str,
+    *,
+    outcome: str,
+    error: str = "",
+    status_code: int | None = None,
+    delivered_at: str = "",
+    next_attempt_at: str = "",
+    attempted: bool = True,
+) -> None:
     """How an attempt went, on the event, and counted (`webhook_deliveries_total{outcome}`)."""
     pipe = connection.pipeline()
     if attempted:
         pipe.hincrby(key, "attempts", 1)
-    fields: dict[str, Any] = {"status": status, "updated_at": now_iso(),
-                              "next_attempt_at": next_attempt_at,
-                              "last_status_code": "" if status_code is None else status_code}
+    fields: dict[str, Any] = {
+        "status": status,
+        "updated_at": now_iso(),
+        "next_attempt_at": next_attempt_at,
+        "last_status_code": "" if status_code is None else status_code,
+    }
     if error:
         fields["last_error"] = error
     if delivered_at:

@@ -9,11 +9,13 @@ only while the task is `running` under that id. A cancel, a Retry, a DELETE or t
 changes the status or the id, and the old attempt's next write is refused: it stops, having
 changed nothing.
 """
+
 from __future__ import annotations
 
 import secrets
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
@@ -64,9 +66,14 @@ class AttemptFence:
         #: When this attempt last saw (time.monotonic()) that it owns the running task; 0: never.
         self.confirmed = 0.0
 
-    def start(self, job_id: str, *, settings: Settings,
-              prefetch: Callable[[Pipeline], None] | None = None,
-              tenant: str | None = None) -> dict[str, str]:
+    def start(
+        self,
+        job_id: str,
+        *,
+        settings: Settings,
+        prefetch: Callable[[Pipeline], None] | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, str]:
         """Take the task for this attempt; returns its record as it then is. The reads that
         `prefetch` queues travel in the same round trip, their replies into `prefetched` (the
         attempt's checkpoint and upload: a tiny document's attempt is a few round trips in
@@ -108,13 +115,13 @@ class AttemptFence:
         taken = dict(zip(reply[2::2], reply[3::2]))
         if taken[task_record.TENANT] != tenant:
             after = self.connection.pipeline()
-            states.changed(after, taken[task_record.TENANT], self.task_id, move.target,
-                           settings=settings)
+            states.changed(
+                after, taken[task_record.TENANT], self.task_id, move.target, settings=settings
+            )
             after.execute()
         return taken
 
-    def write(self, fields: dict[str, Any], ttl_seconds: int,
-              pipe: Pipeline | None = None) -> bool:
+    def write(self, fields: dict[str, Any], ttl_seconds: int, pipe: Pipeline | None = None) -> bool:
         """Queue (on `pipe`) or send a progress write; it applies only while this attempt owns
         the running task. Sent here: True when it applied (queued: False, the reply is the
         pipeline's)."""
@@ -159,8 +166,13 @@ class AttemptFence:
         self._verify(status, owner)
         self.confirmed = time.monotonic()
 
-    def commit(self, build: Callable[[Pipeline], None], *, watch: Iterable[str] = (),
-               check: Callable[[Pipeline], None] | None = None) -> list[Any]:
+    def commit(
+        self,
+        build: Callable[[Pipeline], None],
+        *,
+        watch: Iterable[str] = (),
+        check: Callable[[Pipeline], None] | None = None,
+    ) -> list[Any]:
         """Send `build`'s writes in one MULTI, only while this attempt owns the running task.
 
         The task key (and `watch`) are WATCHed: if anyone changes them before EXEC, the writes
@@ -180,8 +192,11 @@ class AttemptFence:
                     return pipe.execute()
                 except WatchError:
                     continue
-        raise TransientError("The task's record kept changing while its result was being "
-                             "saved; it will be tried again.", code="commit_contended")
+        raise TransientError(
+            "The task's record kept changing while its result was being "
+            "saved; it will be tried again.",
+            code="commit_contended",
+        )
 
     def _verify(self, status: bytes | None, owner: bytes | None) -> None:
         if owner is None or owner.decode() != self.attempt_id:

@@ -9,6 +9,7 @@ expires with the retention period, and is deleted in the transaction that marks 
 succeeded.
 A checkpoint made under other chunk or embedder settings is ignored.
 """
+
 from __future__ import annotations
 
 import io
@@ -30,8 +31,14 @@ MAX_CHUNK_CHARS = 16_000_000
 class Checkpoints:
     """Read and write one task's checkpoint hash, all of it tagged with the pipeline version."""
 
-    def __init__(self, connection: Redis, task_id: str, version: str, ttl_seconds: int,
-                 stored: dict[bytes, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        connection: Redis,
+        task_id: str,
+        version: str,
+        ttl_seconds: int,
+        stored: dict[bytes, bytes] | None = None,
+    ) -> None:
         """`stored`: the hash as already read (with the attempt's start), else read when asked."""
         self.connection = connection
         self.key = keys.checkpoint(task_id)
@@ -55,15 +62,20 @@ class Checkpoints:
         chunks = [Chunk(text, location) for text, location in json.loads(stored[b"chunks"])]
         return json.loads(stored[b"parsed"]), chunks
 
-    def save_chunks(self, summary: dict[str, Any], chunks: list[Chunk],
-                    pipe: Pipeline | None = None) -> None:
+    def save_chunks(
+        self, summary: dict[str, Any], chunks: list[Chunk], pipe: Pipeline | None = None
+    ) -> None:
         """Keep the chunks; with `pipe`, the write is queued there for the caller to send."""
         if sum(len(chunk.text) for chunk in chunks) > MAX_CHUNK_CHARS:
             return
-        self._write({
-            "version": self.version, "parsed": json.dumps(summary),
-            "chunks": json.dumps([[chunk.text, chunk.location] for chunk in chunks]),
-        }, pipe)
+        self._write(
+            {
+                "version": self.version,
+                "parsed": json.dumps(summary),
+                "chunks": json.dumps([[chunk.text, chunk.location] for chunk in chunks]),
+            },
+            pipe,
+        )
 
     def embedding(self, start: int) -> Embedding | None:
         raw = self._load().get(f"embedding:{start}".encode())
@@ -71,12 +83,12 @@ class Checkpoints:
 
     def save_embedding(self, start: int, block: Embedding, pipe: Pipeline | None = None) -> None:
         """Keep one embedding batch; with `pipe`, the write is queued there for the caller."""
-        self._write({"version": self.version, f"embedding:{start}": encode_embedding(block)},
-                    pipe)
+        self._write({"version": self.version, f"embedding:{start}": encode_embedding(block)}, pipe)
 
     def _write(self, fields: dict[str, Any], pipe: Pipeline | None) -> None:
         own = pipe is None
-        pipe = self.connection.pipeline() if own else pipe
+        if pipe is None:
+            pipe = self.connection.pipeline()
         pipe.hset(self.key, mapping=fields)
         pipe.expire(self.key, self.ttl_seconds)
         if own:
@@ -85,15 +97,23 @@ class Checkpoints:
 
 def summary(parsed: ParsedDocument) -> dict[str, Any]:
     """What a task's `result` says of its parse, kept with the chunks so a retry can say it too."""
-    return {"pages": parsed.pages, "characters": parsed.characters,
-            "ocr_pages": parsed.ocr_pages, "warnings": list(parsed.warnings)}
+    return {
+        "pages": parsed.pages,
+        "characters": parsed.characters,
+        "ocr_pages": parsed.ocr_pages,
+        "warnings": list(parsed.warnings),
+    }
 
 
 def delete(pipe: Pipeline, task_id: str) -> None:
     """Queue the removal of everything kept for a retry: the checkpoint and a scan's page
     ranges (jobs.worker.page_ranges)."""
-    pipe.delete(keys.checkpoint(task_id), keys.page_ranges(task_id),
-                keys.page_range_readers(task_id), keys.page_ranges_done(task_id))
+    pipe.delete(
+        keys.checkpoint(task_id),
+        keys.page_ranges(task_id),
+        keys.page_range_readers(task_id),
+        keys.page_ranges_done(task_id),
+    )
 
 
 #: The start of an embedding batch as `encode_embedding` writes it; np.savez's zip format is
@@ -117,7 +137,7 @@ def decode_embedding(raw: bytes) -> Embedding | None:
     if not raw.startswith(_MAGIC):
         return _decode_npz(raw)
     at = len(_MAGIC) + 4
-    end = at + int.from_bytes(raw[len(_MAGIC):at], "big")
+    end = at + int.from_bytes(raw[len(_MAGIC) : at], "big")
     header = json.loads(raw[at:end])
     if header["form"] != "dense":
         return None

@@ -21,6 +21,7 @@ from its maintenance thread by an RQScheduler of their own, through RQ's public 
 methods (the locks, the heartbeat, enqueue_scheduled_jobs: the loop RQ's scheduler process
 runs, every second). RQ's registry cleanup follows the worker's queue list by itself.
 """
+
 from __future__ import annotations
 
 import threading
@@ -44,10 +45,14 @@ def wake_up() -> None:
 def wanted_queues(given: list[str], tenants: list[str]) -> list[str]:
     """The command line's queues, then each tenant's queues of the static priorities named
     there (a worker started on `intake-bulk` alone serves every tenant's bulk)."""
-    priorities = {queues.parse(name)[1] for name in given if name in QUEUE_NAMES}
-    extra = [queues.queue_name(tenant, priority) for tenant in tenants
-             if tenant != queues.DEFAULT_TENANT
-             for priority in queues.PRIORITIES if priority in priorities]
+    priorities = {queues.priority_of(name) for name in given if name in QUEUE_NAMES}
+    extra = [
+        queues.queue_name(tenant, priority)
+        for tenant in tenants
+        if tenant != queues.DEFAULT_TENANT
+        for priority in queues.PRIORITIES
+        if priority in priorities
+    ]
     return list(dict.fromkeys([*given, *extra]))
 
 
@@ -105,17 +110,29 @@ class TenantQueues:
             if set(wanted) <= set(worker.queue_names()):
                 return False
             made = {q.name: q for q in worker.queues}
-            worker.queues = [made.get(name) or worker.queue_class(
-                name, connection=worker.connection, job_class=worker.job_class,
-                serializer=worker.serializer, death_penalty_class=worker.death_penalty_class)
-                for name in wanted]
+            worker.queues = [
+                made.get(name)
+                or worker.queue_class(
+                    name,
+                    connection=worker.connection,
+                    job_class=worker.job_class,
+                    serializer=worker.serializer,
+                    death_penalty_class=worker.death_penalty_class,
+                )
+                for name in wanted
+            ]
         if worker.birth_date is not None:  # registered: rq info and the dashboard read these
             publish_queues(worker)
-            worker.log.info("Worker %s: now listening on %s", worker.name,
-                            ", ".join(worker.queue_names()))
+            worker.log.info(
+                "Worker %s: now listening on %s", worker.name, ", ".join(worker.queue_names())
+            )
             Queue(PRIORITY_QUEUES["high"], connection=worker.connection).enqueue(
-                WAKE_FUNCTION, result_ttl=0, failure_ttl=60, ttl=300,
-                description="wake an idle worker: new tenant queues")
+                WAKE_FUNCTION,
+                result_ttl=0,
+                failure_ttl=60,
+                ttl=300,
+                description="wake an idle worker: new tenant queues",
+            )
         return True
 
     def tick(self) -> None:
@@ -139,8 +156,11 @@ class TenantQueues:
             self.stop()
             self._scheduled = set(learned)
             scheduler = self.scheduler = RQScheduler(
-                learned, connection=self.worker.connection, serializer=self.worker.serializer,
-                logging_level=self.worker.log.getEffectiveLevel())
+                learned,
+                connection=self.worker.connection,
+                serializer=self.worker.serializer,
+                logging_level=self.worker.log.getEffectiveLevel(),
+            )
             scheduler.register_birth()
             scheduler.acquire_locks()
         elif scheduler.should_reacquire_locks:

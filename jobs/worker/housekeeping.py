@@ -11,9 +11,11 @@ uploaded before each tenant's list of documents existed are put into it
 on a Redis of its own, the flips that workers recorded but did not live to apply are applied
 (jobs.kb.pending_flips).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from redis import Redis
 
@@ -24,8 +26,12 @@ from jobs.tasks import upload_budgets
 from jobs.upgrades import kb_layout, library_backfill, upload_sizes
 
 
-def run(connection: Redis, ttl_seconds: int,
-        vectors: index.VectorWriter | None = None, kb: Redis | None = None) -> None:
+def run(
+    connection: Redis,
+    ttl_seconds: int,
+    vectors: index.VectorWriter | None = None,
+    kb: Redis | None = None,
+) -> None:
     """`kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL)."""
     kb = connection if kb is None else kb
     pipe = connection.pipeline(transaction=False)
@@ -47,12 +53,12 @@ def run(connection: Redis, ttl_seconds: int,
         index.collect_garbage(kb, tenant, vectors)
 
 
-def _tenants_with(connection: Redis, *key_of) -> set[str]:
+def _tenants_with(connection: Redis, *key_of: Callable[[str], str]) -> set[str]:
     """The tenants that have one of these per-tenant keys (each a function of the tenant)."""
     found = set()
     for make in key_of:
         head, tail = make("\0").split("\0")
         for key in connection.scan_iter(match=make("*"), count=500):
             name = key.decode()
-            found.add(name[len(head):len(name) - len(tail)])
+            found.add(name[len(head) : len(name) - len(tail)])
     return found

@@ -9,11 +9,12 @@ that, the worker's own per-second work if it gave one (`on_tick`: jobs.worker.fa
 worker already runs a thread of its own (its pub/sub listener); this one uses the same Redis
 client, which is safe across threads, and touches nothing a fork inherits in use.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -42,8 +43,12 @@ def run_if_due(connection: Redis, settings: Settings) -> bool:
     if connection.set(keys.housekeeping_lock(), 1, nx=True, ex=HOUSEKEEPING_SECONDS):
         store = parts.vector_store(settings)
         try:
-            housekeeping.run(connection, settings.retention_seconds, store,
-                             kb_connection(settings, connection, WORKER))
+            housekeeping.run(
+                connection,
+                settings.retention_seconds,
+                store,
+                kb_connection(settings, connection, WORKER),
+            )
         finally:
             if store is not None:
                 store.close()
@@ -57,17 +62,21 @@ def run_if_due(connection: Redis, settings: Settings) -> bool:
 class Maintenance:
     """The thread; `start()` with the worker's loop, `stop()` when it ends."""
 
-    def __init__(self, connection: Redis, settings: Settings, log: logging.Logger,
-                 tick_seconds: float = TICK_SECONDS,
-                 on_tick: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        connection: Redis,
+        settings: Settings,
+        log: logging.Logger,
+        tick_seconds: float = TICK_SECONDS,
+        on_tick: Callable[[], None] | None = None,
+    ) -> None:
         self.connection, self.settings, self.log = connection, settings, log
         self.on_tick = on_tick  # the worker's own per-second work (jobs.worker.fairshare)
         self.tick_seconds = tick_seconds
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="intake-maintenance",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="intake-maintenance", daemon=True)
 
-    def start(self) -> "Maintenance":
+    def start(self) -> Maintenance:
         self._thread.start()
         return self
 

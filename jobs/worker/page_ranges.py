@@ -5,10 +5,10 @@ range jobs it and they enqueue (jobs.worker.scan_reading), and any of them may b
 worker. So a range is not given to a job: a reader claims the next range nobody holds, for
 CLAIM_SECONDS, and renews the claim as each page starts and every few seconds while a page is
 read (jobs.text.sandbox's heartbeat); a range whose reader was lost is claimed again once its
-claim has lapsed, by whichever reader asks next, and a range that loses MAX_TRIES readers fails the task (a page that kills its
-reader each time would otherwise be read for ever). A range read is kept (its reply, as
-jobs.text.parse_reply encodes it) until the task ends, so a retry of the task reads only the
-ranges not read yet.
+claim has lapsed, by whichever reader asks next, and a range that loses MAX_TRIES readers fails the
+task (a page that kills its reader each time would otherwise be read for ever). A range read is kept
+(its reply, as jobs.text.parse_reply encodes it) until the task ends, so a retry of the task reads
+only the ranges not read yet.
 
 Every claim, page and save is judged against the task in the same script: ranges are read
 only for the task's current run while it runs (a cancel, a Retry's new run or a delete stops
@@ -22,6 +22,7 @@ readers claim them now), and per range i
 in keys.page_range_readers (what a cancel stops); each save pushes to keys.page_ranges_done,
 which a reader waiting for the last ranges blocks on.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,14 +88,15 @@ Outcome = Claimed | Waiting | Finished | Failed
 
 def cut(pages: list[int], size: int) -> list[list[int]]:
     """`pages` in ranges of `size` pages (the last may be shorter)."""
-    return [pages[start:start + size] for start in range(0, len(pages), size)]
+    return [pages[start : start + size] for start in range(0, len(pages), size)]
 
 
 class PageRanges:
     """One task's page ranges, as seen by one reader (`reader`: its RQ job id) of one run."""
 
-    def __init__(self, connection: Redis, task_id: str, run: str, reader: str, *,
-                 ttl_seconds: int) -> None:
+    def __init__(
+        self, connection: Redis, task_id: str, run: str, reader: str, *, ttl_seconds: int
+    ) -> None:
         self.connection = connection
         self.task_id, self.run, self.reader = task_id, run, reader
         self.key = keys.page_ranges(task_id)
@@ -116,9 +118,13 @@ class PageRanges:
             pipe.delete(self.key, self.readers_key, self.done_key)
         elif stored["run"] != self.run.encode():
             fields = self.connection.hkeys(self.key)
-            read = {f[len(b"text:"):] for f in fields if f.startswith(b"text:")}
-            stale = [f for f in fields if f.startswith((b"claim:", b"tries:", b"failed:"))
-                     or (f.startswith(b"read:") and f[len(b"read:"):] not in read)]
+            read = {f[len(b"text:") :] for f in fields if f.startswith(b"text:")}
+            stale = [
+                f
+                for f in fields
+                if f.startswith((b"claim:", b"tries:", b"failed:"))
+                or (f.startswith(b"read:") and f[len(b"read:") :] not in read)
+            ]
             if stale:
                 pipe.hdel(self.key, *stale)
             pipe.delete(self.readers_key, self.done_key)
@@ -179,8 +185,8 @@ class PageRanges:
         """Until a range is saved (or fails), at most `seconds`."""
         self.connection.blpop([self.done_key], timeout=max(seconds, 0.01))
 
-    def replies(self) -> list[bytes]:
-        """Every range's reply, in order (once `claim` says Finished)."""
+    def replies(self) -> list[bytes | None]:
+        """Every range's reply, in order (once `claim` says Finished); None: deleted since."""
         count = len(self.ranges())
         return self.connection.hmget(self.key, [f"text:{i}" for i in range(count)])
 
@@ -204,5 +210,6 @@ class PageRanges:
 
 def delete(pipe: Pipeline, task_id: str) -> None:
     """Queue the removal of a task's ranges (its reading is over, or starts again)."""
-    pipe.delete(keys.page_ranges(task_id), keys.page_range_readers(task_id),
-                keys.page_ranges_done(task_id))
+    pipe.delete(
+        keys.page_ranges(task_id), keys.page_range_readers(task_id), keys.page_ranges_done(task_id)
+    )

@@ -7,16 +7,17 @@ once (`install`, by IntakeWorker at start: forked work-horses inherit them, and 
 embedder keeps its connections); a process that installed none builds them from its
 environment the first time a job asks (`current`).
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterator
 
 from jobs.core.settings import Settings
 from jobs.embedding.embedders import Embedder, make_embedder
-from jobs.kb.vector_engine import vector_store
+from jobs.kb.vector_engine import vector_store  # noqa: F401  (used as parts.vector_store)
 from jobs.kb.versions import pipeline_version
 from jobs.worker.progress import ProgressReporter
 
@@ -28,7 +29,7 @@ class Parts:
     reporter: Callable[..., ProgressReporter] = field(default=ProgressReporter)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Parts":
+    def from_settings(cls, settings: Settings) -> Parts:
         return cls(settings, make_embedder(settings))
 
     @cached_property

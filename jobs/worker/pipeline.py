@@ -2,10 +2,10 @@
 parse → chunk → embed → index.
 
 `ingest_document` is RQ's entry point only: it hands the job, the task id and this process's
-parts (jobs.worker.parts: settings, embedder, progress reporter) to `run_attempt`, which uses nothing
-else. An attempt first takes its task (jobs.worker.attempts): only the job of the task's current run
-may, and only while the task may start; a job canceled just as it was dequeued, or one of a
-run a Retry replaced, ends at once having changed nothing. After that every write of the
+parts (jobs.worker.parts: settings, embedder, progress reporter) to `run_attempt`, which uses
+nothing else. An attempt first takes its task (jobs.worker.attempts): only the job of the task's
+current run may, and only while the task may start; a job canceled just as it was dequeued, or one
+of a run a Retry replaced, ends at once having changed nothing. After that every write of the
 attempt is fenced by its own id, and it checks that it still owns the task between steps and
 embedding batches, so a cancel, a Retry or a delete stops it at its next checkpoint. Completed
 steps and embedding batches are checkpointed, so a retry resumes where the last attempt
@@ -13,12 +13,14 @@ stopped. Every failure is classified (jobs.core.failures): a permanent one sets 
 before the exception leaves the job, so RQ records it as a dead letter at once; a transient
 one is left to RQ's Retry, and the task shows `retrying` until the next attempt starts.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 from redis import Redis
@@ -28,6 +30,7 @@ from rq import get_current_job
 from jobs.core import keys, logs, metrics, queues
 from jobs.core.clock import iso_in, now_iso
 from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError
+from jobs.core.redis_client import WORKER
 from jobs.core.settings import MIB, Settings
 from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.embedding.embedders import Embedding, HttpEmbedder, LocalEmbedder
@@ -66,8 +69,9 @@ QUICK_STEP_SECONDS = 0.5
 class Attempt:
     """One attempt at one task: its record, parts, fence, progress reporter and checkpoints."""
 
-    def __init__(self, job: Any, record: dict[str, str], parts_: Parts,
-                 fence: AttemptFence) -> None:
+    def __init__(
+        self, job: Any, record: dict[str, str], parts_: Parts, fence: AttemptFence
+    ) -> None:
         self.started = time.monotonic()
         self.job = job
         self.connection: Redis = job.connection
@@ -79,13 +83,21 @@ class Attempt:
         self.fence = fence
         self.version = parts_.version
         self.reporter = parts_.reporter(
-            fence, job=job, ttl_seconds=self.settings.retention_seconds,
-            steps=task_record.steps_so_far(record), attempt=fence.attempt)
+            fence,
+            job=job,
+            ttl_seconds=self.settings.retention_seconds,
+            steps=task_record.steps_so_far(record),
+            attempt=fence.attempt,
+        )
         # Operators see in rq-dashboard which document a job reads, escaped like all its meta.
         job.meta["document"] = dashboard_text(record["filename"])
         self.checkpoints = checkpoints.Checkpoints(
-            self.connection, self.task_id, self.version, self.settings.retention_seconds,
-            stored=fence.prefetched[0])
+            self.connection,
+            self.task_id,
+            self.version,
+            self.settings.retention_seconds,
+            stored=fence.prefetched[0],
+        )
         #: A checkpoint not sent yet (QUICK_STEP_SECONDS): queued on the attempt's next write.
         self.unsent: Callable[[Pipeline], None] | None = None
 
@@ -112,9 +124,12 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
     summary; raises so that RQ sees every failure."""
     fence = AttemptFence(job.connection, task_id)
     try:
-        record = fence.start(job.id, settings=parts_.settings,
-                             prefetch=lambda pipe: _prefetch(pipe, task_id),
-                             tenant=_tenant_of(job))
+        record = fence.start(
+            job.id,
+            settings=parts_.settings,
+            prefetch=lambda pipe: _prefetch(pipe, task_id),
+            tenant=_tenant_of(job),
+        )
     except (Refused, Superseded) as exc:  # canceled, replaced, deleted: nothing to do or tell
         job.retries_left = 0
         logs.event("attempt_skipped", {"id": task_id}, reason=str(exc))
@@ -129,8 +144,15 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
         return _superseded(attempt, exc)
     except Exception as exc:
         error = classify(exc, attempt.reporter.current_step)
-        logs.event("attempt_failed", record, attempt=fence.attempt, step=error.step,
-                   error=error.code, transient=error.transient, retries_left=job.retries_left)
+        logs.event(
+            "attempt_failed",
+            record,
+            attempt=fence.attempt,
+            step=error.step,
+            error=error.code,
+            transient=error.transient,
+            retries_left=job.retries_left,
+        )
         try:
             _record_failure(attempt, error)
         except CancelRequested:
@@ -162,11 +184,20 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     separate = apart(kb, attempt.connection)
     store = parts.vector_store(attempt.settings)
     try:
-        staged = index.stage(kb, index.IndexedDocument(
-            tenant=tenant, document_id=record["document_id"], filename=record["filename"],
-            task_id=attempt.task_id, version=int(record.get("version") or 0),
-            texts=[chunk.text for chunk in chunks], vectors=vectors,
-            locations=[chunk.location for chunk in chunks]), store)
+        staged = index.stage(
+            kb,
+            index.IndexedDocument(
+                tenant=tenant,
+                document_id=record["document_id"],
+                filename=record["filename"],
+                task_id=attempt.task_id,
+                version=int(record.get("version") or 0),
+                texts=[chunk.text for chunk in chunks],
+                vectors=vectors,
+                locations=[chunk.location for chunk in chunks],
+            ),
+            store,
+        )
     except BaseException:
         if store is not None:
             store.close()
@@ -175,9 +206,14 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     replaced = [0]  # the chunks of the version the flip replaces, as read under WATCH
 
     def within_quota(reader: Redis | Pipeline) -> None:
-        replaced[0] = index.check_chunk_limit(reader, tenant, record["document_id"],
-                                              len(chunks), attempt.settings.tenant_chunk_limit,
-                                              attempt.settings.kb_chunk_limit)
+        replaced[0] = index.check_chunk_limit(
+            reader,
+            tenant,
+            record["document_id"],
+            len(chunks),
+            attempt.settings.tenant_chunk_limit,
+            attempt.settings.kb_chunk_limit,
+        )
 
     def index_and_clean_up(pipe: Pipeline) -> None:
         if separate:  # applied on the knowledge base's Redis once this lands (below)
@@ -186,8 +222,9 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             index.queue_flip(pipe, staged)
         upload_budgets.release(pipe, tenant, attempt.task_id)
         checkpoints.delete(pipe, attempt.task_id)
-        states.changed(pipe, tenant, attempt.task_id, states.SUCCEED.target,
-                       settings=attempt.settings)
+        states.changed(
+            pipe, tenant, attempt.task_id, states.SUCCEED.target, settings=attempt.settings
+        )
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
     reporter.close()
@@ -197,11 +234,12 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     try:
         if separate:  # no WATCH spans two Redis servers: the limit is checked just before
             within_quota(kb)
-        reporter.commit(task_record.succeeded(result, attempt.version, now_iso()),
-                        queue_more=index_and_clean_up,
-                        check=None if separate else within_quota,
-                        watch=() if separate else index.quota_keys(tenant,
-                                                                   record["document_id"]))
+        reporter.commit(
+            task_record.succeeded(result, attempt.version, now_iso()),
+            queue_more=index_and_clean_up,
+            check=None if separate else within_quota,
+            watch=() if separate else index.quota_keys(tenant, record["document_id"]),
+        )
     except BaseException:
         index.discard(kb, staged)  # a no-op if the flip did land
         if store is not None:
@@ -223,9 +261,13 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     finally:
         if store is not None:
             store.close()
-    logs.event("task_succeeded", record, attempt=reporter.attempt, **result,
-               steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]]
-                      for s in reporter.steps})
+    logs.event(
+        "task_succeeded",
+        record,
+        attempt=reporter.attempt,
+        **result,
+        steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]] for s in reporter.steps},
+    )
     return result
 
 
@@ -238,17 +280,28 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
     reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
     began = time.monotonic()
     reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
-    data = originals.load(attempt.connection, settings, attempt.tenant, record["document_id"],
-                          attempt.task_id, int(record.get("size") or 0),
-                          record.get(task_record.ORIGINAL_OF, ""))
+    data = originals.load(
+        attempt.connection,
+        settings,
+        attempt.tenant,
+        record["document_id"],
+        attempt.task_id,
+        int(record.get("size") or 0),
+        record.get(task_record.ORIGINAL_OF, ""),
+    )
     split_at = scan_reading.SPLIT_AT if record["kind"] == "pdf" else 0
     parsed = _parse(data, record["kind"], settings, reporter.update, split_at=split_at)
     if parsed.ocr_pending:  # a long scan: read in page ranges by every free worker
         parsed = scan_reading.read_in_ranges(
-            attempt.job, attempt.task_id, data, parsed, settings,
+            attempt.job,
+            attempt.task_id,
+            data,
+            parsed,
+            settings,
             tell=_parse_progress(reporter.update),
             check=attempt.fence.check,
-            deadline=attempt.started + settings.job_timeout * PARSE_SHARE_OF_JOB)
+            deadline=attempt.started + settings.job_timeout * PARSE_SHARE_OF_JOB,
+        )
     reporter.end_step("parsing")
     attempt.fence.check()
     reporter.begin_step("chunking", 20, f"Splitting {parsed.characters} characters")
@@ -261,12 +314,18 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
     if time.monotonic() - began >= QUICK_STEP_SECONDS:
         pipe = attempt.connection.pipeline()
         attempt.queue_unsent(pipe)
-        attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
+        attempt.fence.check(pipe)  # one round trip for the checkpoint and the check
     return summary, chunks
 
 
-def _parse(data: bytes, kind: str, settings: Settings, update: Callable[[int, str], None], *,
-           split_at: int = 0) -> ParsedDocument:
+def _parse(
+    data: bytes,
+    kind: str,
+    settings: Settings,
+    update: Callable[[int, str], None],
+    *,
+    split_at: int = 0,
+) -> ParsedDocument:
     """Every format, plain text and Markdown included, is read in a killable child under a
     deadline and a memory bound (jobs.text.sandbox): no file can hold a worker or take its memory,
     however it was crafted. A parser's progress ("OCR page 3 of 80") moves the bar through the
@@ -274,18 +333,25 @@ def _parse(data: bytes, kind: str, settings: Settings, update: Callable[[int, st
     with its text layers only and those pages named (`ocr_pending`), to be read in page ranges
     (jobs.worker.scan_reading)."""
     options = scan_reading.options(settings, _parse_progress(update), split_at=split_at)
-    return parse_bounded(data, kind, options=options, seconds=settings.parse_timeout,
-                         memory_bytes=settings.parse_memory_mb * MIB,
-                         max_chars=settings.parse_max_chars,
-                         budget_seconds=settings.job_timeout * PARSE_SHARE_OF_JOB)
+    return parse_bounded(
+        data,
+        kind,
+        options=options,
+        seconds=settings.parse_timeout,
+        memory_bytes=settings.parse_memory_mb * MIB,
+        max_chars=settings.parse_max_chars,
+        budget_seconds=settings.job_timeout * PARSE_SHARE_OF_JOB,
+    )
 
 
 def _parse_progress(update: Callable[[int, str], None]) -> Callable[[str], None]:
     """A parser's progress ("OCR page 3 of 80") moving the bar through the parsing step's share
     of it."""
+
     def progress(detail: str) -> None:
         number, count = ocr.page_numbers(detail) or (0, 1)
         update(2 + 17 * max(number - 1, 0) // max(count, 1), detail)
+
     return progress
 
 
@@ -307,19 +373,22 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding | None:
     gate = _budget_gate(attempt, embedder) if isinstance(embedder, HttpEmbedder) else None
     blocks = []
     for start in range(0, total, embedder.batch_size):
-        batch = chunks[start:start + embedder.batch_size]
+        batch = chunks[start : start + embedder.batch_size]
         block = attempt.checkpoints.embedding(start)
         if block is not None and len(block) != len(batch):
             block = None  # saved under another batch size (another worker's): embed it again
         pipe = attempt.connection.pipeline()
         if block is None:
-            block = embedder.embed(batch, gate=gate) if gate else embedder.embed(batch)
+            if gate is not None and isinstance(embedder, HttpEmbedder):
+                block = embedder.embed(batch, gate=gate)
+            else:
+                block = embedder.embed(batch)
             attempt.checkpoints.save_embedding(start, block, pipe=pipe)
         attempt.queue_unsent(pipe)  # a failed embed leaves it to the failure's write
         blocks.append(block)
         done = min(start + embedder.batch_size, total)
         reporter.update(30 + 60 * done // total, f"Embedding chunks {done} of {total}")
-        attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
+        attempt.fence.check(pipe)  # one round trip for the checkpoint and the check
     reporter.end_step("embedding")
     return np.vstack(blocks)
 
@@ -330,10 +399,12 @@ def _budget_gate(attempt: Attempt, embedder: HttpEmbedder) -> WaitingGate:
     timeout = getattr(attempt.job, "timeout", None) or attempt.settings.job_timeout
     deadline = None
     if timeout > 0:  # RQ's -1: no timeout
-        deadline = attempt.started + max(0.5 * timeout,
-                                         BUDGET_WAIT_SHARE_OF_JOB * timeout - embedder.timeout)
-    budget = EmbeddingBudget.from_settings(attempt.connection, attempt.settings,
-                                           timeout=embedder.timeout)
+        deadline = attempt.started + max(
+            0.5 * timeout, BUDGET_WAIT_SHARE_OF_JOB * timeout - embedder.timeout
+        )
+    budget = EmbeddingBudget.from_settings(
+        attempt.connection, attempt.settings, timeout=embedder.timeout
+    )
     return WaitingGate(budget, on_wait=BudgetWaits(attempt), deadline=deadline)
 
 
@@ -354,8 +425,12 @@ class BudgetWaits:
         if wait is None:
             if self.resume is not None:
                 reporter.update(reporter.progress, self.resume)
-                logs.event("embedding_budget_waited", self.attempt.record,
-                           attempt=reporter.attempt, seconds=round(now - self.began, 3))
+                logs.event(
+                    "embedding_budget_waited",
+                    self.attempt.record,
+                    attempt=reporter.attempt,
+                    seconds=round(now - self.began, 3),
+                )
             self.resume = None
             return
         if self.resume is None:
@@ -394,8 +469,9 @@ def _superseded(attempt: Attempt, reason: Superseded) -> dict[str, Any]:
     """Another attempt or run owns the task now (or it was deleted): stop, writing nothing."""
     attempt.job.retries_left = 0
     attempt.reporter.close()
-    logs.event("attempt_superseded", attempt.record, attempt=attempt.reporter.attempt,
-               reason=str(reason))
+    logs.event(
+        "attempt_superseded", attempt.record, attempt=attempt.reporter.attempt, reason=str(reason)
+    )
     return {"superseded": True}
 
 
@@ -413,21 +489,25 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     as_dict = error.as_dict(error.step or reporter.current_step)
     tenant, task_id = attempt.tenant, attempt.task_id
     if job.retries_left:
-        if getattr(error, "retry_after", None):
-            _stretch_retry(job, error.retry_after)
+        retry_after = getattr(error, "retry_after", None)  # TransientError's
+        if retry_after:
+            _stretch_retry(job, retry_after)
         delay = job.get_retry_interval()
         reporter.current_step = states.STEP_OF[states.WAIT_FOR_RETRY.target]
-        words = tasks.attempt_words(reporter.attempt + 1, int(attempt.record["max_attempts"]),
-                                    delay)
+        words = tasks.attempt_words(
+            reporter.attempt + 1, int(attempt.record["max_attempts"]), delay
+        )
 
         def retry_later(pipe: Pipeline) -> None:
             attempt.queue_unsent(pipe, keep=True)
-            states.changed(pipe, tenant, task_id, states.WAIT_FOR_RETRY.target,
-                           settings=attempt.settings)
+            states.changed(
+                pipe, tenant, task_id, states.WAIT_FOR_RETRY.target, settings=attempt.settings
+            )
             metrics.count(pipe, "retries_total")
 
-        reporter.commit(task_record.retrying(as_dict, iso_in(delay), words, now_iso()),
-                        queue_more=retry_later)
+        reporter.commit(
+            task_record.retrying(as_dict, iso_in(delay), words, now_iso()), queue_more=retry_later
+        )
         return
     reporter.current_step = states.STEP_OF[states.FAIL.target]
 

@@ -16,15 +16,17 @@ write is not optional and fails it (to be retried).
 rq-dashboard 0.9 renders a job's meta as raw HTML, so every text Intake puts there is escaped
 (`dashboard_text`): a document's name or an error's words show as text and never run.
 """
+
 from __future__ import annotations
 
+import _thread
 import html
 import json
 import logging
-import _thread
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redis.client import Pipeline
 
@@ -57,8 +59,15 @@ class ProgressReporter:
     during it.
     """
 
-    def __init__(self, fence: AttemptFence, *, job: Any = None, ttl_seconds: int,
-                 steps: list[dict[str, Any]] | None = None, attempt: int = 1) -> None:
+    def __init__(
+        self,
+        fence: AttemptFence,
+        *,
+        job: Any = None,
+        ttl_seconds: int,
+        steps: list[dict[str, Any]] | None = None,
+        attempt: int = 1,
+    ) -> None:
         self.fence = fence
         self.job = job
         self.ttl_seconds = ttl_seconds
@@ -73,7 +82,7 @@ class ProgressReporter:
         self._last_write = fence.confirmed
         self._dirty = False
         self._closed = False
-        self._armed = False   # a flusher thread is waiting to write a held-back update
+        self._armed = False  # a flusher thread is waiting to write a held-back update
         self._lock = threading.RLock()
 
     def update(self, progress: int, detail: str | None = None) -> None:
@@ -89,8 +98,9 @@ class ProgressReporter:
         """Start a step: its timing is kept for `steps`, replacing an earlier attempt's entry."""
         with self._lock:
             self.steps = [s for s in self.steps if s["name"] != name]
-            self.steps.append({"name": name, "attempt": self.attempt, "started_at": now_iso(),
-                               "ended_at": None})
+            self.steps.append(
+                {"name": name, "attempt": self.attempt, "started_at": now_iso(), "ended_at": None}
+            )
             self.current_step = name
             self.update(progress, detail)
 
@@ -116,8 +126,9 @@ class ProgressReporter:
                         raise
                     # Redis unreachable or refusing writes (a failover): progress is shown
                     # late, not lost, and never fails the attempt; tried again in a moment.
-                    log.info("progress of %s not written (%s); trying again",
-                             self.fence.task_id, exc)
+                    log.info(
+                        "progress of %s not written (%s); trying again", self.fence.task_id, exc
+                    )
                     self._last_write = time.monotonic()
                     wait = MIN_INTERVAL_SECONDS
                 else:
@@ -144,10 +155,14 @@ class ProgressReporter:
     def close(self) -> None:
         """No more progress from this attempt (its final state is being written)."""
         with self._lock:
-            self._closed = True   # a waiting flusher thread then writes nothing
+            self._closed = True  # a waiting flusher thread then writes nothing
 
-    def commit(self, extra: dict[str, Any], queue_more: Callable[[Pipeline], None] | None = None,
-               **options: Any) -> None:
+    def commit(
+        self,
+        extra: dict[str, Any],
+        queue_more: Callable[[Pipeline], None] | None = None,
+        **options: Any,
+    ) -> None:
         """A write that changes the task's status, with `queue_more`'s writes in the same MULTI
         after it (so what they read of the task, a webhook event's copy, is its new state); it
         applies only while this attempt owns the running task (`AttemptFence.commit`, which
@@ -173,8 +188,12 @@ class ProgressReporter:
                 self._save_meta(fields)
 
     def _fields(self, extra: dict[str, Any]) -> dict[str, Any]:
-        fields = {**task_record.progressed(self.progress, self.current_step, self.step_detail,
-                                           self.steps, now_iso()), **extra}
+        fields = {
+            **task_record.progressed(
+                self.progress, self.current_step, self.step_detail, self.steps, now_iso()
+            ),
+            **extra,
+        }
         return {k: task_record.value(v) for k, v in fields.items()}
 
     def _save_meta(self, fields: dict[str, Any]) -> None:
@@ -183,9 +202,17 @@ class ProgressReporter:
         if self.job is None:
             return
         error = json.loads(fields["error"]) if fields.get("error") else None
-        self.job.meta.update(dashboard_text({
-            "progress": int(fields["progress"]), "current_step": fields["current_step"],
-            "step_detail": fields["step_detail"], "attempt": self.attempt, "error": error}))
+        self.job.meta.update(
+            dashboard_text(
+                {
+                    "progress": int(fields["progress"]),
+                    "current_step": fields["current_step"],
+                    "step_detail": fields["step_detail"],
+                    "attempt": self.attempt,
+                    "error": error,
+                }
+            )
+        )
         try:
             self.job.save_meta()
         except Exception as exc:

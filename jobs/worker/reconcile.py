@@ -18,6 +18,7 @@ compare-and-set on status, attempts, attempt and run, so a task that moves on me
 alone. Jobs stopped by a cancel are taken out of the failed registry: a cancel is not a dead
 letter.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,9 +36,9 @@ from jobs.core import keys, metrics, queues, scripts
 from jobs.core.clock import iso_in, now_iso, timestamp
 from jobs.core.failures import IntakeError, job_lost, worker_lost
 from jobs.core.settings import QUEUE_NAMES, Settings
-from jobs.tasks import states, upload_budgets
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
+from jobs.tasks import states, upload_budgets
 from jobs.tasks.states import Transition
 from jobs.worker import parts
 
@@ -58,20 +59,26 @@ def job_of(task_id: str, task: dict[str, Any]) -> str:
     return task.get("job_id") or task_id
 
 
-def reconcile(connection: Redis, settings: Settings, *,
-              grace_seconds: float = GRACE_SECONDS) -> dict[str, int]:
+def reconcile(
+    connection: Redis, settings: Settings, *, grace_seconds: float = GRACE_SECONDS
+) -> dict[str, int]:
     """One pass over the live tasks and the canceling set; returns what it changed."""
     changed = {"retrying": 0, "failed": 0, "canceled": 0, "forgotten": 0, "uncanceled": 0}
     task_ids = [t.decode() for t in connection.zrange(keys.active(), 0, -1)]
     pipe = connection.pipeline(transaction=False)
     for task_id in task_ids:
         pipe.hmget(keys.task(task_id), *_FIELDS)
-    records = [dict(zip(_FIELDS, (v.decode() if v is not None else None for v in fields)))
-               for fields in pipe.execute()]
+    records = [
+        dict(zip(_FIELDS, (v.decode() if v is not None else None for v in fields)))
+        for fields in pipe.execute()
+    ]
     cutoff = time.time() - grace_seconds
-    still = [(task_id, task) for task_id, task in zip(task_ids, records)
-             if not states.is_live(task["status"])
-             or timestamp(task["updated_at"] or task["created_at"]) <= cutoff]
+    still = [
+        (task_id, task)
+        for task_id, task in zip(task_ids, records)
+        if not states.is_live(task["status"])
+        or timestamp(task["updated_at"] or task["created_at"]) <= cutoff
+    ]
     statuses = _job_statuses(connection, still)
     for task_id, task in still:
         outcome = _judge(connection, settings, task_id, task, statuses.get(job_of(task_id, task)))
@@ -91,17 +98,25 @@ def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -
     checked to exist; only the others are fetched whole.
     """
     waiting: dict[str, str] = {}
-    recorded = {task["queue"] for _, task in judged
-                if task["status"] in (states.PENDING, states.RETRYING)}
+    recorded = {
+        task["queue"] for _, task in judged if task["status"] in (states.PENDING, states.RETRYING)
+    }
     if recorded:
-        names = list(QUEUE_NAMES) + sorted(name for name in recorded - set(QUEUE_NAMES)
-                                           if name and queues.parse(name))
+        names = list(QUEUE_NAMES) + sorted(
+            name for name in recorded - set(QUEUE_NAMES) if name and queues.parse(name)
+        )
         for name in names:
-            waiting.update(dict.fromkeys(Queue(name, connection=connection).get_job_ids(),
-                                         JobStatus.QUEUED.value))
-            waiting.update(dict.fromkeys(
-                ScheduledJobRegistry(name, connection=connection).get_job_ids(cleanup=False),
-                JobStatus.SCHEDULED.value))
+            waiting.update(
+                dict.fromkeys(
+                    Queue(name, connection=connection).get_job_ids(), JobStatus.QUEUED.value
+                )
+            )
+            waiting.update(
+                dict.fromkeys(
+                    ScheduledJobRegistry(name, connection=connection).get_job_ids(cleanup=False),
+                    JobStatus.SCHEDULED.value,
+                )
+            )
     job_ids = [job_of(task_id, task) for task_id, task in judged]
     listed = [job_id for job_id in job_ids if job_id in waiting]
     pipe = connection.pipeline(transaction=False)
@@ -109,8 +124,13 @@ def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -
         pipe.exists(Job.key_for(job_id))
     found = {job_id: waiting[job_id] for job_id, there in zip(listed, pipe.execute()) if there}
     others = [job_id for job_id in job_ids if job_id not in waiting]
-    found.update({job.id: job.get_status(refresh=False).value
-                  for job in Job.fetch_many(others, connection=connection) if job is not None})
+    found.update(
+        {
+            job.id: job.get_status(refresh=False).value
+            for job in Job.fetch_many(others, connection=connection)
+            if job is not None
+        }
+    )
     return found
 
 
@@ -132,8 +152,13 @@ def horse_lost(connection: Redis, job: Any) -> str | None:
     return _lose(connection, settings, task_id, task, worker_lost())
 
 
-def _judge(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
-           job_status: str | None) -> str | None:
+def _judge(
+    connection: Redis,
+    settings: Settings,
+    task_id: str,
+    task: dict[str, Any],
+    job_status: str | None,
+) -> str | None:
     status = task["status"]
     if not states.is_live(status):  # finished: only the active set still lists it
         pipe = connection.pipeline()
@@ -145,17 +170,28 @@ def _judge(connection: Redis, settings: Settings, task_id: str, task: dict[str, 
     if job_status in (JobStatus.FAILED.value, JobStatus.STOPPED.value):
         return _lose(connection, settings, task_id, task, worker_lost())
     if job_status == JobStatus.CANCELED.value and states.CANCELED_ELSEWHERE.allows(status):
-        return _move(connection, settings, task_id, task, states.CANCELED_ELSEWHERE,
-                     task_record.canceled_elsewhere(now_iso()))
+        return _move(
+            connection,
+            settings,
+            task_id,
+            task,
+            states.CANCELED_ELSEWHERE,
+            task_record.canceled_elsewhere(now_iso()),
+        )
     waiting = (JobStatus.SCHEDULED.value, JobStatus.QUEUED.value)
     if job_status in waiting and states.LOSE_ATTEMPT.allows(status):
         return _lose_attempt(connection, settings, task_id, task, job_status=job_status)
     return None
 
 
-def _lose_attempt(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
-                  job_status: str = JobStatus.SCHEDULED.value,
-                  delay: float | None = None) -> str | None:
+def _lose_attempt(
+    connection: Redis,
+    settings: Settings,
+    task_id: str,
+    task: dict[str, Any],
+    job_status: str = JobStatus.SCHEDULED.value,
+    delay: float | None = None,
+) -> str | None:
     """RQ retried the job of an attempt nobody recorded the end of: `retrying`."""
     if delay is None and job_status == JobStatus.SCHEDULED.value:
         delay = 0.0
@@ -164,22 +200,35 @@ def _lose_attempt(connection: Redis, settings: Settings, task_id: str, task: dic
             scheduled = registry.get_scheduled_time(job_of(task_id, task))
             delay = max(0.0, scheduled.timestamp() - time.time())
     error = worker_lost()
-    error.message = ("The worker processing this document stopped unexpectedly; it will be "
-                     "tried again.")
+    error.message = (
+        "The worker processing this document stopped unexpectedly; it will be tried again."
+    )
     next_attempt = int(task["attempts"] or 0) + 1
     words = tasks.attempt_words(next_attempt, int(task["max_attempts"] or next_attempt))
-    outcome = _move(connection, settings, task_id, task, states.LOSE_ATTEMPT,
-                    task_record.retrying(error.as_dict(None), iso_in(delay or 0.0), words,
-                                         now_iso()))
+    outcome = _move(
+        connection,
+        settings,
+        task_id,
+        task,
+        states.LOSE_ATTEMPT,
+        task_record.retrying(error.as_dict(None), iso_in(delay or 0.0), words, now_iso()),
+    )
     if outcome:
         metrics.count(connection, "tasks_lost_total", reason="worker_lost_retried")
     return outcome
 
 
-def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
-          error: IntakeError) -> str | None:
-    outcome = _move(connection, settings, task_id, task, states.LOSE,
-                    task_record.lost(error.as_dict(None), now_iso()))
+def _lose(
+    connection: Redis, settings: Settings, task_id: str, task: dict[str, Any], error: IntakeError
+) -> str | None:
+    outcome = _move(
+        connection,
+        settings,
+        task_id,
+        task,
+        states.LOSE,
+        task_record.lost(error.as_dict(None), now_iso()),
+    )
     if outcome:
         pipe = connection.pipeline()
         upload_budgets.release(pipe, task["tenant"] or "default", task_id)
@@ -189,8 +238,14 @@ def _lose(connection: Redis, settings: Settings, task_id: str, task: dict[str, A
     return outcome
 
 
-def _move(connection: Redis, settings: Settings, task_id: str, task: dict[str, Any],
-          move: Transition, fields: task_record.Fields) -> str | None:
+def _move(
+    connection: Redis,
+    settings: Settings,
+    task_id: str,
+    task: dict[str, Any],
+    move: Transition,
+    fields: task_record.Fields,
+) -> str | None:
     """Compare-and-set the task to `move.target` (`fields`, jobs.tasks.record's writes of
     that change); its bookkeeping follows."""
     expected = [task[name] or "" for name in _COMPARED]

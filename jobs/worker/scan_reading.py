@@ -30,12 +30,14 @@ lost MAX_TRIES times) fails the task with its page numbers; one whose reader is 
 again once its claim lapses. A cancel stops every range (their readers are stopped like the
 task's job, jobs.tasks.lifecycle); a retry of the task reads only the ranges not read yet.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redis import Redis
 from rq import Queue, Worker, get_current_job
@@ -63,18 +65,36 @@ RANGE_SHARE_OF_JOB = 0.8
 RANGE_JOB_TTL_SECONDS = 600
 
 
-def options(settings: Settings, progress: Callable[[str], None] | None = None, *,
-            split_at: int = 0, only: tuple[int, ...] = ()) -> ParseOptions:
+def options(
+    settings: Settings,
+    progress: Callable[[str], None] | None = None,
+    *,
+    split_at: int = 0,
+    only: tuple[int, ...] = (),
+) -> ParseOptions:
     """How a document is read under `settings` (with OCR's page ranges: `split_at`, `only`)."""
-    return ParseOptions(ocr=settings.ocr, ocr_languages=settings.ocr_language_list,
-                        ocr_max_pages=settings.ocr_max_pages,
-                        ocr_page_seconds=settings.ocr_page_timeout, progress=progress,
-                        ocr_split_at=split_at, ocr_only=only)
+    return ParseOptions(
+        ocr=settings.ocr,
+        ocr_languages=settings.ocr_language_list,
+        ocr_max_pages=settings.ocr_max_pages,
+        ocr_page_seconds=settings.ocr_page_timeout,
+        progress=progress,
+        ocr_split_at=split_at,
+        ocr_only=only,
+    )
 
 
-def read_in_ranges(job: Any, task_id: str, data: bytes, plan: ParsedDocument,
-                   settings: Settings, *, tell: Callable[[str], None],
-                   check: Callable[[], None], deadline: float) -> ParsedDocument:
+def read_in_ranges(
+    job: Any,
+    task_id: str,
+    data: bytes,
+    plan: ParsedDocument,
+    settings: Settings,
+    *,
+    tell: Callable[[str], None],
+    check: Callable[[], None],
+    deadline: float,
+) -> ParsedDocument:
     """The whole reading of the scan whose text layers `plan` holds, its pending pages read in
     ranges by this job and the range jobs it enqueues. `tell("OCR page 57 of 120")` as pages
     start, over all ranges; `check()` raises when the attempt no longer owns its task;
@@ -82,8 +102,7 @@ def read_in_ranges(job: Any, task_id: str, data: bytes, plan: ParsedDocument,
     range that fails for good (with its pages) or a reading past its deadline."""
     connection: Redis = job.connection
     total = len(plan.ocr_pending)
-    ranges = PageRanges(connection, task_id, job.id, job.id,
-                        ttl_seconds=settings.retention_seconds)
+    ranges = PageRanges(connection, task_id, job.id, job.id, ttl_seconds=settings.retention_seconds)
     planned = ranges_of(plan.ocr_pending)
     ranges.plan(planned)
     helpers = min(Worker.count(connection=connection) - 1, len(planned) - 1)
@@ -96,8 +115,15 @@ def read_in_ranges(job: Any, task_id: str, data: bytes, plan: ParsedDocument,
         outcome = ranges.claim()
         if isinstance(outcome, Claimed):
             told(outcome.read)
-            read_range(ranges, outcome.index, planned[outcome.index], data, settings,
-                       on_page=told, budget=deadline - time.monotonic())
+            read_range(
+                ranges,
+                outcome.index,
+                planned[outcome.index],
+                data,
+                settings,
+                on_page=told,
+                budget=deadline - time.monotonic(),
+            )
         elif isinstance(outcome, Failed):
             raise range_failure(outcome, planned[outcome.index], settings)
         elif isinstance(outcome, Finished):
@@ -110,7 +136,9 @@ def read_in_ranges(job: Any, task_id: str, data: bytes, plan: ParsedDocument,
                     f"Reading this scan by OCR needs more than the {settings.job_timeout:g} s "
                     f"one attempt may spend on it (INTAKE_JOB_TIMEOUT), with every worker "
                     "reading a part of it. Split it into smaller files, or raise "
-                    "INTAKE_JOB_TIMEOUT.", code="parse_timeout")
+                    "INTAKE_JOB_TIMEOUT.",
+                    code="parse_timeout",
+                )
             ranges.wait(min(1.0, left))
             check()
     return _whole(data, plan, ranges.replies(), settings)
@@ -136,8 +164,7 @@ def read_page_range(task_id: str, run: str) -> dict[str, Any]:
         raise RuntimeError("read_page_range must run inside an RQ job")
     connection: Redis = job.connection
     settings = parts.current().settings
-    ranges = PageRanges(connection, task_id, run, job.id,
-                        ttl_seconds=settings.retention_seconds)
+    ranges = PageRanges(connection, task_id, run, job.id, ttl_seconds=settings.retention_seconds)
     try:
         outcome = ranges.claim()
     except (CancelRequested, Superseded) as exc:
@@ -147,13 +174,27 @@ def read_page_range(task_id: str, run: str) -> dict[str, Any]:
     pages = ranges.ranges()[outcome.index]
     try:
         tenant, document_id, size, original_of = (
-            value.decode() if value else "" for value in connection.hmget(
-                keys.task(task_id), task_record.TENANT, task_record.DOCUMENT_ID, task_record.SIZE,
-                task_record.ORIGINAL_OF))
-        data = originals.load(connection, settings, tenant, document_id, task_id, int(size or 0),
-                              original_of)
-        left = read_range(ranges, outcome.index, pages, data, settings, on_page=lambda _: None,
-                          budget=(job.timeout or settings.job_timeout) * RANGE_SHARE_OF_JOB)
+            value.decode() if value else ""
+            for value in connection.hmget(
+                keys.task(task_id),
+                task_record.TENANT,
+                task_record.DOCUMENT_ID,
+                task_record.SIZE,
+                task_record.ORIGINAL_OF,
+            )
+        )
+        data = originals.load(
+            connection, settings, tenant, document_id, task_id, int(size or 0), original_of
+        )
+        left = read_range(
+            ranges,
+            outcome.index,
+            pages,
+            data,
+            settings,
+            on_page=lambda _: None,
+            budget=(job.timeout or settings.job_timeout) * RANGE_SHARE_OF_JOB,
+        )
     except (CancelRequested, Superseded) as exc:
         return {"stopped": str(exc) or "canceled", "range": outcome.index}
     except PermanentError as exc:  # the task's job reports it (or reads the range itself)
@@ -168,8 +209,16 @@ def read_page_range(task_id: str, run: str) -> dict[str, Any]:
     return {"read": outcome.index, "pages": len(pages)}
 
 
-def read_range(ranges: PageRanges, index: int, pages: list[int], data: bytes,
-               settings: Settings, *, on_page: Callable[[int], None], budget: float) -> int:
+def read_range(
+    ranges: PageRanges,
+    index: int,
+    pages: list[int],
+    data: bytes,
+    settings: Settings,
+    *,
+    on_page: Callable[[int], None],
+    budget: float,
+) -> int:
     """Read range `index` (its `pages`) under this reader's claim and keep its reply; returns
     how many ranges are still unclaimed. `on_page(read)`: a page starts, `read` pages of the scan
     read so far. A PermanentError of the reading fails the range for good (with its pages)."""
@@ -181,11 +230,16 @@ def read_range(ranges: PageRanges, index: int, pages: list[int], data: bytes,
         on_page(ranges.page_started(index, read[0]))
 
     try:
-        parsed = parse_bounded(data, "pdf", options=options(settings, page, only=tuple(pages)),
-                               seconds=settings.parse_timeout,
-                               memory_bytes=settings.parse_memory_mb * MIB,
-                               max_chars=settings.parse_max_chars, budget_seconds=budget,
-                               heartbeat=lambda: ranges.page_started(index, read[0]))
+        parsed = parse_bounded(
+            data,
+            "pdf",
+            options=options(settings, page, only=tuple(pages)),
+            seconds=settings.parse_timeout,
+            memory_bytes=settings.parse_memory_mb * MIB,
+            max_chars=settings.parse_max_chars,
+            budget_seconds=budget,
+            heartbeat=lambda: ranges.page_started(index, read[0]),
+        )
     except PermanentError as exc:
         failure = range_failure(Failed(index, exc.code, exc.message), pages, settings)
         ranges.release(index, (failure.code, failure.message))
@@ -197,8 +251,9 @@ def read_range(ranges: PageRanges, index: int, pages: list[int], data: bytes,
     return ranges.save(index, len(pages), parse_reply.encode(parsed, settings.parse_max_chars))
 
 
-def enqueue_readers(connection: Redis, origin: str, task_id: str, run: str,
-                    settings: Settings, count: int) -> None:
+def enqueue_readers(
+    connection: Redis, origin: str, task_id: str, run: str, settings: Settings, count: int
+) -> None:
     """Enqueue `count` range jobs for the scan of `run` at the back of the bulk queue of the
     tenant whose queue `origin` is (the task's job's, or a range job's)."""
     if count <= 0:
@@ -206,10 +261,19 @@ def enqueue_readers(connection: Redis, origin: str, task_id: str, run: str,
     parsed = queues.parse(origin)
     name = queues.queue_name(parsed[0], "bulk") if parsed is not None else origin
     queue = Queue(name, connection=connection)
-    queue.enqueue_many([Queue.prepare_data(
-        READ_FUNCTION, args=(task_id, run), timeout=settings.job_timeout,
-        result_ttl=RANGE_JOB_TTL_SECONDS, failure_ttl=RANGE_JOB_TTL_SECONDS,
-        ttl=settings.retention_seconds) for _ in range(count)])
+    queue.enqueue_many(
+        [
+            Queue.prepare_data(
+                READ_FUNCTION,
+                args=(task_id, run),
+                timeout=settings.job_timeout,
+                result_ttl=RANGE_JOB_TTL_SECONDS,
+                failure_ttl=RANGE_JOB_TTL_SECONDS,
+                ttl=settings.retention_seconds,
+            )
+            for _ in range(count)
+        ]
+    )
 
 
 def range_failure(failed: Failed, pages: list[int], settings: Settings) -> PermanentError:
@@ -221,15 +285,17 @@ def range_failure(failed: Failed, pages: list[int], settings: Settings) -> Perma
         return PermanentError(
             f"OCR could not read {named}: the worker reading {'it' if len(pages) == 1 else 'them'}"
             f" was lost {MAX_TRIES} times (killed, restarted or out of memory); the scan may be "
-            "damaged or too detailed. Retry to read it again.", code="worker_lost",
-            retryable=True)
+            "damaged or too detailed. Retry to read it again.",
+            code="worker_lost",
+            retryable=True,
+        )
     if failed.message.startswith(("Page ", "Pages ")):
         return PermanentError(failed.message, code=failed.code)
     return PermanentError(f"{named[0].upper()}{named[1:]}: {failed.message}", code=failed.code)
 
 
 def pages_text(pages: list[int]) -> str:
-    """"page 3", "pages 9–12" (consecutive), "pages 2, 3, 5 and 8" (pages between them had a
+    """ "page 3", "pages 9–12" (consecutive), "pages 2, 3, 5 and 8" (pages between them had a
     text layer and were not in the range)."""
     if len(pages) == 1:
         return f"page {pages[0]}"
@@ -238,8 +304,9 @@ def pages_text(pages: list[int]) -> str:
     return f"pages {', '.join(map(str, pages[:-1]))} and {pages[-1]}"
 
 
-def _whole(data: bytes, plan: ParsedDocument, replies: list[bytes | None],
-           settings: Settings) -> ParsedDocument:
+def _whole(
+    data: bytes, plan: ParsedDocument, replies: list[bytes | None], settings: Settings
+) -> ParsedDocument:
     """The scan as one reading: its text layers and every range's pages."""
     read: dict[int, str] = {}
     for reply in replies:

@@ -14,6 +14,7 @@ so that every document's fork reads with it instead of building its own (docs/ar
 "OCR"); with INTAKE_OCR=off it is never built. A warm-up that fails is reported and otherwise
 ignored: the worker starts either way (a parse's child then builds the engine it needs).
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,16 +46,17 @@ def warm_up() -> int:
     return done
 
 
-def load_ocr(settings: "Settings") -> bool:
+def load_ocr(settings: Settings) -> bool:
     """Build the OCR engine in this process when `settings` turn OCR on; whether it did."""
     if settings.ocr == "off":
         return False
     from jobs.text import ocr
+
     ocr.load()
     return True
 
 
-def warm_up_or_warn(log: logging.Logger, settings: "Settings") -> None:
+def warm_up_or_warn(log: logging.Logger, settings: Settings) -> None:
     """`load_ocr`, then `warm_up`, never failing the caller: a worker without them is only
     slower. The engine first: what it allocates and frees then lies below what the pipeline
     keeps, so a work-horse's objects stay on fewer pages and each fork copies fewer of them
@@ -63,20 +65,21 @@ def warm_up_or_warn(log: logging.Logger, settings: "Settings") -> None:
     try:
         loaded = load_ocr(settings)
     except Exception:
-        log.warning("OCR engine not loaded; each scan's parse will build its own",
-                    exc_info=True)
+        log.warning("OCR engine not loaded; each scan's parse will build its own", exc_info=True)
     else:
         if loaded:
-            log.info("OCR engine loaded in %.2f s (%+.0f MiB resident)",
-                     time.monotonic() - started, (_resident_bytes() - resident) / 2**20)
+            log.info(
+                "OCR engine loaded in %.2f s (%+.0f MiB resident)",
+                time.monotonic() - started,
+                (_resident_bytes() - resident) / 2**20,
+            )
     try:
         done = warm_up()
     except Exception:
         log.warning("pipeline warm-up failed; jobs will start cold", exc_info=True)
     else:
         if done != WARM_UP_DOCUMENTS:
-            log.warning("pipeline warm-up: %d of %d documents succeeded", done,
-                        WARM_UP_DOCUMENTS)
+            log.warning("pipeline warm-up: %d of %d documents succeeded", done, WARM_UP_DOCUMENTS)
 
 
 def _resident_bytes() -> int:
@@ -85,4 +88,3 @@ def _resident_bytes() -> int:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         return 0
-

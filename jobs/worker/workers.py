@@ -3,8 +3,8 @@
 Every worker runs the scheduler (RQ only moves retries with a backoff back to their queue from a
 worker started with it) and short heartbeats, so that a job abandoned by a lost machine is
 noticed within a known bound: its heartbeat expires 65 s after the last one (job monitoring
-interval 5 s + RQ's fixed 60 s), and every worker's maintenance thread (jobs.worker.maintenance) runs
-the started registries' cleanup and the reconciler at most 4 s apart, idle or busy: the task
+interval 5 s + RQ's fixed 60 s), and every worker's maintenance thread (jobs.worker.maintenance)
+runs the started registries' cleanup and the reconciler at most 4 s apart, idle or busy: the task
 leaves `running` within about 75 s of the machine's loss (docs/deploying.md).
 
 Fair share (docs/architecture.md §15, jobs.core.queues, jobs.worker.fairshare): the command line
@@ -15,6 +15,7 @@ next tenant's queues first. The learned queues' retries with a backoff are broug
 scheduler driven from the maintenance thread (RQ's forked scheduler keeps the command line's),
 and RQ's registry cleanup follows the worker's queue list.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 def on_work_horse_killed(job: Any, retpid: int, ret_val: int, rusage: Any) -> None:
     """RQ's work_horse_killed_handler: the task says at once that its worker was lost."""
     from jobs.worker.reconcile import horse_lost
+
     try:
         horse_lost(job.connection, job)
     except Exception:  # never let bookkeeping take a worker down
@@ -65,6 +67,7 @@ class IntakeWorker(Worker):
         from jobs.text.parsers import import_parsers
         from jobs.worker import parts
         from jobs.worker.fairshare import TenantQueues
+
         import_parsers()
         configure()
         kwargs.setdefault("work_horse_killed_handler", on_work_horse_killed)
@@ -80,14 +83,16 @@ class IntakeWorker(Worker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
         from jobs.worker.maintenance import Maintenance
         from jobs.worker.warmup import warm_up_or_warn
+
         call = inspect.signature(Worker.work).bind(self, *args, **kwargs)
         call.apply_defaults()
         options = call.arguments
         self.tenant_queues.scheduling = options["with_scheduler"] and not options["burst"]
         self.reorder_queues(None)  # every registered tenant's queues, in the fair order
         warm_up_or_warn(self.log, self.parts.settings)
-        maintenance = Maintenance(self.connection, self.parts.settings, self.log,
-                                  on_tick=self.tenant_queues.tick).start()
+        maintenance = Maintenance(
+            self.connection, self.parts.settings, self.log, on_tick=self.tenant_queues.tick
+        ).start()
         try:
             return super().work(*args, **kwargs)
         finally:
@@ -127,24 +132,32 @@ def stop_horse_left_behind(worker: Worker) -> None:
     pid = worker.horse_pid
     if not pid:
         return
-    worker.log.error("Worker %s: quitting with work-horse %s still running (Redis "
-                     "unreachable): stopping it; another worker will take its task over",
-                     worker.name, pid)
+    worker.log.error(
+        "Worker %s: quitting with work-horse %s still running (Redis "
+        "unreachable): stopping it; another worker will take its task over",
+        worker.name,
+        pid,
+    )
     try:
         worker.kill_horse()
         worker.wait_for_horse()
-    except OSError:   # it ended meanwhile
+    except OSError:  # it ended meanwhile
         pass
 
 
 WORKER_FLAGS: tuple[str, ...] = (
-    "--worker-class", "jobs.workers.IntakeWorker",
+    "--worker-class",
+    "jobs.workers.IntakeWorker",
     # A Sentinel address in --url, and a worker's waits on Redis (jobs.core.redis_client).
-    "--connection-class", "jobs.redis_client.WorkerRedis",
+    "--connection-class",
+    "jobs.redis_client.WorkerRedis",
     "--with-scheduler",
-    "--worker-ttl", "20",
-    "--job-monitoring-interval", "5",
-    "--maintenance-interval", "5",
+    "--worker-ttl",
+    "20",
+    "--job-monitoring-interval",
+    "5",
+    "--maintenance-interval",
+    "5",
 )
 
 
@@ -154,8 +167,9 @@ def redis_arguments(redis_url: str | None) -> list[str]:
     return ["--url", redis_url] if redis_url else ["-c", "jobs.rq_settings"]
 
 
-def worker_command(redis_url: str | None, *, name: str | None = None, burst: bool = False,
-                   quiet: bool = False) -> list[str]:
+def worker_command(
+    redis_url: str | None, *, name: str | None = None, burst: bool = False, quiet: bool = False
+) -> list[str]:
     """The argv of one `rq worker` process listening to Intake's queues in priority order.
 
     `quiet` (the dev runner's terminal): RQ's own lines only from warnings up, so its
@@ -173,24 +187,27 @@ def worker_command(redis_url: str | None, *, name: str | None = None, burst: boo
 
 class WebhookWorker(Worker):
     """RQ's forking worker for the webhook queue only (jobs.webhooks.delivery): a slow or dead
-    endpoint holds this process, never an ingestion worker. The delivery module and its HTTP client are
-    imported and the settings read once here, so every fork starts warm; the ingestion
+    endpoint holds this process, never an ingestion worker. The delivery module and its HTTP client
+    are imported and the settings read once here, so every fork starts warm; the ingestion
     workers' maintenance (the reconciler) is theirs, not this one's."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from jobs.core.logs import configure
         from jobs.core.settings import Settings
         from jobs.webhooks import delivery as webhooks
+
         configure()
         super().__init__(*args, **kwargs)
         webhooks.install(Settings.from_env())
 
 
-def webhook_worker_command(redis_url: str | None, *, name: str | None = None,
-                           quiet: bool = False) -> list[str]:
+def webhook_worker_command(
+    redis_url: str | None, *, name: str | None = None, quiet: bool = False
+) -> list[str]:
     """The argv of one `rq worker` process delivering webhooks (queue `intake-webhooks`), with
     the scheduler that moves its retries back to the queue."""
     from jobs.tasks.webhook_events import QUEUE
+
     argv = [sys.executable, "-m", "rq.cli", "worker", *WORKER_FLAGS, *redis_arguments(redis_url)]
     argv[argv.index("--worker-class") + 1] = "jobs.workers.WebhookWorker"
     if name:

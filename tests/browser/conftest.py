@@ -8,24 +8,35 @@ Fixtures: `chromium`; `page` and `page_without_js` on the session's web; `open_p
 **context_options)` for more pages (another stack, a second tab), each failing its test on any
 console error (CSP violations included). SCREENSHOTS is where README's pictures are written.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 CHROMIUM = os.environ.get("INTAKE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 HERE = Path(__file__).parent
 # The README's screenshots are refreshed only when asked (INTAKE_SCREENSHOTS=1 make test), so
 # an ordinary test run leaves the work tree clean; otherwise they go to a temporary folder.
-SCREENSHOTS = (HERE.parents[1] / "docs" / "screenshots" if os.environ.get("INTAKE_SCREENSHOTS")
-               else Path(tempfile.mkdtemp(prefix="intake-screenshots-")))
+SCREENSHOTS = (
+    HERE.parents[1] / "docs" / "screenshots"
+    if os.environ.get("INTAKE_SCREENSHOTS")
+    else Path(tempfile.mkdtemp(prefix="intake-screenshots-"))
+)
 VIEWPORT = {"width": 1280, "height": 800}
 
 
@@ -38,8 +49,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def chromium() -> Iterator:
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"!!! Chromium not found at {CHROMIUM}: browser tests SKIPPED "
-                    "(apt-get install chromium) !!!")
+        pytest.skip(
+            f"!!! Chromium not found at {CHROMIUM}: browser tests SKIPPED "
+            "(apt-get install chromium) !!!"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

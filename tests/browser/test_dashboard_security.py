@@ -5,11 +5,12 @@ description (which it renders unescaped) cannot run script (docs/architecture.md
 The web is the Procfile's, with INTAKE_ADMIN_PASSWORD, on the session's Redis; the probe jobs
 are enqueued straight into RQ on a queue no worker listens to, so they stay `queued`.
 """
+
 from __future__ import annotations
 
 import json
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import requests
@@ -74,8 +75,9 @@ def _violations(page) -> list[dict]:
     return page.evaluate("window.__violations")
 
 
-def test_dashboard_pages_render_their_data_under_the_policy(operator_web, workers, probe_queue,
-                                                            open_page):
+def test_dashboard_pages_render_their_data_under_the_policy(
+    operator_web, workers, probe_queue, open_page
+):
     job = _enqueue(probe_queue, {"progress": 40, "current_step": "parsing"}, "a plain probe")
     page = open_page(operator_web.url, http_credentials=CREDENTIALS)  # fails on console errors
     page.add_init_script(RECORD_VIOLATIONS)
@@ -101,8 +103,7 @@ def test_dashboard_pages_render_their_data_under_the_policy(operator_web, worker
     assert _violations(page) == []
 
 
-def test_markup_in_job_meta_cannot_run_script_on_the_job_page(operator_web, probe_queue,
-                                                               chromium):
+def test_markup_in_job_meta_cannot_run_script_on_the_job_page(operator_web, probe_queue, chromium):
     job = _enqueue(probe_queue, {"note": META_PAYLOAD}, DESCRIPTION_PAYLOAD)
     context = chromium.new_context(base_url=operator_web.url, http_credentials=CREDENTIALS)
     try:
@@ -111,8 +112,12 @@ def test_markup_in_job_meta_cannot_run_script_on_the_job_page(operator_web, prob
         page.goto(f"/rq/0/view/job/{job.id}")
         _wait_for_status(page, "queued")
         assert page.locator("#job-data img").count() == 2, "the markup reached the DOM"
-        poll(lambda: page.evaluate(OUTCOME), lambda seen: seen["ran"] or len(seen["blocked"]) >= 2,
-             timeout=10, message="each injected handler either ran or was reported as blocked")
+        poll(
+            lambda: page.evaluate(OUTCOME),
+            lambda seen: seen["ran"] or len(seen["blocked"]) >= 2,
+            timeout=10,
+            message="each injected handler either ran or was reported as blocked",
+        )
         assert page.evaluate("window.__xss") is None, "the injected handler ran"
         violations = _violations(page)
         assert len(violations) == 2 and {v["directive"] for v in violations} == {"script-src-attr"}
@@ -129,18 +134,29 @@ def _dashboard_fields(job) -> str:
     """Everything of a job that rq-dashboard renders unescaped, as one text."""
     job.refresh()
     result = job.latest_result()
-    return json.dumps([job.get_meta(), job.description, job.args, job.kwargs,
-                       result.exc_string if result else None])
+    return json.dumps(
+        [
+            job.get_meta(),
+            job.description,
+            job.args,
+            job.kwargs,
+            result.exc_string if result else None,
+        ]
+    )
 
 
-def test_an_upload_named_with_markup_runs_no_script_on_its_job_page(operator_web, workers,
-                                                                    redis_server, open_page):
+def test_an_upload_named_with_markup_runs_no_script_on_its_job_page(
+    operator_web, workers, redis_server, open_page
+):
     word = unique_word()
     # The job page is opened while the job runs or after: its meta names the document, escaped,
     # from its first progress write on.
     pdf = make_pdf_pages([f"Page {n} of the {word} report." for n in range(4000)])
-    response = requests.post(f"{operator_web.url}/api/documents", timeout=30,
-                             files=[("files", (MARKUP_NAME, pdf, "application/pdf"))])
+    response = requests.post(
+        f"{operator_web.url}/api/documents",
+        timeout=30,
+        files=[("files", (MARKUP_NAME, pdf, "application/pdf"))],
+    )
     assert response.status_code == 202, response.text
     task_id = response.json()["tasks"][0]["id"]
     connection = redis_server.client()
@@ -158,6 +174,7 @@ def test_an_upload_named_with_markup_runs_no_script_on_its_job_page(operator_web
         except PlaywrightTimeout:
             return False
         return True
+
     poll(load, timeout=60, interval=0.1, message="the job page showing the document's name")
     assert page.locator("#job-data img").count() == 0, "markup of the upload reached the DOM"
 
@@ -166,8 +183,14 @@ def test_an_upload_named_with_markup_runs_no_script_on_its_job_page(operator_web
     def fetch() -> bytes | None:
         seen.append(_dashboard_fields(Job.fetch(task_id, connection=connection)))
         return connection.hget(f"intake:task:{task_id}", "status")
-    poll(fetch, lambda status: status in (b"succeeded", b"failed"), timeout=60, interval=0.1,
-         message="the job finished")
+
+    poll(
+        fetch,
+        lambda status: status in (b"succeeded", b"failed"),
+        timeout=60,
+        interval=0.1,
+        message="the job finished",
+    )
     raw = [fields for fields in seen if "<img" in fields]
     assert seen and raw == [], f"user text reached the dashboard unescaped: {raw[:1]}"
     assert page.evaluate("window.__xss") is None, "a script of the upload ran"

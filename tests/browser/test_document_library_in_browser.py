@@ -6,6 +6,7 @@ dialog (static/confirm.js), without it a page of its own.
 The session's library is shared by every test of the run: each test's names carry a word of
 its own, and the rows are found by it. The README's screenshot of the page is taken here.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,10 +38,16 @@ def test_the_library_with_download_reindex_and_delete(page, api):
     run = uuid.uuid4().hex[:8]
     handbook = ("# Staff handbook\n\n" + "Holidays are booked a month ahead. " * 60).encode()
     alpha, beta, scan = f"handbook-{run}.md", f"tide-tables-{run}.txt", f"scan-{run}.pdf"
-    alpha_id = f"policies/{alpha}"   # an id of its own, with a slash: shown under the name
-    statuses = _ingest(api, [(alpha, handbook, "text/markdown"),
-                             txt(beta, f"High water at 06:12 ({run})."),
-                             (scan, make_pdf_no_text(), "application/pdf")], document_id=alpha_id)
+    alpha_id = f"policies/{alpha}"  # an id of its own, with a slash: shown under the name
+    statuses = _ingest(
+        api,
+        [
+            (alpha, handbook, "text/markdown"),
+            txt(beta, f"High water at 06:12 ({run})."),
+            (scan, make_pdf_no_text(), "application/pdf"),
+        ],
+        document_id=alpha_id,
+    )
     assert statuses == {alpha_id: "succeeded", beta: "succeeded", scan: "failed"}
 
     page.goto("/")
@@ -53,7 +60,7 @@ def test_the_library_with_download_reindex_and_delete(page, api):
     assert handbook_row.locator("th").inner_text() == f"{alpha}\n{alpha_id}"
     assert handbook_row.locator("td.num").nth(1).inner_text() == "2.1 KiB"
 
-    page.fill("#q", f"HANDBOOK-{run}")   # any case
+    page.fill("#q", f"HANDBOOK-{run}")  # any case
     page.locator("form.filter-form button[type=submit]").click()
     page.wait_for_url(re.compile(r"/documents\?q=HANDBOOK-"))
     assert page.locator("table.documents tbody tr").count() == 1
@@ -77,9 +84,13 @@ def test_the_library_with_download_reindex_and_delete(page, api):
     _row(page, alpha_id).get_by_role("button", name=re.compile("^Re-index")).click()
     page.wait_for_url(re.compile(r"/batches/[0-9a-f]{32}$"))
     assert page.locator(".flash").inner_text() == f"Re-indexing {alpha}."
-    poll(lambda: page.locator("[data-field=batch_status]").inner_text(),
-         lambda text: text == "Succeeded", timeout=20, interval=0.1,
-         message="the re-index batch succeeds on its page")
+    poll(
+        lambda: page.locator("[data-field=batch_status]").inner_text(),
+        lambda text: text == "Succeeded",
+        timeout=20,
+        interval=0.1,
+        message="the re-index batch succeeds on its page",
+    )
 
     page.goto(f"/documents?q={run}")
     asked: list[str] = []
@@ -87,6 +98,7 @@ def test_the_library_with_download_reindex_and_delete(page, api):
     def accept(dialog) -> None:
         asked.append(dialog.message)
         dialog.accept()
+
     page.once("dialog", accept)
     with page.expect_navigation():
         _row(page, beta).get_by_role("button", name=re.compile("^Delete")).click()
@@ -104,7 +116,7 @@ def test_a_dismissed_confirm_deletes_nothing(page, api):
     page.goto(f"/documents?q={run}")
     page.once("dialog", lambda dialog: dialog.dismiss())
     _row(page, name).get_by_role("button", name=re.compile("^Delete")).click()
-    page.wait_for_timeout(300)   # a submit would have started by now
+    page.wait_for_timeout(300)  # a submit would have started by now
     assert page.url.endswith(f"/documents?q={run}")
     assert _row(page, name).count() == 1
     assert api.get(f"/api/documents/{name}").status_code == 200

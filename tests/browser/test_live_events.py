@@ -7,6 +7,7 @@ Bounds: a stream lasts at most 25 s (webapp/events.py); the test allows 3 s on t
 machine. The page reconnects after the stream's `retry: 2000` hint, so over 31 s it opens at
 least 2 streams and at most 3.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import unique_word
 
 STREAM_BOUND = 25.0
-SHORTEST = (1 - 0.16) * STREAM_BOUND   # webapp.events.Timing.spread
+SHORTEST = (1 - 0.16) * STREAM_BOUND  # webapp.events.Timing.spread
 MARGIN = 3.0
 
 
@@ -73,7 +74,9 @@ def test_each_state_change_of_a_task_is_pushed_in_order(fault):
     with ApiClient(fault.url) as client:
         body = client.post("/api/documents", files=[("files", (f"ledger-{word}.txt", text))]).json()
     received = Received()
-    reader = threading.Thread(target=read_stream, args=(fault.url + body["url"] + "/events", received))
+    reader = threading.Thread(
+        target=read_stream, args=(fault.url + body["url"] + "/events", received)
+    )
     reader.start()
     poll(lambda: received.of("task"), bool, timeout=10, message="the first state arrives")
     fault.workers.start(2)
@@ -83,8 +86,11 @@ def test_each_state_change_of_a_task_is_pushed_in_order(fault):
     assert received.messages[0][1:] == ("retry", 2000)
     tasks = received.of("task")
     statuses = [t["status"] for t in tasks]
-    assert [s for i, s in enumerate(statuses) if i == 0 or statuses[i - 1] != s] == \
-        ["pending", "running", "succeeded"], statuses
+    assert [s for i, s in enumerate(statuses) if i == 0 or statuses[i - 1] != s] == [
+        "pending",
+        "running",
+        "succeeded",
+    ], statuses
     progress = [t["progress"] for t in tasks if t["status"] == "running"]
     assert progress == sorted(progress), f"progress went down: {progress}"
     assert len(set(progress)) >= 3, f"too few running states pushed: {progress}"
@@ -98,16 +104,26 @@ def test_a_live_stream_ends_within_its_bound_and_the_page_reconnects(open_page, 
         workers.stop(name)  # nothing runs: the batch stays live for the whole test
     try:
         word = uuid.uuid4().hex[:10]
-        body = api.post("/api/documents", files=[
-            ("files", (f"waiting-{word}.txt", f"Waiting for a worker: {word}.".encode()))]).json()
+        body = api.post(
+            "/api/documents",
+            files=[("files", (f"waiting-{word}.txt", f"Waiting for a worker: {word}.".encode()))],
+        ).json()
         events_url = web.url + body["url"] + "/events"
         received = Received()
         reader = threading.Thread(target=read_stream, args=(events_url, received))
         page = open_page(web.url)
         streams: list[float] = []
         others: list[str] = []
-        page.on("request", lambda r: streams.append(time.monotonic()) if r.url == events_url
-                else others.append(r.url) if "/api/" in r.url else None)
+        page.on(
+            "request",
+            lambda r: (
+                streams.append(time.monotonic())
+                if r.url == events_url
+                else others.append(r.url)
+                if "/api/" in r.url
+                else None
+            ),
+        )
         started = time.monotonic()
         reader.start()
         page.goto(body["page_url"])
@@ -117,8 +133,9 @@ def test_a_live_stream_ends_within_its_bound_and_the_page_reconnects(open_page, 
         assert received.ended_after is not None, "the stream never ended by itself"
         # Each stream's own bound is drawn in 84–100 % of it (pages opened together do not
         # reconnect together: webapp.events).
-        assert SHORTEST - 1 <= received.ended_after <= STREAM_BOUND + MARGIN, \
+        assert SHORTEST - 1 <= received.ended_after <= STREAM_BOUND + MARGIN, (
             f"a live stream ended after {received.ended_after:.1f} s"
+        )
         assert received.messages[0][1:] == ("retry", 2000)
         pings = [at for at, name, text in received.messages if name == "comment" and text == "ping"]
         assert len(pings) >= 2 and all(b - a >= 9 for a, b in zip(pings, pings[1:])), pings
@@ -131,8 +148,12 @@ def test_a_live_stream_ends_within_its_bound_and_the_page_reconnects(open_page, 
     finally:
         workers.start(2)
 
-    poll(lambda: page.locator("[data-field=batch_status]").inner_text(),
-         lambda text: text == "Succeeded", timeout=60, message="the page follows to the end")
+    poll(
+        lambda: page.locator("[data-field=batch_status]").inner_text(),
+        lambda text: text == "Succeeded",
+        timeout=60,
+        message="the page follows to the end",
+    )
     opened = len(streams)
     page.wait_for_timeout(4000)  # longer than the retry hint: a reconnect would show here
     assert len(streams) == opened, "the page reconnected after the batch was terminal"
@@ -146,8 +167,10 @@ def test_the_no_progress_hint_follows_the_heartbeat(open_page, web, api, workers
         workers.stop(name)
     try:
         word = uuid.uuid4().hex[:10]
-        body = api.post("/api/documents", files=[
-            ("files", (f"stuck-{word}.txt", f"Seemingly stuck: {word}.".encode()))]).json()
+        body = api.post(
+            "/api/documents",
+            files=[("files", (f"stuck-{word}.txt", f"Seemingly stuck: {word}.".encode()))],
+        ).json()
         task_id = body["tasks"][0]["id"]
         page = open_page(web.url)
         page.goto(body["page_url"])
@@ -155,17 +178,41 @@ def test_the_no_progress_hint_follows_the_heartbeat(open_page, web, api, workers
         assert not hint.is_visible()
         old = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - 185))
         redis = redis_server.client()
-        redis.hset(f"intake:task:{task_id}", mapping={
-            "status": "running", "current_step": "embedding", "progress": 40, "updated_at": old})
+        redis.hset(
+            f"intake:task:{task_id}",
+            mapping={
+                "status": "running",
+                "current_step": "embedding",
+                "progress": 40,
+                "updated_at": old,
+            },
+        )
         announce(redis, task_id)  # as every writer of a task does (jobs.tasks.announcements)
-        poll(lambda: hint.is_visible() and hint.inner_text(), lambda text: text == "No progress for 3 min",
-             timeout=10, message="the hint appears")
-        redis.hset(f"intake:task:{task_id}", mapping={
-            "progress": 41, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())})
+        poll(
+            lambda: hint.is_visible() and hint.inner_text(),
+            lambda text: text == "No progress for 3 min",
+            timeout=10,
+            message="the hint appears",
+        )
+        redis.hset(
+            f"intake:task:{task_id}",
+            mapping={
+                "progress": 41,
+                "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+            },
+        )
         announce(redis, task_id)
-        poll(lambda: hint.is_visible(), lambda shown: not shown, timeout=10,
-             message="a fresh heartbeat hides the hint")
+        poll(
+            lambda: hint.is_visible(),
+            lambda shown: not shown,
+            timeout=10,
+            message="a fresh heartbeat hides the hint",
+        )
     finally:
         workers.start(2)  # the job is still queued: it runs and ends the batch
-    poll(lambda: page.locator("[data-field=batch_status]").inner_text(),
-         lambda text: text == "Succeeded", timeout=60, message="the task still completes")
+    poll(
+        lambda: page.locator("[data-field=batch_status]").inner_text(),
+        lambda text: text == "Succeeded",
+        timeout=60,
+        message="the task still completes",
+    )

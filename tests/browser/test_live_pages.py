@@ -2,6 +2,7 @@
 form, then a batch page that follows the work to the end without a reload; a folder upload whose
 document ids carry the folder; the same pages with JavaScript off; and a 200-document batch that
 costs one request per refresh (docs/architecture.md §6)."""
+
 from __future__ import annotations
 
 import time
@@ -55,15 +56,22 @@ def test_upload_form_then_bars_fill_without_reload(page, workers, tmp_path):
     finally:
         workers.start(2)
 
-    poll(lambda: _statuses(page), lambda texts: texts == ["Succeeded"] * 3, timeout=60,
-         message="every row says Succeeded")
+    poll(
+        lambda: _statuses(page),
+        lambda texts: texts == ["Succeeded"] * 3,
+        timeout=60,
+        message="every row says Succeeded",
+    )
     values = page.locator(f"{ROWS} progress").evaluate_all("bars => bars.map(b => b.value)")
     assert values == [100, 100, 100]
     assert page.locator("[data-field=batch_progress]").evaluate("b => b.value") == 100
     assert page.evaluate("window.__sameDocument") is True, "the page was never reloaded"
-    poll(lambda: page.locator("[data-announce]").text_content(),
-         lambda text: text.endswith(": Succeeded"), timeout=10,
-         message="status changes are announced in words (gathered for a second)")
+    poll(
+        lambda: page.locator("[data-announce]").text_content(),
+        lambda text: text.endswith(": Succeeded"),
+        timeout=10,
+        message="status changes are announced in words (gathered for a second)",
+    )
 
 
 def test_a_folder_upload_sends_relative_paths_and_shows_what_was_refused(page, workers, tmp_path):
@@ -76,16 +84,23 @@ def test_a_folder_upload_sends_relative_paths_and_shows_what_was_refused(page, w
     (folder / "tool.exe").write_bytes(b"MZ\x90\x00")  # the page refuses, and never sends it
     page.goto("/")
     page.set_input_files("#folder", str(folder))
-    checks = dict(row.split("\t")[0::2] for row in
-                  page.locator("[data-chosen-list] tr").all_inner_texts())
-    assert checks == {f"reports-{word}/2024/q1.txt": "OK", f"reports-{word}/summary.md": "OK",
-                      f"reports-{word}/fake.pdf": "OK",
-                      f"reports-{word}/tool.exe": "Not a supported type"}
+    checks = dict(
+        row.split("\t")[0::2] for row in page.locator("[data-chosen-list] tr").all_inner_texts()
+    )
+    assert checks == {
+        f"reports-{word}/2024/q1.txt": "OK",
+        f"reports-{word}/summary.md": "OK",
+        f"reports-{word}/fake.pdf": "OK",
+        f"reports-{word}/tool.exe": "Not a supported type",
+    }
 
-    drop = page.evaluate_handle("""() => {
+    drop = page.evaluate_handle(
+        """() => {
         const transfer = new DataTransfer();
         transfer.items.add(new File(['Dropped words about %s.'], 'dropped.txt', {type: 'text/plain'}));
-        return transfer; }""" % word)
+        return transfer; }"""  # noqa: E501, UP031  (JavaScript: {} would need doubling)
+        % word
+    )
     page.dispatch_event("[data-drop-zone]", "drop", {"dataTransfer": drop})
     assert "dropped.txt" in page.locator("[data-chosen-list]").inner_text()
 
@@ -97,22 +112,31 @@ def test_a_folder_upload_sends_relative_paths_and_shows_what_was_refused(page, w
     result.get_by_role("link", name="Continue to the batch").click()
     page.wait_for_url("**/batches/*")
     ids = page.locator(f"{ROWS} th").all_inner_texts()
-    assert sorted(ids) == sorted([f"reports-{word}/2024/q1.txt", f"reports-{word}/summary.md",
-                                  "dropped.txt"])
-    poll(lambda: _statuses(page), lambda texts: texts == ["Succeeded"] * 3, timeout=60,
-         message="the folder's documents succeed")
+    assert sorted(ids) == sorted(
+        [f"reports-{word}/2024/q1.txt", f"reports-{word}/summary.md", "dropped.txt"]
+    )
+    poll(
+        lambda: _statuses(page),
+        lambda texts: texts == ["Succeeded"] * 3,
+        timeout=60,
+        message="the folder's documents succeed",
+    )
 
 
 def test_without_javascript_the_page_refreshes_itself_and_retry_is_a_form(
-        page_without_js, api, workers):
+    page_without_js, api, workers
+):
     page = page_without_js
     _paused(workers)
     try:
         word = uuid.uuid4().hex[:10]
-        body = api.post("/api/documents", files=[
-            ("files", (f"nojs-{word}.txt", f"No script needed for {word}.".encode())),
-            ("files", (f"again-{word}.txt", f"Canceled, then retried: {word}.".encode())),
-        ]).json()
+        body = api.post(
+            "/api/documents",
+            files=[
+                ("files", (f"nojs-{word}.txt", f"No script needed for {word}.".encode())),
+                ("files", (f"again-{word}.txt", f"Canceled, then retried: {word}.".encode())),
+            ],
+        ).json()
         keep, again = (page.locator(f"#t-{t['id']}") for t in body["tasks"])
         again_id = body["tasks"][1]["id"]
         assert api.post(f"/api/tasks/{again_id}/cancel").status_code == 202
@@ -128,20 +152,32 @@ def test_without_javascript_the_page_refreshes_itself_and_retry_is_a_form(
         page.goto(body["page_url"])
     finally:
         workers.start(2)
-    poll(lambda: keep.locator("[data-field=status_text]").inner_text(),
-         lambda text: text == "Succeeded", timeout=60, interval=0.5,
-         message="the self-refreshing page shows Succeeded", ignore=(Exception,))
+    poll(
+        lambda: keep.locator("[data-field=status_text]").inner_text(),
+        lambda text: text == "Succeeded",
+        timeout=60,
+        interval=0.5,
+        message="the self-refreshing page shows Succeeded",
+        ignore=(Exception,),
+    )
 
     again.locator("form[data-action=retry] button").click()  # a form POST, then a redirect
     page.wait_for_load_state()
     assert page.url.endswith(f"{body['page_url']}#t-{again_id}")
-    poll(lambda: again.locator("[data-field=status_text]").inner_text(),
-         lambda text: text == "Succeeded", timeout=60, interval=0.5,
-         message="the retried task runs again to Succeeded", ignore=(Exception,))
+    poll(
+        lambda: again.locator("[data-field=status_text]").inner_text(),
+        lambda text: text == "Succeeded",
+        timeout=60,
+        interval=0.5,
+        message="the retried task runs again to Succeeded",
+        ignore=(Exception,),
+    )
 
 
 def _api_requests(page, log: list[tuple[float, str]]) -> None:
-    page.on("request", lambda r: log.append((time.monotonic(), r.url)) if "/api/" in r.url else None)
+    page.on(
+        "request", lambda r: log.append((time.monotonic(), r.url)) if "/api/" in r.url else None
+    )
 
 
 def _count_in_flight(page) -> dict[str, int]:
@@ -156,6 +192,7 @@ def _count_in_flight(page) -> dict[str, int]:
     def done(request) -> None:
         if "/api/" in request.url:
             state["now"] -= 1
+
     page.on("request", sent)
     page.on("requestfinished", done)
     page.on("requestfailed", done)
@@ -166,8 +203,10 @@ def test_a_200_document_batch_costs_one_request_per_refresh(open_page, web, api,
     word = uuid.uuid4().hex[:10]
     _paused(workers)
     try:
-        files = [("files", (f"doc-{i:03d}-{word}.txt", f"Document {i} about {word}.".encode()))
-                 for i in range(200)]
+        files = [
+            ("files", (f"doc-{i:03d}-{word}.txt", f"Document {i} about {word}.".encode()))
+            for i in range(200)
+        ]
         body = api.post("/api/documents", files=files, timeout=60).json()
         assert len(body["tasks"]) == 200, body.get("rejected")
         batch_url = web.url + body["url"]
@@ -186,9 +225,13 @@ def test_a_200_document_batch_costs_one_request_per_refresh(open_page, web, api,
     finally:
         workers.start(2)
     for page in (streaming, polling):
-        poll(lambda: page.locator(f"{ROWS}[data-status=succeeded]").count(),
-             lambda done: done == 200, timeout=120, interval=0.5,
-             message="all 200 rows reach Succeeded without a reload")
+        poll(
+            lambda: page.locator(f"{ROWS}[data-status=succeeded]").count(),  # noqa: B023  (polled now)
+            lambda done: done == 200,
+            timeout=120,
+            interval=0.5,
+            message="all 200 rows reach Succeeded without a reload",
+        )
     elapsed = time.monotonic() - started
     polling.wait_for_timeout(3000)  # both have stopped: nothing more is asked
 
@@ -200,8 +243,10 @@ def test_a_200_document_batch_costs_one_request_per_refresh(open_page, web, api,
     assert in_flight["most"] == 1, "two batch requests were in flight at once"
     gaps = [b - a for (a, _), (b, _) in zip(polled, polled[1:])]
     assert len(polled) <= elapsed / 0.9 + 1
-    print(f"\n200 documents in {elapsed:.1f} s: {len(pushed)} event stream(s) on the pushed page; "
-          f"{len(polled)} batch requests on the polling page (gaps {min(gaps):.2f}–{max(gaps):.2f} s)")
+    print(
+        f"\n200 documents in {elapsed:.1f} s: {len(pushed)} event stream(s) on the pushed page; "
+        f"{len(polled)} batch requests on the polling page (gaps {min(gaps):.2f}–{max(gaps):.2f} s)"
+    )
 
     sizes = {name: (STATIC / name).stat().st_size for name in PAGE_WEIGHT_BUDGET}
     print("page weight: " + ", ".join(f"{name} {size} B" for name, size in sizes.items()))
@@ -217,12 +262,18 @@ def test_a_hidden_tab_polls_four_times_slower_and_errors_back_off(chromium, web,
     _paused(workers)
     contexts = []
     try:
-        body = api.post("/api/documents", files=[("files", (
-            f"hidden-{uuid.uuid4().hex[:10]}.txt", b"Nobody is watching this tab."))]).json()
+        body = api.post(
+            "/api/documents",
+            files=[
+                ("files", (f"hidden-{uuid.uuid4().hex[:10]}.txt", b"Nobody is watching this tab."))
+            ],
+        ).json()
         hidden_log: list[tuple[float, str]] = []
         failing_log: list[tuple[float, str]] = []
-        for log, script in ((hidden_log, "Object.defineProperty(document, 'hidden', "
-                             "{get: () => true})"), (failing_log, "delete window.EventSource")):
+        for log, script in (
+            (hidden_log, "Object.defineProperty(document, 'hidden', {get: () => true})"),
+            (failing_log, "delete window.EventSource"),
+        ):
             context = chromium.new_context(base_url=web.url)
             contexts.append(context)
             context.add_init_script(script)
@@ -275,8 +326,12 @@ def test_a_duplicate_upload_offers_upload_again_anyway(page, api, workers, tmp_p
     path.write_text(f"Words about {word}, uploaded twice.")
     _choose_and_upload(page, path)
     first = _task_of_batch(api, page)
-    poll(lambda: _statuses(page), lambda texts: texts == ["Succeeded"], timeout=60,
-         message="the first upload succeeds")
+    poll(
+        lambda: _statuses(page),
+        lambda texts: texts == ["Succeeded"],
+        timeout=60,
+        message="the first upload succeeds",
+    )
 
     _choose_and_upload(page, path, to_batch=False)
     result = page.locator("[data-upload-result]")
@@ -285,12 +340,17 @@ def test_a_duplicate_upload_offers_upload_again_anyway(page, api, workers, tmp_p
     result.get_by_role("button", name="Upload again anyway").click()
     page.wait_for_url("**/batches/*")
     assert _task_of_batch(api, page) != first, "a new run of the same file"
-    poll(lambda: _statuses(page), lambda texts: texts == ["Succeeded"], timeout=60,
-         message="the forced upload succeeds")
+    poll(
+        lambda: _statuses(page),
+        lambda texts: texts == ["Succeeded"],
+        timeout=60,
+        message="the forced upload succeeds",
+    )
 
 
-def test_without_javascript_upload_again_anyway_is_a_checkbox(page_without_js, api, workers,
-                                                              tmp_path):
+def test_without_javascript_upload_again_anyway_is_a_checkbox(
+    page_without_js, api, workers, tmp_path
+):
     page = page_without_js
     word = uuid.uuid4().hex[:10]
     path = tmp_path / f"plain-{word}.txt"

@@ -2,6 +2,7 @@
 (docs/architecture.md §6, §12): the words that matched marked in every language, where each hit is,
 the ranking that answered and a choice of it without JavaScript, and a succeeded task's first
 chunks, also when it succeeds while its page is open."""
+
 from __future__ import annotations
 
 import textwrap
@@ -13,8 +14,10 @@ from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import txt, upload, wait_terminal
 from tests.samples import make_pdf_pages, make_scan_pdf, merge_pdfs
 
-CHINESE = ("# 失败处理\n\n任务失败三次以后会被转入死信队列，运维人员可以在死信页面上查看原因并重试。"
-           "重试会重新计算退避时间。\n\n## 监控\n\n队列长度和工作进程可以在仪表盘上看到。\n")
+CHINESE = (
+    "# 失败处理\n\n任务失败三次以后会被转入死信队列，运维人员可以在死信页面上查看原因并重试。"
+    "重试会重新计算退避时间。\n\n## 监控\n\n队列长度和工作进程可以在仪表盘上看到。\n"
+)
 
 
 def _ingest(api, files):
@@ -40,8 +43,10 @@ def test_a_chinese_search_marks_the_word_inside_its_sentence(page, api, workers)
 
 def test_a_pdf_hit_says_its_page(page, api, workers):
     run = uuid.uuid4().hex[:8]
-    pages = [textwrap.fill(sentence * 40, 80) for sentence in
-             ("A cover page. ", "Nothing to see here. ", "The quorum rule is here. ")]
+    pages = [
+        textwrap.fill(sentence * 40, 80)
+        for sentence in ("A cover page. ", "Nothing to see here. ", "The quorum rule is here. ")
+    ]
     pdf = make_pdf_pages(pages[:2] + [pages[2] + f"\nThe quorum{run} rule."])  # ends page 3
     _ingest(api, [(f"rules-{run}.pdf", pdf, "application/pdf")])
     page.goto(f"/search?q=quorum{run}")
@@ -57,9 +62,13 @@ def test_the_ranking_is_shown_and_chosen_in_the_form_without_javascript(fault, c
     text = f"The tide{run} almanac of the harbour."
     with ApiClient(fault.url) as client:
         _ingest(client, [txt(f"almanac-{run}.txt", text)])
-        poll(lambda: client.get("/api/search", params={"q": text}).json()["mode"],
-             lambda mode: mode == "hybrid", timeout=10, interval=0.5,
-             message="the fault stack's breaker, if another test left it open, has closed")
+        poll(
+            lambda: client.get("/api/search", params={"q": text}).json()["mode"],
+            lambda mode: mode == "hybrid",
+            timeout=10,
+            interval=0.5,
+            message="the fault stack's breaker, if another test left it open, has closed",
+        )
     context = chromium.new_context(base_url=fault.url, java_script_enabled=False)
     try:
         page = context.new_page()
@@ -72,8 +81,10 @@ def test_the_ranking_is_shown_and_chosen_in_the_form_without_javascript(fault, c
         page.wait_for_url("**mode=dense**")
         assert page.locator(".ranked-by").inner_text() == "Ranked by: meaning (dense)"
         assert page.locator("select#mode").input_value() == "dense", "the choice stays chosen"
-        assert page.locator("table.results tbody tr").first.locator("th").inner_text() == \
-            f"almanac-{run}.txt"
+        assert (
+            page.locator("table.results tbody tr").first.locator("th").inner_text()
+            == f"almanac-{run}.txt"
+        )
     finally:
         context.close()
 
@@ -88,8 +99,12 @@ def _watch_until_it_succeeds(page, api, workers, file) -> None:
     page.goto(response.json()["tasks"][0]["page_url"])
     assert page.locator("[data-field=preview]").is_hidden()
     workers.ensure(len(names))
-    poll(lambda: page.locator("[data-field=preview]").is_visible(), timeout=60, interval=0.1,
-         message="the preview appears once the task succeeded")
+    poll(
+        lambda: page.locator("[data-field=preview]").is_visible(),
+        timeout=60,
+        interval=0.1,
+        message="the preview appears once the task succeeded",
+    )
 
 
 def test_the_first_chunks_appear_when_a_task_succeeds_while_its_page_is_open(page, api, workers):
@@ -107,25 +122,40 @@ def test_the_first_chunks_appear_when_a_task_succeeds_while_its_page_is_open(pag
 def test_a_chunk_over_a_page_break_shows_both_pages_when_it_appears_live(page, api, workers):
     """static/progress.js words a location as webapp/display.py does: "pages 1–2"."""
     run = uuid.uuid4().hex[:8]
-    pdf = make_pdf_pages([f"The {run} notice starts on a short page.",
-                          textwrap.fill("It goes on overleaf about the harbour. " * 30, 80)])
+    pdf = make_pdf_pages(
+        [
+            f"The {run} notice starts on a short page.",
+            textwrap.fill("It goes on overleaf about the harbour. " * 30, 80),
+        ]
+    )
     _watch_until_it_succeeds(page, api, workers, (f"notice-{run}.pdf", pdf, "application/pdf"))
     locations = page.locator("[data-field=preview_list] li .location").all_inner_texts()
     assert locations == ["pages 1–2", "page 2"], locations
     page.reload()
-    assert page.locator("[data-field=preview_list] li .location").all_inner_texts() == \
-        locations, "the same from the server after a reload"
+    assert page.locator("[data-field=preview_list] li .location").all_inner_texts() == locations, (
+        "the same from the server after a reload"
+    )
+
 
 def test_a_scanned_pdf_hit_says_its_page_and_its_task_counts_the_ocr_pages(page, api, workers):
     run = uuid.uuid4().hex[:8]
     cover = make_pdf_pages([textwrap.fill("The harbour master keeps the tide tables. " * 17, 80)])
-    scan = make_scan_pdf([["Walrus sightings near the lighthouse", "were counted every morning"]
-                          + [f"Day {day}: seals resting on the north rocks" for day in range(1, 9)]])
+    scan = make_scan_pdf(
+        [
+            ["Walrus sightings near the lighthouse", "were counted every morning"]
+            + [f"Day {day}: seals resting on the north rocks" for day in range(1, 9)]
+        ]
+    )
     response, _ = upload(api, [(f"logbook-{run}.pdf", merge_pdfs(cover, scan), "application/pdf")])
     task = response.json()["tasks"][0]
     page.goto(task["page_url"])  # open while it runs: the live page fills in the result
-    poll(lambda: page.locator("[data-field=result]").inner_text(), lambda text: "OCR" in text,
-         timeout=240, interval=0.2, message="the live task page showing its result")
+    poll(
+        lambda: page.locator("[data-field=result]").inner_text(),
+        lambda text: "OCR" in text,
+        timeout=240,
+        interval=0.2,
+        message="the live task page showing its result",
+    )
     expected = "2 pages (1 read by OCR)"
     assert page.locator("[data-field=result]").inner_text().startswith(expected)
     page.reload()

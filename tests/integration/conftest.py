@@ -4,6 +4,7 @@ The fixtures (redis_server, workers, web, api, embedding_server, make_workers, p
 live in fixtures.py and postgres.py, plugins the root tests/conftest.py registers so the
 browser tests share them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -26,6 +26,7 @@ texts); `max_in_flight` is the most requests it held at once; `received(text)` l
 requests of a document containing `text`; `reset()` restores all and releases hung requests.
 Base URL for INTAKE_EMBEDDING_URL: `server.url` (ends with `/v1`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,10 +57,10 @@ def embed(text: str) -> list[float]:
 class Received:
     """One POST as the server saw it."""
 
-    at: float                 # time.monotonic() when it arrived
-    mode: str                 # what the server did with it ("ok", "status:503", "slow:2", "hang",
-                              # "too_many:413")
-    inputs: tuple[str, ...]   # the texts to embed
+    at: float  # time.monotonic() when it arrived
+    mode: str  # what the server did with it ("ok", "status:503", "slow:2", "hang",
+    # "too_many:413")
+    inputs: tuple[str, ...]  # the texts to embed
     ended: float | None = None  # time.monotonic() when its answer was sent (None: none was)
 
 
@@ -71,10 +72,12 @@ def _inputs(body: Any) -> tuple[str, ...]:
 
 
 class _QuietHTTPServer(ThreadingHTTPServer):
-    """A client that gave up (a timeout, a killed work-horse) is normal here, not worth a traceback."""
+    """A client that gave up (a timeout, a killed work-horse) is normal here, not worth a
+    traceback."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
+
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             return
         super().handle_error(request, client_address)
@@ -91,7 +94,9 @@ class EmbeddingServer:
         self.reset()
         self._httpd = _QuietHTTPServer((host, self.port), _handler_for(self))
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="embedding-server", daemon=True).start()
+        threading.Thread(
+            target=self._httpd.serve_forever, name="embedding-server", daemon=True
+        ).start()
 
     def reset(self) -> None:
         with self._lock:
@@ -121,8 +126,11 @@ class EmbeddingServer:
         """Requests that embedded a document's chunk containing `text` (a chunk: more than the bare
         `text`, so a search query for the word alone is not counted)."""
         with self._lock:
-            return [r for r in self.log
-                    if any(text in chunk and chunk.strip() != text for chunk in r.inputs)]
+            return [
+                r
+                for r in self.log
+                if any(text in chunk and chunk.strip() != text for chunk in r.inputs)
+            ]
 
     def _next_mode(self, body: Any) -> tuple[str, threading.Event, Received]:
         inputs = _inputs(body)
@@ -133,7 +141,7 @@ class EmbeddingServer:
             if self._input_limit and len(inputs) > self._input_limit[0]:
                 mode = f"too_many:{self._input_limit[1]}"
             else:
-                for position, (scripted, match) in enumerate(self._scripted):
+                for position, (_, match) in enumerate(self._scripted):
                     if match is None or any(match in text for text in inputs):
                         mode = self._scripted.pop(position)[0]
                         break
@@ -191,14 +199,24 @@ def _handler_for(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, body: Any, mode: str, release: threading.Event) -> None:
             if self.path.rstrip("/") != "/v1/embeddings":
-                return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+                return self._send(
+                    404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+                )
             kind, _, arg = mode.partition(":")
             if kind == "status":
                 code, _, retry_after = arg.partition(":")
                 headers = {"Retry-After": retry_after} if retry_after else None
-                return self._send(int(code), {"error": {"message": f"injected {code}",
-                                                        "type": "injected", "code": int(code)}},
-                                  headers)
+                return self._send(
+                    int(code),
+                    {
+                        "error": {
+                            "message": f"injected {code}",
+                            "type": "injected",
+                            "code": int(code),
+                        }
+                    },
+                    headers,
+                )
             if kind == "too_many":
                 if arg == "413":
                     return self._send(413, {"error": {"message": "Request Entity Too Large"}})
@@ -211,13 +229,23 @@ def _handler_for(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             if not isinstance(body, dict) or "input" not in body:
-                return self._send(400, {"error": {"message": "'input' is required",
-                                                  "type": "invalid_request_error"}})
+                return self._send(
+                    400,
+                    {"error": {"message": "'input' is required", "type": "invalid_request_error"}},
+                )
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
             tokens = sum(len(str(text).split()) for text in inputs)
-            self._send(200, {"object": "list", "model": body.get("model", "test-embedding"),
-                             "data": [{"object": "embedding", "index": i, "embedding": embed(str(text))}
-                                      for i, text in enumerate(inputs)],
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "model": body.get("model", "test-embedding"),
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": embed(str(text))}
+                        for i, text in enumerate(inputs)
+                    ],
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                },
+            )
 
     return Handler

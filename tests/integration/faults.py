@@ -22,6 +22,7 @@ Product bounds and their margins:
   a retry's due time in whole seconds (it truncates the timestamp) and so may start it up to 1 s
   early.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,23 +42,27 @@ from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, iso, txt, upload
 from tests.samples import make_pdf
 
-CANCEL_BOUND = 2.0        # docs/architecture.md §8: a running task stops within 2 s
-POLL_INTERVAL = 0.05      # every poll below; the cancel bound allows one on top
-CRASH_BOUND = 120.0       # docs/architecture.md §8: a lost worker's task leaves running < 2 min
-HORSE_BOUND = 30.0        # a killed work-horse alone is noticed at once; 30 s is a wide margin
-TASK_TIMEOUT = 60.0       # a small document through three attempts (2 s + 3–5 s of backoff)
-SLOW = "slow:3"           # an embedding request that takes 3 s: below the 4 s timeout
-NOT_RETRIED_FOR = 4.0     # > the 2 s first backoff + 1 s of RQ scheduling + a fork
+CANCEL_BOUND = 2.0  # docs/architecture.md §8: a running task stops within 2 s
+POLL_INTERVAL = 0.05  # every poll below; the cancel bound allows one on top
+CRASH_BOUND = 120.0  # docs/architecture.md §8: a lost worker's task leaves running < 2 min
+HORSE_BOUND = 30.0  # a killed work-horse alone is noticed at once; 30 s is a wide margin
+TASK_TIMEOUT = 60.0  # a small document through three attempts (2 s + 3–5 s of backoff)
+SLOW = "slow:3"  # an embedding request that takes 3 s: below the 4 s timeout
+NOT_RETRIED_FOR = 4.0  # > the 2 s first backoff + 1 s of RQ scheduling + a fork
 
 
 def document(word: str, paragraphs: int = 6) -> str:
     """A text of `paragraphs` ~650-character paragraphs (1000-character chunks: several chunks),
     every one carrying `word` so that every chunk (and every embedding request) does."""
     return "\n\n".join(
-        f"Paragraph {n}. " + " ".join(
+        f"Paragraph {n}. "
+        + " ".join(
             f"The {word} report, part {n}.{m}, explains how the quarterly figures were "
-            f"reconciled with the ledger." for m in range(6))
-        for n in range(paragraphs))
+            f"reconciled with the ledger."
+            for m in range(6)
+        )
+        for n in range(paragraphs)
+    )
 
 
 def chunk_count(text: str) -> int:
@@ -86,8 +91,10 @@ def rq_job_status(stack: Stack, job_id: str) -> str | None:
 
 def in_failed_registry(stack: Stack, task_id: str) -> bool:
     connection = stack.redis()
-    return any(task_id in FailedJobRegistry(name, connection=connection).get_job_ids(cleanup=False)
-               for name in QUEUE_NAMES)
+    return any(
+        task_id in FailedJobRegistry(name, connection=connection).get_job_ids(cleanup=False)
+        for name in QUEUE_NAMES
+    )
 
 
 def failed_ids(client: ApiClient) -> list[str]:
@@ -98,17 +105,24 @@ def seconds_between(earlier: str, later: str) -> float:
     return (iso(later, "later") - iso(earlier, "earlier")).total_seconds()
 
 
-def wait_running_in_embedding(client: ApiClient, stack: Stack, task_id: str, word: str,
-                              timeout: float = TASK_TIMEOUT) -> dict[str, Any]:
+def wait_running_in_embedding(
+    client: ApiClient, stack: Stack, task_id: str, word: str, timeout: float = TASK_TIMEOUT
+) -> dict[str, Any]:
     """Until the task is `running` with an embedding request of it held by the (slow) server:
     the attempt is in its embedding step. (The record's `current_step` is not used: progress
     writes are throttled and a deferred one waits for the next write, so during the first slow
     batch the record may still say "parsing".)"""
+
     def fetch() -> tuple[dict[str, Any], int]:
         return task(client, task_id), len(stack.embedding.received(word))
-    seen, _ = poll(fetch, lambda v: v[0]["status"] == "running" and v[1] >= 1,
-                   timeout=timeout, interval=POLL_INTERVAL,
-                   message="task running with an embedding request held by the embedder")
+
+    seen, _ = poll(
+        fetch,
+        lambda v: v[0]["status"] == "running" and v[1] >= 1,
+        timeout=timeout,
+        interval=POLL_INTERVAL,
+        message="task running with an embedding request held by the embedder",
+    )
     return seen
 
 
@@ -171,7 +185,11 @@ def running_worker(stack: Stack, task_id: str) -> tuple[str, int, int]:
     assert name in stack.workers.processes, (name, stack.workers.names)
     pid = stack.workers.processes[name].pid
     assert pid is not None
-    horses = poll(lambda: [child for child, group in children(pid) if child == group],
-                  lambda found: len(found) == 1, timeout=5, interval=POLL_INTERVAL,
-                  message=f"the work-horse of worker {name} (pid {pid})")
+    horses = poll(
+        lambda: [child for child, group in children(pid) if child == group],
+        lambda found: len(found) == 1,
+        timeout=5,
+        interval=POLL_INTERVAL,
+        message=f"the work-horse of worker {name} (pid {pid})",
+    )
     return name, pid, horses[0]

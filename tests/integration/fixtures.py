@@ -32,15 +32,17 @@ Session fixture, shared by the failure tests of every module:
 A failing test that used these fixtures gets the tail of every process's log in its report.
 Set INTAKE_ITEST_FAKEREDIS=1 to force the fakeredis fallback.
 """
+
 from __future__ import annotations
 
 import atexit
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import redis
@@ -48,8 +50,13 @@ import redis
 from tests.integration.embedding_server import EmbeddingServer
 from tests.integration.helpers import ApiClient
 from tests.integration.processes import REPO_ROOT, ProcessGroup, base_env
-from tests.integration.servers import (REDIS_SERVER, FakeRedisTcpServer, RedisServer, WebServer,
-                                       WorkerPool)
+from tests.integration.servers import (
+    REDIS_SERVER,
+    FakeRedisTcpServer,
+    RedisServer,
+    WebServer,
+    WorkerPool,
+)
 
 SECRET_KEY = "integration-test-secret-key-not-for-production"
 _GROUPS: list[ProcessGroup] = []
@@ -73,8 +80,10 @@ def _stop_leftovers() -> None:  # belt and braces if a teardown never ran
 
 def pytest_report_header(config: pytest.Config) -> str:
     if _use_fakeredis():
-        return ("integration: !!! NO redis-server: using fakeredis TcpFakeServer "
-                "(not durable, not restartable; restart tests are skipped) !!!")
+        return (
+            "integration: !!! NO redis-server: using fakeredis TcpFakeServer "
+            "(not durable, not restartable; restart tests are skipped) !!!"
+        )
     return f"integration: redis-server {REDIS_SERVER}"
 
 
@@ -89,13 +98,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | FakeRedisTcpServer]:
+def redis_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RedisServer | FakeRedisTcpServer]:
     if _use_fakeredis():
-        banner = ("\n" + "!" * 78 + "\n!!! redis-server is NOT installed (or INTAKE_ITEST_FAKEREDIS=1): the "
-                  "integration tests\n!!! run on fakeredis's TcpFakeServer; Redis restart tests are SKIPPED.\n"
-                  + "!" * 78 + "\n")
+        banner = (
+            "\n"
+            + "!" * 78
+            + "\n!!! redis-server is NOT installed (or INTAKE_ITEST_FAKEREDIS=1): the "
+            "integration tests\n!!! run on fakeredis's TcpFakeServer; "
+            "Redis restart tests are SKIPPED.\n" + "!" * 78 + "\n"
+        )
         print(banner, file=sys.__stderr__, flush=True)
-        warnings.warn("integration tests use the fakeredis TCP fallback, not a real redis-server")
+        warnings.warn(
+            "integration tests use the fakeredis TCP fallback, not a real redis-server",
+            stacklevel=1,
+        )
         server: RedisServer | FakeRedisTcpServer = FakeRedisTcpServer()
     else:
         group = _group(tmp_path_factory, "redis")
@@ -109,12 +127,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 def intake_env(redis_server) -> dict[str, str]:
     """What web and workers share: one Redis, one secret, quick retries (names:
     docs/architecture.md §19)."""
-    return base_env({
-        "REDIS_URL": redis_server.url,
-        "SECRET_KEY": SECRET_KEY,
-        "INTAKE_RETRY_BASE_SECONDS": "1",
-        "INTAKE_MAX_ATTEMPTS": "2",
-    })
+    return base_env(
+        {
+            "REDIS_URL": redis_server.url,
+            "SECRET_KEY": SECRET_KEY,
+            "INTAKE_RETRY_BASE_SECONDS": "1",
+            "INTAKE_MAX_ATTEMPTS": "2",
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -171,8 +191,12 @@ def make_workers(redis_server, intake_env, tmp_path_factory) -> Iterator:
     pools: list[WorkerPool] = []
 
     def start(count: int = 1, **env: str) -> WorkerPool:
-        pool = WorkerPool(_group(tmp_path_factory, "extra-workers"), redis_server.url,
-                          {**intake_env, **env}, prefix="itest-extra")
+        pool = WorkerPool(
+            _group(tmp_path_factory, "extra-workers"),
+            redis_server.url,
+            {**intake_env, **env},
+            prefix="itest-extra",
+        )
         pools.append(pool)
         pool.start(count)
         return pool
@@ -217,9 +241,18 @@ class Stack:
         return self._client
 
 
-def start_stack(redis_server, tmp_path_factory: pytest.TempPathFactory, name: str, database: int,
-                env: dict[str, str], *, embedding: EmbeddingServer, workers: int = 2,
-                worker_class: str | None = None, web_redis_url: str | None = None) -> Stack:
+def start_stack(
+    redis_server,
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    database: int,
+    env: dict[str, str],
+    *,
+    embedding: EmbeddingServer,
+    workers: int = 2,
+    worker_class: str | None = None,
+    web_redis_url: str | None = None,
+) -> Stack:
     """A web and `workers` workers of their own on logical database `database` of the session's
     redis-server, emptied first (nothing else uses it). `web_redis_url` points the web elsewhere
     (a fault-injecting proxy in front of the same database); `worker_class` replaces the
@@ -227,10 +260,17 @@ def start_stack(redis_server, tmp_path_factory: pytest.TempPathFactory, name: st
     redis_url = f"{redis_server.url.rsplit('/', 1)[0]}/{database}"
     redis.Redis.from_url(redis_url).flushdb()
     full_env = base_env({"REDIS_URL": redis_url, "SECRET_KEY": SECRET_KEY, **env})
-    web = WebServer(_group(tmp_path_factory, f"{name}-web"),
-                    {**full_env, "REDIS_URL": web_redis_url or redis_url})
-    pool = WorkerPool(_group(tmp_path_factory, f"{name}-workers"), redis_url, full_env,
-                      prefix=f"itest-{name}", worker_class=worker_class)
+    web = WebServer(
+        _group(tmp_path_factory, f"{name}-web"),
+        {**full_env, "REDIS_URL": web_redis_url or redis_url},
+    )
+    pool = WorkerPool(
+        _group(tmp_path_factory, f"{name}-workers"),
+        redis_url,
+        full_env,
+        prefix=f"itest-{name}",
+        worker_class=worker_class,
+    )
     try:
         web.start()
         if workers:
@@ -258,13 +298,20 @@ def running_stack(*args: Any, **kwargs: Any) -> Iterator[Stack]:
 
 
 @pytest.fixture(scope="session")
-def fault_stack(redis_server, _embedding_server, tmp_path_factory,
-                postgres_url) -> Iterator[Stack]:
+def fault_stack(redis_server, _embedding_server, tmp_path_factory, postgres_url) -> Iterator[Stack]:
     """The HTTP embedder's stack: its dense vectors in the session's PostgreSQL (pgvector)."""
-    stack = start_stack(redis_server, tmp_path_factory, "fault", 1,
-                        {"INTAKE_EMBEDDING_URL": _embedding_server.url, **FAULT_ENV,
-                         "INTAKE_VECTOR_DATABASE_URL": postgres_url},
-                        embedding=_embedding_server)
+    stack = start_stack(
+        redis_server,
+        tmp_path_factory,
+        "fault",
+        1,
+        {
+            "INTAKE_EMBEDDING_URL": _embedding_server.url,
+            **FAULT_ENV,
+            "INTAKE_VECTOR_DATABASE_URL": postgres_url,
+        },
+        embedding=_embedding_server,
+    )
     try:
         yield stack
     finally:

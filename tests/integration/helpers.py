@@ -4,10 +4,12 @@ runner.processes).
 Integration tests talk to real processes, so every wait is a poll with a timeout that fails with
 the last thing it saw, never a bare sleep.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urljoin
 
 import requests
@@ -18,9 +20,15 @@ T = TypeVar("T")
 __all__ = ["ApiClient", "assert_stays", "free_port", "poll", "wait_until"]
 
 
-def poll(fetch: Callable[[], T], condition: Callable[[T], Any] = bool, *, timeout: float,
-         interval: float = 0.05, message: str = "condition not met",
-         ignore: tuple[type[BaseException], ...] = ()) -> T:
+def poll(
+    fetch: Callable[[], T],
+    condition: Callable[[T], Any] = bool,
+    *,
+    timeout: float,
+    interval: float = 0.05,
+    message: str = "condition not met",
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
     """Call `fetch` until `condition(value)` is true and return that value.
 
     Exceptions listed in `ignore` count as "not yet" (e.g. a server still starting). On timeout
@@ -38,20 +46,32 @@ def poll(fetch: Callable[[], T], condition: Callable[[T], Any] = bool, *, timeou
         except ignore as exc:  # noqa: PERF203 - a poll loop by nature
             last_error = exc
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{message}: not true after {timeout} s; last value: {last!r}"
-                                 + (f"; last error: {last_error!r}" if last_error else ""))
+            raise AssertionError(
+                f"{message}: not true after {timeout} s; last value: {last!r}"
+                + (f"; last error: {last_error!r}" if last_error else "")
+            )
         time.sleep(interval)
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.05,
-               message: str = "condition not met",
-               ignore: tuple[type[BaseException], ...] = ()) -> T:
+def wait_until(
+    predicate: Callable[[], T],
+    timeout: float,
+    interval: float = 0.05,
+    message: str = "condition not met",
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
     """Poll `predicate()` until it returns a truthy value, which is returned."""
     return poll(predicate, bool, timeout=timeout, interval=interval, message=message, ignore=ignore)
 
 
-def assert_stays(fetch: Callable[[], T], condition: Callable[[T], Any], *, duration: float,
-                 interval: float = 0.1, message: str = "condition stopped holding") -> T:
+def assert_stays(
+    fetch: Callable[[], T],
+    condition: Callable[[T], Any],
+    *,
+    duration: float,
+    interval: float = 0.1,
+    message: str = "condition stopped holding",
+) -> T:
     """Assert that `condition(fetch())` holds on every poll for `duration` seconds (a bounded
     check that something does NOT happen, e.g. no automatic retry); returns the last value."""
     deadline = time.monotonic() + duration

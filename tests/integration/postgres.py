@@ -6,12 +6,13 @@ than pytest's tmp_path_factory because, as root, pgserver runs PostgreSQL as its
 user and opens every parent folder of the data to others (runner.postgres_service explains
 why); pytest's /tmp/pytest-of-root is private and should stay so.
 """
+
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

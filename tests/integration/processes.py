@@ -3,12 +3,13 @@
 one log file under the test's tmp dir, stopped with SIGTERM, a grace period, then SIGKILL of
 its group. `ProcessGroup.report()` returns the logs' tails for a failing test.
 """
+
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from runner.processes import ManagedProcess, free_port, stop_all
 from tests.storage import ORIGINALS_URL
@@ -43,8 +44,9 @@ class ProcessGroup:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.processes: list[ManagedProcess] = []
 
-    def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str],
-              start: bool = True) -> ManagedProcess:
+    def spawn(
+        self, name: str, argv: Sequence[str], env: Mapping[str, str], start: bool = True
+    ) -> ManagedProcess:
         proc = ManagedProcess(name, argv, env, self.log_dir / f"{name}.log", cwd=REPO_ROOT)
         self.processes.append(proc)
         return proc.start() if start else proc
@@ -57,6 +59,7 @@ class ProcessGroup:
         parts = []
         for proc in self.processes:
             state = "running" if proc.running else f"exited {proc.returncode}"
-            parts.append(f"----- {proc.name} (pid {proc.pid}, {state}) {proc.log_path}\n"
-                         f"{proc.tail(lines)}")
+            parts.append(
+                f"----- {proc.name} (pid {proc.pid}, {state}) {proc.log_path}\n{proc.tail(lines)}"
+            )
         return "\n".join(parts)

@@ -5,6 +5,7 @@ which runs it, and then the client's connection is cut before the reply reaches 
 answers a lost connection by sending the command again (its Retry), so a test sees what a
 command that is not safe to repeat does when it runs twice.
 """
+
 from __future__ import annotations
 
 import socket
@@ -74,7 +75,7 @@ class _Link:
     def _upstream(self) -> None:
         try:
             while data := self.client.recv(65536):
-                self.window = (self.window + data)[-(1 << 20):]
+                self.window = (self.window + data)[-(1 << 20) :]
                 if self.proxy._claim(self.window):
                     self.window = b""
                     self.cut_after_reply.set()

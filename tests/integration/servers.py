@@ -4,9 +4,11 @@
   restart it on the same port (with its data by default, or as a crash that loses it).
 - `FakeRedisTcpServer`: the fallback when redis-server is not installed; not restartable, so a
   test that needs a restart is skipped with the reason.
-- `WorkerPool`: `rq worker` processes built by `jobs.worker.workers.worker_command`, registered in Redis.
+- `WorkerPool`: `rq worker` processes built by `jobs.worker.workers.worker_command`, registered in
+  Redis.
 - `WebServer`: the Procfile's `web:` line as it is (gunicorn), on a free port.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,8 +17,8 @@ import shutil
 import signal
 import threading
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pytest
 import redis
@@ -34,10 +36,12 @@ REDIS_SERVER = shutil.which("redis-server")
 
 def _fetch_unless_exited(proc: ManagedProcess, fetch):
     """Wrap a poll's fetch so that a process that died fails at once, with its log."""
+
     def checked():
         if not proc.running:
             raise AssertionError(f"{proc.name} exited with {proc.returncode}:\n{proc.tail()}")
         return fetch()
+
     return checked
 
 
@@ -51,7 +55,9 @@ class RedisServer:
     def __init__(self, group: ProcessGroup, data_dir: Path, name: str = "redis-server") -> None:
         self.port = free_port()
         data_dir.mkdir(parents=True, exist_ok=True)
-        argv = server_argv(self.port, data_dir, durable=False, executable=REDIS_SERVER or "redis-server")
+        argv = server_argv(
+            self.port, data_dir, durable=False, executable=REDIS_SERVER or "redis-server"
+        )
         self.process = group.spawn(name, argv, base_env(), start=False)
 
     @property
@@ -67,12 +73,15 @@ class RedisServer:
         """A client that fails at once instead of retrying (redis-py retries 3 times by default)."""
         return self.client(socket_timeout=1, retry=Retry(NoBackoff(), 0))
 
-    def start(self, timeout: float = 15.0) -> "RedisServer":
+    def start(self, timeout: float = 15.0) -> RedisServer:
         """Start (or restart, on the same port) and wait until it answers PING."""
         self.process.start()
-        poll(_fetch_unless_exited(self.process, lambda: self._probe().ping()),
-             timeout=timeout, message=f"redis-server on port {self.port} answering PING",
-             ignore=(redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError))
+        poll(
+            _fetch_unless_exited(self.process, lambda: self._probe().ping()),
+            timeout=timeout,
+            message=f"redis-server on port {self.port} answering PING",
+            ignore=(redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError),
+        )
         return self
 
     def stop(self, persist: bool = True, timeout: float = 15.0) -> None:
@@ -99,8 +108,10 @@ class FakeRedisTcpServer:
 
     restartable = False
     kind = "fakeredis"
-    skip_reason = ("redis-server is not installed: the integration tests run against fakeredis's "
-                   "TcpFakeServer, which cannot be stopped and restarted")
+    skip_reason = (
+        "redis-server is not installed: the integration tests run against fakeredis's "
+        "TcpFakeServer, which cannot be stopped and restarted"
+    )
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -110,14 +121,21 @@ class FakeRedisTcpServer:
     client = RedisServer.client
     _probe = RedisServer._probe
 
-    def start(self, timeout: float = 15.0) -> "FakeRedisTcpServer":
+    def start(self, timeout: float = 15.0) -> FakeRedisTcpServer:
         if self._server is not None:
             pytest.skip(self.skip_reason)
         from fakeredis import TcpFakeServer
+
         self._server = TcpFakeServer(("127.0.0.1", self.port))
-        threading.Thread(target=self._server.serve_forever, name="fakeredis-tcp", daemon=True).start()
-        poll(lambda: self._probe().ping(), timeout=timeout,
-             message="fakeredis TCP server answering PING", ignore=(redis.ConnectionError,))
+        threading.Thread(
+            target=self._server.serve_forever, name="fakeredis-tcp", daemon=True
+        ).start()
+        poll(
+            lambda: self._probe().ping(),
+            timeout=timeout,
+            message="fakeredis TCP server answering PING",
+            ignore=(redis.ConnectionError,),
+        )
         return self
 
     def stop(self, persist: bool = True, timeout: float = 15.0) -> None:
@@ -132,9 +150,15 @@ class FakeRedisTcpServer:
 class WorkerPool:
     """Real `rq worker` processes on one Redis, each with a unique name."""
 
-    def __init__(self, group: ProcessGroup, redis_url: str, env: Mapping[str, str],
-                 prefix: str = "itest", worker_class: str | None = None,
-                 url_from_env: bool = False) -> None:
+    def __init__(
+        self,
+        group: ProcessGroup,
+        redis_url: str,
+        env: Mapping[str, str],
+        prefix: str = "itest",
+        worker_class: str | None = None,
+        url_from_env: bool = False,
+    ) -> None:
         self.group, self.redis_url, self.env = group, redis_url, dict(env)
         self.url_from_env = url_from_env  # the Procfile's way: no --url, REDIS_* of `env`
         self.worker_class = worker_class  # None: the Procfile's (jobs.workers.IntakeWorker)
@@ -152,6 +176,7 @@ class WorkerPool:
         from rq import Worker
 
         from jobs.core.redis_client import connect
+
         return {w.name for w in Worker.all(connection=connect(self.redis_url))}
 
     def start(self, count: int = 1, timeout: float = 30.0) -> list[str]:
@@ -173,10 +198,18 @@ class WorkerPool:
             for name in names:
                 proc = self.processes[name]
                 if not proc.running:
-                    raise AssertionError(f"worker {name} exited with {proc.returncode}:\n{proc.tail()}")
+                    raise AssertionError(
+                        f"worker {name} exited with {proc.returncode}:\n{proc.tail()}"
+                    )
             return self.registered()
-        poll(fetch, lambda seen: set(names) <= seen, timeout=timeout,
-             message=f"workers {names} registered in RQ", ignore=(redis.ConnectionError,))
+
+        poll(
+            fetch,
+            lambda seen: set(names) <= seen,
+            timeout=timeout,
+            message=f"workers {names} registered in RQ",
+            ignore=(redis.ConnectionError,),
+        )
 
     def ensure(self, count: int, timeout: float = 30.0) -> None:
         """Forget workers that exited, then start more until `count` run and are registered."""
@@ -197,8 +230,9 @@ class WorkerPool:
 _VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}|\$(\w+)")
 
 
-def procfile_command(process_type: str, variables: Mapping[str, str],
-                     procfile: Path = REPO_ROOT / "Procfile") -> tuple[list[str], dict[str, str]]:
+def procfile_command(
+    process_type: str, variables: Mapping[str, str], procfile: Path = REPO_ROOT / "Procfile"
+) -> tuple[list[str], dict[str, str]]:
     """The argv of the Procfile's `process_type:` line with $VAR / ${VAR} / ${VAR:-default}
     expanded from `variables` (as the shell would), and any leading VAR=value assignments."""
     for line in procfile.read_text().splitlines():
@@ -207,7 +241,9 @@ def procfile_command(process_type: str, variables: Mapping[str, str],
             break
     else:
         raise AssertionError(f"{procfile} has no '{process_type}:' line")
-    expanded = _VAR.sub(lambda m: variables.get(m.group(1) or m.group(3), m.group(2) or ""), command)
+    expanded = _VAR.sub(
+        lambda m: variables.get(m.group(1) or m.group(3), m.group(2) or ""), command
+    )
     argv = shlex.split(expanded)
     if argv and argv[0] == "exec":
         argv = argv[1:]
@@ -231,19 +267,24 @@ class WebServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "WebServer":
+    def start(self, timeout: float = 30.0) -> WebServer:
         """Start (or restart) and wait until GET /api/health answers, whatever its status."""
         self.process.start()
-        poll(_fetch_unless_exited(self.process, lambda: requests.get(f"{self.url}/api/health", timeout=2)),
-             lambda response: response is not None, timeout=timeout,
-             message=f"web answering GET {self.url}/api/health",
-             ignore=(requests.ConnectionError, requests.Timeout))
+        poll(
+            _fetch_unless_exited(
+                self.process, lambda: requests.get(f"{self.url}/api/health", timeout=2)
+            ),
+            lambda response: response is not None,
+            timeout=timeout,
+            message=f"web answering GET {self.url}/api/health",
+            ignore=(requests.ConnectionError, requests.Timeout),
+        )
         return self
 
     def stop(self, timeout: float = 35.0) -> int | None:
         """SIGTERM (gunicorn's graceful shutdown), SIGKILL after `timeout` s."""
         return self.process.stop(timeout)
 
-    def restart(self) -> "WebServer":
+    def restart(self) -> WebServer:
         self.stop()
         return self.start()

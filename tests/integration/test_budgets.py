@@ -8,11 +8,13 @@ A stack of its own (logical database 2, three tenants, small budgets): the Procf
 two `rq worker` processes with the local embedder. The memory test uses the session's web,
 whose default budgets fit its 95 MiB upload.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -29,7 +31,11 @@ from tests.samples import make_pdf_of_size, make_scan_of_size
 pytestmark = pytest.mark.integration
 
 MIB = 1024 * 1024
-TENANTS = {"alpha": "alpha-key-1234-0123456789ab", "beta": "beta-key-12345-0123456789ab", "gamma": "gamma-key-1234-0123456789ab"}
+TENANTS = {
+    "alpha": "alpha-key-1234-0123456789ab",
+    "beta": "beta-key-12345-0123456789ab",
+    "gamma": "gamma-key-1234-0123456789ab",
+}
 SHARED_BUDGET = 5 * MIB
 TENANT_BUDGET = 5 * MIB // 2
 CHUNK_LIMIT = 10
@@ -39,14 +45,21 @@ TASK_TIMEOUT = 60.0
 
 @pytest.fixture(scope="module")
 def budgets(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    stack = start_stack(redis_server, tmp_path_factory, "budgets", 2, {
-        "INTAKE_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANTS.items()),
-        "INTAKE_BLOB_BUDGET_BYTES": str(SHARED_BUDGET),
-        "INTAKE_TENANT_BLOB_BUDGET_BYTES": str(TENANT_BUDGET),
-        "INTAKE_TENANT_CHUNK_LIMIT": str(CHUNK_LIMIT),
-        "INTAKE_UPLOAD_RETENTION_HOURS": str(KEPT_HOURS),
-        "INTAKE_MAX_ATTEMPTS": "2",
-    }, embedding=_embedding_server)
+    stack = start_stack(
+        redis_server,
+        tmp_path_factory,
+        "budgets",
+        2,
+        {
+            "INTAKE_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANTS.items()),
+            "INTAKE_BLOB_BUDGET_BYTES": str(SHARED_BUDGET),
+            "INTAKE_TENANT_BLOB_BUDGET_BYTES": str(TENANT_BUDGET),
+            "INTAKE_TENANT_CHUNK_LIMIT": str(CHUNK_LIMIT),
+            "INTAKE_UPLOAD_RETENTION_HOURS": str(KEPT_HOURS),
+            "INTAKE_MAX_ATTEMPTS": "2",
+        },
+        embedding=_embedding_server,
+    )
     try:
         yield stack
     finally:
@@ -93,8 +106,10 @@ def test_failures_for_good_free_their_bytes_at_once(stack):
     with client_of(stack, "beta") as beta:
         for round_ in range(5):
             word = unique_word()
-            response = send(beta, [(f"scan-{word}-{n}.pdf", make_scan_of_size(MIB, word + str(n)))
-                                   for n in range(2)])
+            response = send(
+                beta,
+                [(f"scan-{word}-{n}.pdf", make_scan_of_size(MIB, word + str(n))) for n in range(2)],
+            )
             assert response.status_code == 202, (round_, response.status_code, response.text)
             ids = [t["id"] for t in response.json()["tasks"]]
             final, _ = wait_terminal(beta, ids, timeout=TASK_TIMEOUT)
@@ -129,7 +144,9 @@ def test_waiting_uploads_count_against_their_own_tenant_until_they_end(stack):
             # A canceled upload waits no more: its bytes are given back, its original kept.
             assert alpha.post(f"/api/tasks/{ids[0]}/cancel").status_code == 202
             assert int(store.get(keys.tenant_blob_bytes("alpha")) or 0) == len(files[1][1])
-            assert originals.stored(store, Settings(), "alpha", files[0][0], ids[0]), "kept for a Retry"
+            assert originals.stored(store, Settings(), "alpha", files[0][0], ids[0]), (
+                "kept for a Retry"
+            )
             again = send(alpha, [(f"more-{word}.pdf", ledger(MIB // 2, word, "more"))])
             assert again.status_code == 202, again.text
             retried = alpha.post(f"/api/tasks/{ids[0]}/retry")
@@ -139,8 +156,12 @@ def test_waiting_uploads_count_against_their_own_tenant_until_they_end(stack):
             done = wait_terminal(alpha, [ids[0]], timeout=TASK_TIMEOUT)[0][ids[0]]
             assert done["status"] == "succeeded", done
             assert wait_terminal(beta, [other_id])[0][other_id]["status"] == "succeeded"
-        poll(lambda: int(store.get(keys.tenant_blob_bytes("alpha")) or 0),
-             lambda held: held == 0, timeout=TASK_TIMEOUT, message="every upload ended")
+        poll(
+            lambda: int(store.get(keys.tenant_blob_bytes("alpha")) or 0),
+            lambda held: held == 0,
+            timeout=TASK_TIMEOUT,
+            message="every upload ended",
+        )
     finally:
         stack.workers.ensure(2)
 
@@ -150,8 +171,9 @@ def test_a_retry_whose_original_is_gone_says_so(stack):
     try:
         with client_of(stack, "alpha") as alpha:
             word = unique_word()
-            task_id = send(alpha, [(f"gone-{word}.txt", text_of_chunks(word, 1))]).json()[
-                "tasks"][0]["id"]
+            task_id = send(alpha, [(f"gone-{word}.txt", text_of_chunks(word, 1))]).json()["tasks"][
+                0
+            ]["id"]
             assert alpha.post(f"/api/tasks/{task_id}/cancel").status_code == 202
             lost = originals.name("alpha", f"gone-{word}.txt", task_id)
             originals.store(Settings()).delete(lost)  # what a store that lost it answers
@@ -193,17 +215,21 @@ def test_an_accepted_upload_sends_redis_none_of_its_bytes(stack):
             assert response.status_code == 202, response.text
             task_id = response.json()["tasks"][0]["id"]
             assert received < 64 * 1024, f"Redis received {received} bytes for a 2 MiB upload"
-            with originals.open_original(Settings(), "gamma", f"whole-{word}.pdf", task_id) as stream:
+            with originals.open_original(
+                Settings(), "gamma", f"whole-{word}.pdf", task_id
+            ) as stream:
                 assert stream.read() == content
         stack.workers.ensure(2)
         with client_of(stack, "gamma") as gamma:
             done = wait_terminal(gamma, [task_id], timeout=TASK_TIMEOUT)[0][task_id]
             assert done["status"] == "succeeded", done
-            assert originals.stored(server, Settings(), "gamma", f"whole-{word}.pdf", task_id), \
+            assert originals.stored(server, Settings(), "gamma", f"whole-{word}.pdf", task_id), (
                 "kept after its success"
+            )
             assert gamma.delete(f"/api/documents/whole-{word}.pdf").status_code == 204
-            assert not originals.stored(server, Settings(), "gamma", f"whole-{word}.pdf", task_id), \
-                "deleted with it"
+            assert not originals.stored(
+                server, Settings(), "gamma", f"whole-{word}.pdf", task_id
+            ), "deleted with it"
     finally:
         stack.workers.ensure(2)
 
@@ -213,22 +239,23 @@ def test_a_full_knowledge_base_refuses_readably_and_a_retry_after_a_delete_index
         words = [unique_word() for _ in range(4)]
 
         def ingest(number: int, chunks: int) -> dict[str, Any]:
-            response = send(gamma, [(f"kb-{words[number]}.txt",
-                                     text_of_chunks(words[number], chunks))])
+            response = send(
+                gamma, [(f"kb-{words[number]}.txt", text_of_chunks(words[number], chunks))]
+            )
             assert response.status_code == 202, response.text
             task_id = response.json()["tasks"][0]["id"]
             return wait_terminal(gamma, [task_id], timeout=TASK_TIMEOUT)[0][task_id]
 
         first = ingest(0, 6)
         assert first["status"] == "succeeded" and first["result"]["chunks"] == 6, first
-        second = ingest(1, 6)                      # 6 + 6 > 10
+        second = ingest(1, 6)  # 6 + 6 > 10
         assert second["status"] == "failed", second
         error = second["error"]
         assert error["type"] == "knowledge_base_full" and error["step"] == "indexing", error
         assert error["retryable"] is True and "full" in error["message"], error
-        assert second["attempts"] == 1, second     # no automatic retry
+        assert second["attempts"] == 1, second  # no automatic retry
         assert get_json(gamma, f"/api/search?q={words[1]}")["results"] == []
-        assert ingest(2, 4)["status"] == "succeeded"   # 6 + 4 = 10: exactly full
+        assert ingest(2, 4)["status"] == "succeeded"  # 6 + 4 = 10: exactly full
 
         refused = send(gamma, [(f"kb-{words[3]}.txt", text_of_chunks(words[3], 1))])
         assert refused.status_code == 429, refused.text

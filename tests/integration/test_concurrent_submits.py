@@ -3,6 +3,7 @@ answer it as a duplicate, every batch lists it, and it is embedded once.
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """
+
 from __future__ import annotations
 
 import threading
@@ -26,16 +27,18 @@ def test_ten_concurrent_identical_submits_make_one_task(fault):
     def submit(slot: int) -> None:
         with ApiClient(fault.url) as client:
             start.wait(timeout=10)
-            answers[slot] = client.post("/api/documents",
-                                        files=[("files", (name, content, "text/plain"))])
+            answers[slot] = client.post(
+                "/api/documents", files=[("files", (name, content, "text/plain"))]
+            )
 
     threads = [threading.Thread(target=submit, args=(n,)) for n in range(10)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert all(a is not None and a.status_code == 202 for a in answers), \
-        [a and (a.status_code, a.text[:200]) for a in answers]
+    assert all(a is not None and a.status_code == 202 for a in answers), [
+        a and (a.status_code, a.text[:200]) for a in answers
+    ]
     entries = [a.json()["tasks"] for a in answers]
     assert all(len(tasks) == 1 for tasks in entries), entries
     ids = {tasks[0]["id"] for tasks in entries}

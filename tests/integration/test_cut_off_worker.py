@@ -10,6 +10,7 @@ the web and the other worker (in the machine's namespace) reach them as before w
 namespace's link is down: `ip link set <host end> down` drops every packet, no RST, a stall.
 Needs root and `ip netns`; skipped with the reason elsewhere.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -38,8 +39,8 @@ from tests.integration.servers import REDIS_SERVER, WebServer, WorkerPool
 #: last good one, when another worker may take the task); RQ's worker notices within one 5 s
 #: heartbeat and a 15 s socket timeout at most, its teardown as long again: 45 s, 20 s short.
 HORSE_STOP_BOUND = 45.0
-SLOW = "slow:3"            # every embedding request (one chunk each) takes 3 s
-PARAGRAPHS = 24            # ~20 chunks: a minute of embedding, cut a few seconds in
+SLOW = "slow:3"  # every embedding request (one chunk each) takes 3 s
+PARAGRAPHS = 24  # ~20 chunks: a minute of embedding, cut a few seconds in
 
 
 def _ip(*args: str) -> None:
@@ -63,8 +64,10 @@ def _netns_unavailable() -> str:
 
 
 _UNAVAILABLE = _netns_unavailable()
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(bool(_UNAVAILABLE), reason=_UNAVAILABLE or "available")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(bool(_UNAVAILABLE), reason=_UNAVAILABLE or "available"),
+]
 
 
 class _Link:
@@ -111,33 +114,52 @@ def link() -> Iterator[_Link]:
 
 
 def test_a_worker_cut_off_mid_job_is_replaced_and_its_late_writes_change_nothing(
-        link: _Link, tmp_path_factory) -> None:
+    link: _Link, tmp_path_factory
+) -> None:
     group = _group(tmp_path_factory, "cut-off")
     port = free_port()
     data = tmp_path_factory.mktemp("cut-off-redis")
     argv = server_argv(port, data, durable=False, executable=REDIS_SERVER or "redis-server")
-    argv.insert(argv.index("--bind") + 2, link.host_address)   # both ends' address, loopback too
-    argv += ["--protected-mode", "no"]   # reached on a private address only this test has
+    argv.insert(argv.index("--bind") + 2, link.host_address)  # both ends' address, loopback too
+    argv += ["--protected-mode", "no"]  # reached on a private address only this test has
     server = group.spawn("redis-cut-off", argv, base_env())
     embedder = EmbeddingServer(host=link.host_address)
     redis_url = f"redis://{link.host_address}:{port}/0"
     store = redis.Redis.from_url(redis_url, socket_timeout=5)
-    poll(store.ping, timeout=15, message="the test's redis-server answering",
-         ignore=(redis.ConnectionError,))
-    env = base_env({"REDIS_URL": redis_url, "SECRET_KEY": SECRET_KEY,
-                    "INTAKE_EMBEDDING_URL": embedder.url, "INTAKE_EMBEDDING_BATCH_SIZE": "1",
-                    "INTAKE_MAX_ATTEMPTS": "3", "INTAKE_RETRY_BASE_SECONDS": "1"})
+    poll(
+        store.ping,
+        timeout=15,
+        message="the test's redis-server answering",
+        ignore=(redis.ConnectionError,),
+    )
+    env = base_env(
+        {
+            "REDIS_URL": redis_url,
+            "SECRET_KEY": SECRET_KEY,
+            "INTAKE_EMBEDDING_URL": embedder.url,
+            "INTAKE_EMBEDDING_BATCH_SIZE": "1",
+            "INTAKE_MAX_ATTEMPTS": "3",
+            "INTAKE_RETRY_BASE_SECONDS": "1",
+        }
+    )
     web = WebServer(_group(tmp_path_factory, "cut-off-web"), env)
-    others = WorkerPool(_group(tmp_path_factory, "cut-off-workers"), redis_url, env,
-                        prefix="itest-near")
+    others = WorkerPool(
+        _group(tmp_path_factory, "cut-off-workers"), redis_url, env, prefix="itest-near"
+    )
     far_name = f"itest-far-{uuid.uuid4().hex[:6]}"
-    far = group.spawn(f"worker-{far_name}", ["ip", "netns", "exec", link.namespace,
-                                             *worker_command(redis_url, name=far_name)], env)
+    far = group.spawn(
+        f"worker-{far_name}",
+        ["ip", "netns", "exec", link.namespace, *worker_command(redis_url, name=far_name)],
+        env,
+    )
     try:
         web.start()
-        poll(lambda: {w.decode() for w in store.smembers("rq:workers")},
-             lambda names: f"rq:worker:{far_name}" in names, timeout=60,
-             message="the namespaced worker registered")
+        poll(
+            lambda: {w.decode() for w in store.smembers("rq:workers")},
+            lambda names: f"rq:worker:{far_name}" in names,
+            timeout=60,
+            message="the namespaced worker registered",
+        )
         embedder.mode = SLOW
         word = unique_word()
         text = document(word, paragraphs=PARAGRAPHS)
@@ -145,48 +167,71 @@ def test_a_worker_cut_off_mid_job_is_replaced_and_its_late_writes_change_nothing
             answer, _ = upload(client, [txt("cut-off.txt", text)])
             assert answer.status_code == 202, answer.text
             task_id = answer.json()["tasks"][0]["id"]
-            poll(lambda: (task(client, task_id)["status"], len(embedder.received(word))),
-                 lambda seen: seen[0] == "running" and seen[1] >= 1, timeout=60,
-                 message="the task embedding on the namespaced worker")
+            poll(
+                lambda: (task(client, task_id)["status"], len(embedder.received(word))),
+                lambda seen: seen[0] == "running" and seen[1] >= 1,
+                timeout=60,
+                message="the task embedding on the namespaced worker",
+            )
             assert Job.fetch(task_id, connection=store).worker_name == far_name
-            horses = poll(lambda: [c for c, g in children(far.pid) if c == g],
-                          lambda found: len(found) == 1, timeout=10,
-                          message="the namespaced worker's work-horse")
+            horses = poll(
+                lambda: [c for c, g in children(far.pid) if c == g],
+                lambda found: len(found) == 1,
+                timeout=10,
+                message="the namespaced worker's work-horse",
+            )
             horse = horses[0]
-            others.start(1)                      # the worker that will take the task over
+            others.start(1)  # the worker that will take the task over
             before = task(client, task_id)
 
             link.cut()
             cut_at = time.monotonic()
-            poll(lambda: os.path.exists(f"/proc/{horse}") and not _zombie(horse),
-                 lambda alive: not alive, timeout=HORSE_STOP_BOUND, interval=0.25,
-                 message=f"the cut-off worker's work-horse {horse} stopped")
+            poll(
+                lambda: os.path.exists(f"/proc/{horse}") and not _zombie(horse),
+                lambda alive: not alive,
+                timeout=HORSE_STOP_BOUND,
+                interval=0.25,
+                message=f"the cut-off worker's work-horse {horse} stopped",
+            )
             horse_gone = time.monotonic() - cut_at
-            embedder.mode = "ok"                 # the next attempt need not wait a minute
+            embedder.mode = "ok"  # the next attempt need not wait a minute
 
-            final = poll(lambda: task(client, task_id), lambda t: t["status"] == "succeeded",
-                         timeout=CRASH_BOUND, interval=0.25,
-                         message="the task re-driven by another worker and succeeded")
+            final = poll(
+                lambda: task(client, task_id),
+                lambda t: t["status"] == "succeeded",
+                timeout=CRASH_BOUND,
+                interval=0.25,
+                message="the task re-driven by another worker and succeeded",
+            )
             succeeded_after = time.monotonic() - cut_at
-            print(f"\ncut off: the work-horse stopped {horse_gone:.1f} s after the cut; the "
-                  f"task succeeded on another worker {succeeded_after:.1f} s after it "
-                  f"(attempt {final['attempts']})")
+            print(
+                f"\ncut off: the work-horse stopped {horse_gone:.1f} s after the cut; the "
+                f"task succeeded on another worker {succeeded_after:.1f} s after it "
+                f"(attempt {final['attempts']})"
+            )
             assert final["attempts"] > before["attempts"], (before, final)
             assert Job.fetch(task_id, connection=store).worker_name != far_name
 
             # The lost machine comes back: nothing of its old attempt shows or changes.
             link.restore()
             restored = final
-            assert_stays(lambda: task(client, task_id),
-                         lambda t: (t["status"], t["attempts"], t["progress"],
-                                    t["current_step"]) == (restored["status"],
-                                                           restored["attempts"], 100,
-                                                           restored["current_step"]),
-                         duration=8.0, interval=0.25,
-                         message="the task as the new attempt left it")
+            assert_stays(
+                lambda: task(client, task_id),
+                lambda t: (
+                    (t["status"], t["attempts"], t["progress"], t["current_step"])
+                    == (restored["status"], restored["attempts"], 100, restored["current_step"])
+                ),
+                duration=8.0,
+                interval=0.25,
+                message="the task as the new attempt left it",
+            )
             # The cut-off worker quits (its supervisor would start it again); it writes no task.
-            poll(lambda: far.running, lambda running: not running, timeout=60,
-                 message="the cut-off worker quit")
+            poll(
+                lambda: far.running,
+                lambda running: not running,
+                timeout=60,
+                message="the cut-off worker quit",
+            )
             chunks = client.get(f"/api/tasks/{task_id}/chunks", params={"limit": 100}).json()
             assert chunks["total"] == chunk_count(text)
             found = client.get("/api/search", params={"q": word, "k": 50}).json()["results"]

@@ -4,12 +4,22 @@ retry, a Retry may help), and bad files (no Retry; the page says what to fix).
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """
+
 from __future__ import annotations
 
 import pytest
 
-from tests.integration.faults import (NOT_RETRIED_FOR, TASK_TIMEOUT, document, encrypted_pdf,
-                                      failed_ids, in_failed_registry, submit_one, task, task_page)
+from tests.integration.faults import (
+    NOT_RETRIED_FOR,
+    TASK_TIMEOUT,
+    document,
+    encrypted_pdf,
+    failed_ids,
+    in_failed_registry,
+    submit_one,
+    task,
+    task_page,
+)
 from tests.integration.helpers import ApiClient, assert_stays, poll
 from tests.integration.intake_api import readable_problems, unique_word, upload, wait_terminal
 from tests.samples import make_docx, make_pdf_no_text
@@ -34,14 +44,18 @@ def test_an_embedder_that_stays_down_makes_a_dead_letter_that_a_retry_recovers(f
         assert len(fault.embedding.received(word)) == 3, fault.embedding.received(word)
         assert "retrying" in {snap["status"] for snap in history[task_id]}, history[task_id]
 
-        assert task_id in failed_ids(client)            # GET /api/failed: Intake's dead letters
+        assert task_id in failed_ids(client)  # GET /api/failed: Intake's dead letters
         assert f'data-task-id="{task_id}"' in client.get("/failed").text  # the /failed page
         # RQ's FailedJobRegistry: the worker files the job there just after the task's record
         # says failed (RQ's handle_job_failure runs once the job function has returned).
-        poll(lambda: in_failed_registry(fault, task_id), timeout=10, interval=0.1,
-             message="the dead letter in RQ's FailedJobRegistry")
+        poll(
+            lambda: in_failed_registry(fault, task_id),
+            timeout=10,
+            interval=0.1,
+            message="the dead letter in RQ's FailedJobRegistry",
+        )
         retry_form, _ = task_page(client, task_id)
-        assert "hidden" not in retry_form, retry_form   # the page offers Retry
+        assert "hidden" not in retry_form, retry_form  # the page offers Retry
         steps_before = {s["name"]: s for s in failed["steps"]}
 
         fault.embedding.mode = "ok"
@@ -84,8 +98,13 @@ def test_an_embedder_400_fails_at_once_but_a_retry_may_help(fault):
         def fetch() -> tuple[str, int, int]:
             seen = task(client, task_id)
             return seen["status"], seen["attempts"], len(fault.embedding.received(word))
-        assert_stays(fetch, lambda v: v == ("failed", 1, 1), duration=NOT_RETRIED_FOR,
-                     message="a 400 from the embedder was retried automatically")
+
+        assert_stays(
+            fetch,
+            lambda v: v == ("failed", 1, 1),
+            duration=NOT_RETRIED_FOR,
+            message="a 400 from the embedder was retried automatically",
+        )
         assert task_id in failed_ids(client)
         retry_form, text = task_page(client, task_id)
         assert "hidden" not in retry_form, retry_form  # retryable: fix the configuration, Retry
@@ -96,11 +115,17 @@ def test_an_embedder_400_fails_at_once_but_a_retry_may_help(fault):
 def test_a_bad_file_fails_at_once_cannot_be_retried_and_the_page_says_what_to_fix(fault, kind):
     word = unique_word()
     name, content, mimetype = {
-        "encrypted-pdf": (f"locked-{word}.pdf", encrypted_pdf(f"The {word} secret plan."),
-                          "application/pdf"),
+        "encrypted-pdf": (
+            f"locked-{word}.pdf",
+            encrypted_pdf(f"The {word} secret plan."),
+            "application/pdf",
+        ),
         "pdf-without-text": (f"scan-{word}.pdf", make_pdf_no_text(), "application/pdf"),
-        "truncated-docx": (f"broken-{word}.docx", make_docx([f"The {word} memo."])[:100],
-                           "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        "truncated-docx": (
+            f"broken-{word}.docx",
+            make_docx([f"The {word} memo."])[:100],
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        ),
     }[kind]
     with ApiClient(fault.url) as client:
         response, _ = upload(client, [(name, content, mimetype)])
@@ -112,13 +137,22 @@ def test_a_bad_file_fails_at_once_cannot_be_retried_and_the_page_says_what_to_fi
         assert failed["attempts"] == 1, failed
         error = failed["error"]
         assert error["retryable"] is False and error["step"] == "parsing", failed
-        assert error["type"] == {"encrypted-pdf": "encrypted", "pdf-without-text": "no_text",
-                                 "truncated-docx": "corrupt"}[kind], failed
+        assert (
+            error["type"]
+            == {
+                "encrypted-pdf": "encrypted",
+                "pdf-without-text": "no_text",
+                "truncated-docx": "corrupt",
+            }[kind]
+        ), failed
         assert readable_problems(error["message"]) == [], failed
 
-        assert_stays(lambda: (task(client, task_id)["status"], task(client, task_id)["attempts"]),
-                     lambda v: v == ("failed", 1), duration=NOT_RETRIED_FOR,
-                     message="a bad file was retried automatically")
+        assert_stays(
+            lambda: (task(client, task_id)["status"], task(client, task_id)["attempts"]),
+            lambda v: v == ("failed", 1),
+            duration=NOT_RETRIED_FOR,
+            message="a bad file was retried automatically",
+        )
 
         retry_form, text = task_page(client, task_id)
         assert "hidden" in retry_form, retry_form  # no visible Retry

@@ -5,6 +5,7 @@ killed is started again; Ctrl-C stops every process it started, Redis last.
 The runner is started exactly as `make run` starts it, with its Redis data in the test's own
 folder (--instance-dir) and on free ports.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,16 +57,34 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 def test_make_run_serves_a_document_restarts_a_worker_and_stops_everything(tmp_path):
     port = free_port()
-    runner = ManagedProcess("dev-runner", [
-        str(VENV_BIN / "flask"), "--app", "webapp", "dev", "--port", str(port), "--workers", "2",
-        "--instance-dir", str(tmp_path / "instance")], base_env(), tmp_path / "runner.log",
-        cwd=REPO_ROOT).start()
+    runner = ManagedProcess(
+        "dev-runner",
+        [
+            str(VENV_BIN / "flask"),
+            "--app",
+            "webapp",
+            "dev",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--instance-dir",
+            str(tmp_path / "instance"),
+        ],
+        base_env(),
+        tmp_path / "runner.log",
+        cwd=REPO_ROOT,
+    ).start()
     try:
         with ApiClient(f"http://127.0.0.1:{port}") as client:
-            health = poll(lambda: get_json(client, "/api/health"),
-                          lambda h: h["workers"]["count"] == 2, timeout=60, interval=0.2,
-                          message="the runner's web answering with two workers",
-                          ignore=(Exception,))
+            health = poll(
+                lambda: get_json(client, "/api/health"),
+                lambda h: h["workers"]["count"] == 2,
+                timeout=60,
+                interval=0.2,
+                message="the runner's web answering with two workers",
+                ignore=(Exception,),
+            )
             word = unique_word()
             response, _ = upload(client, [txt(f"dev-{word}.txt", f"The {word} note.")])
             assert response.status_code == 202, response.text
@@ -77,20 +96,32 @@ def test_make_run_serves_a_document_restarts_a_worker_and_stops_everything(tmp_p
             # The runner's own children only: a worker forks a scheduler with the same command
             # line, and killing that would leave the worker (and its name) alive.
             processes = _children(runner.pid)
-            worker_pids = [pid for pid in processes
-                           if b"rq.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()
-                           and _parent(pid) == runner.pid]
+            worker_pids = [
+                pid
+                for pid in processes
+                if b"rq.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                and _parent(pid) == runner.pid
+            ]
             assert worker_pids, processes
             os.kill(worker_pids[0], signal.SIGKILL)
-            poll(lambda: get_json(client, "/api/health")["workers"],
-                 lambda w: w["count"] == 2 and set(w["names"]) != before, timeout=60,
-                 interval=0.5, message="the killed worker started again under a new name")
+            poll(
+                lambda: get_json(client, "/api/health")["workers"],
+                lambda w: w["count"] == 2 and set(w["names"]) != before,
+                timeout=60,
+                interval=0.5,
+                message="the killed worker started again under a new name",
+            )
         everything = _children(runner.pid)
         runner.send_signal(signal.SIGINT)  # Ctrl-C
         runner.popen.wait(60)
         assert runner.returncode == 0, runner.tail()
-        poll(lambda: [pid for pid in everything if _alive(pid)], lambda left: left == [],
-             timeout=10, interval=0.1, message="every process the runner started has exited")
+        poll(
+            lambda: [pid for pid in everything if _alive(pid)],
+            lambda left: left == [],
+            timeout=10,
+            interval=0.1,
+            message="every process the runner started has exited",
+        )
         assert "Stopped." in runner.log_text()
     finally:
         runner.stop(15)

@@ -3,34 +3,50 @@ real redis-server. What is asserted is what a user of the API sees (docs/archite
 
 Every test makes its own batch with uuid-derived words, so reruns and any test order work.
 """
+
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 from rq import Worker
 
 from tests.integration.helpers import ApiClient, assert_stays
-from tests.integration.intake_api import (PIPELINE, STATUSES, UPLOAD_BOUND, batch_summary_problems,
-                                          get_json, is_hex_id, is_int, iso, readable_problems,
-                                          task_shape_problems, txt, unique_word, upload,
-                                          wait_terminal)
+from tests.integration.intake_api import (
+    PIPELINE,
+    STATUSES,
+    UPLOAD_BOUND,
+    batch_summary_problems,
+    get_json,
+    is_hex_id,
+    is_int,
+    iso,
+    readable_problems,
+    task_shape_problems,
+    txt,
+    unique_word,
+    upload,
+    wait_terminal,
+)
 from tests.samples import make_docx, make_html, make_pdf, make_pdf_no_text
 
 pytestmark = pytest.mark.integration
 
 # ---------------------------------------------------------------- the five formats
 
+
 @dataclass
 class Ingested:
     """One upload of five formats, followed until every task was terminal."""
+
     response: Any
     seconds: float
     body: dict[str, Any]
-    files: dict[str, str]                       # filename -> its unique word
+    files: dict[str, str]  # filename -> its unique word
     final: dict[str, dict] = field(default_factory=dict)
     history: dict[str, list[dict]] = field(default_factory=dict)
 
@@ -41,14 +57,34 @@ def five_formats(web, worker_pool) -> Iterator[Ingested]:
     words = {ext: unique_word() for ext in ("txt", "md", "html", "pdf", "docx")}
     names = {ext: f"e2e-{word}.{ext}" for ext, word in words.items()}
     files = [
-        txt(names["txt"], f"The {words['txt']} report explains how the quarterly figures were reconciled.\n"),
-        (names["md"], f"# Release notes\n\nThe {words['md']} checklist lists every step of the release.\n"
-                      .encode(), "text/markdown"),
-        (names["html"], make_html("Opening hours", f"The {words['html']} page describes when the office opens."),
-         "text/html"),
-        (names["pdf"], make_pdf(f"The {words['pdf']} handbook covers travel expenses."), "application/pdf"),
-        (names["docx"], make_docx([f"The {words['docx']} memo summarises the planning meeting."]),
-         "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        txt(
+            names["txt"],
+            f"The {words['txt']} report explains how the quarterly figures were reconciled.\n",
+        ),
+        (
+            names["md"],
+            (
+                f"# Release notes\n\nThe {words['md']} checklist lists every step of the release.\n"
+            ).encode(),
+            "text/markdown",
+        ),
+        (
+            names["html"],
+            make_html(
+                "Opening hours", f"The {words['html']} page describes when the office opens."
+            ),
+            "text/html",
+        ),
+        (
+            names["pdf"],
+            make_pdf(f"The {words['pdf']} handbook covers travel expenses."),
+            "application/pdf",
+        ),
+        (
+            names["docx"],
+            make_docx([f"The {words['docx']} memo summarises the planning meeting."]),
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        ),
     ]
     with ApiClient(web.url) as client:
         response, seconds = upload(client, files)
@@ -65,18 +101,29 @@ def test_five_formats_are_accepted_at_once_processed_and_searchable(five_formats
     assert five_formats.seconds < UPLOAD_BOUND, f"upload answered in {five_formats.seconds:.3f} s"
     batch_id = body["batch_id"]
     assert is_hex_id(batch_id), batch_id
-    assert urlparse(response.headers.get("Location", "")).path == f"/api/batches/{batch_id}", \
+    assert urlparse(response.headers.get("Location", "")).path == f"/api/batches/{batch_id}", (
         response.headers.get("Location")
+    )
     assert body["url"] == f"/api/batches/{batch_id}"
     assert body["page_url"] == f"/batches/{batch_id}"
     assert body["rejected"] == []
     assert sorted(t["filename"] for t in body["tasks"]) == sorted(five_formats.files)
     for task in body["tasks"]:
-        assert set(task) >= {"id", "document_id", "filename", "status", "duplicate", "url", "page_url"}, task
+        assert set(task) >= {
+            "id",
+            "document_id",
+            "filename",
+            "status",
+            "duplicate",
+            "url",
+            "page_url",
+        }, task
         assert is_hex_id(task["id"]), task
         assert task["document_id"] == task["filename"], task  # architecture.md §9
         assert task["status"] in STATUSES and task["duplicate"] is False, task
-        assert task["url"] == f"/api/tasks/{task['id']}" and task["page_url"] == f"/tasks/{task['id']}"
+        assert (
+            task["url"] == f"/api/tasks/{task['id']}" and task["page_url"] == f"/tasks/{task['id']}"
+        )
 
     for task_id, snapshots in five_formats.history.items():
         final = five_formats.final[task_id]
@@ -86,7 +133,9 @@ def test_five_formats_are_accepted_at_once_processed_and_searchable(five_formats
         for snap in snapshots:
             by_attempt.setdefault(snap["attempts"], []).append(snap["progress"])
         for attempt, seen in by_attempt.items():
-            assert seen == sorted(seen), f"{name}: progress decreased within attempt {attempt}: {seen}"
+            assert seen == sorted(seen), (
+                f"{name}: progress decreased within attempt {attempt}: {seen}"
+            )
         assert final["progress"] == 100, (name, final)
         assert final["current_step"] == "done", (name, final)
         assert final["error"] is None, (name, final)
@@ -108,8 +157,11 @@ def test_five_formats_are_accepted_at_once_processed_and_searchable(five_formats
     for task_id, final in five_formats.final.items():
         word = five_formats.files[final["filename"]]
         found = get_json(api, f"/api/search?q={word}&k=5")
-        hits = [r for r in found["results"]
-                if r.get("task_id") == task_id and r.get("document_id") == final["document_id"]]
+        hits = [
+            r
+            for r in found["results"]
+            if r.get("task_id") == task_id and r.get("document_id") == final["document_id"]
+        ]
         assert hits, f"search for {word!r} did not find {final['filename']}: {found}"
         assert word in hits[0]["text"] and hits[0]["filename"] == final["filename"], hits[0]
 
@@ -126,6 +178,7 @@ def test_a_restart_of_the_web_process_loses_nothing(five_formats, web):
 
 
 # ---------------------------------------------------------------- shapes
+
 
 def test_task_and_batch_json_carry_every_field_of_the_contract(api):
     word = unique_word()
@@ -150,7 +203,13 @@ def test_task_and_batch_json_carry_every_field_of_the_contract(api):
     assert batch["id"] == batch_id
     assert batch["status"] == "succeeded" and batch["progress"] == 100, batch
     assert {s: batch["counts"][s] for s in STATUSES} == {
-        "pending": 0, "running": 0, "retrying": 0, "succeeded": 1, "failed": 0, "canceled": 0}
+        "pending": 0,
+        "running": 0,
+        "retrying": 0,
+        "succeeded": 1,
+        "failed": 0,
+        "canceled": 0,
+    }
     assert isinstance(batch["tasks"], list) and [t["id"] for t in batch["tasks"]] == [task_id]
     assert task_shape_problems(batch["tasks"][0]) == [], batch["tasks"][0]
     assert batch["tasks"][0]["status"] == "succeeded"
@@ -182,12 +241,18 @@ def test_an_unchanged_task_or_batch_answers_304(api):
 
 # ---------------------------------------------------------------- bad files
 
+
 def test_bad_files_fail_at_once_with_a_readable_reason(api):
     word = unique_word()
     scanned, broken = f"scan-{word}.pdf", f"broken-{word}.docx"
-    files = [(scanned, make_pdf_no_text(), "application/pdf"),
-             (broken, make_docx([f"The {word} memo."])[:100],
-              "application/vnd.openxmlformats-officedocument.wordprocessingml.document")]
+    files = [
+        (scanned, make_pdf_no_text(), "application/pdf"),
+        (
+            broken,
+            make_docx([f"The {word} memo."])[:100],
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        ),
+    ]
     response, _ = upload(api, files)
     assert response.status_code == 202, response.text[:1000]
     body = response.json()
@@ -208,15 +273,24 @@ def test_bad_files_fail_at_once_with_a_readable_reason(api):
 
     # Permanent means no automatic retry: with a 1 s retry base one would have started by now.
     def fetch() -> list[tuple[str, int]]:
-        return [(t["status"], t["attempts"]) for t in (get_json(api, f"/api/tasks/{i}") for i in task_ids)]
-    assert_stays(fetch, lambda states: states == [("failed", 1)] * 2, duration=3.0,
-                 message="a permanently failed task was retried")
+        return [
+            (t["status"], t["attempts"])
+            for t in (get_json(api, f"/api/tasks/{i}") for i in task_ids)
+        ]
+
+    assert_stays(
+        fetch,
+        lambda states: states == [("failed", 1)] * 2,
+        duration=3.0,
+        message="a permanently failed task was retried",
+    )
 
     batch = get_json(api, f"/api/batches/{body['batch_id']}")
     assert batch["status"] == "failed" and batch["counts"]["failed"] == 2, batch
 
 
 # ---------------------------------------------------------------- listing and health
+
 
 def test_recent_batches_are_listed_newest_first(api):
     ids = []
@@ -245,8 +319,10 @@ def test_health_reports_redis_and_both_workers(api, workers, redis_server):
     assert response.status_code == 200, response.text[:500]
     health = response.json()
     redis_state = health.get("redis")
-    assert redis_state in ("ok", True) or (isinstance(redis_state, dict) and (
-        redis_state.get("ok") is True or redis_state.get("status") == "ok")), health
+    assert redis_state in ("ok", True) or (
+        isinstance(redis_state, dict)
+        and (redis_state.get("ok") is True or redis_state.get("status") == "ok")
+    ), health
     registered = {w.name for w in Worker.all(connection=redis_server.client())}
     assert health["workers"]["count"] == len(registered) >= 2, (health, registered)
     assert set(workers.names) <= set(health["workers"]["names"]), health

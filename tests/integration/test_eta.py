@@ -1,6 +1,7 @@
 """A batch's `eta_seconds` (docs/architecture.md §16) on the fault stack: real workers, a real
 embedding server answering in 1.5 s, so each document takes at least that long and the estimate can
 be watched while the batch is live."""
+
 from __future__ import annotations
 
 import time
@@ -20,11 +21,13 @@ def test_eta_is_null_until_a_document_finished_then_counts_down_to_zero(fault):
     fault.embedding.mode = f"slow:{EMBED_SECONDS}"
     word = unique_word()
     with ApiClient(fault.url) as client:
-        response, _ = upload(client, [txt(f"eta-{word}-{n}.txt", f"Document {n} of {word}.")
-                                      for n in range(DOCUMENTS)])
+        response, _ = upload(
+            client,
+            [txt(f"eta-{word}-{n}.txt", f"Document {n} of {word}.") for n in range(DOCUMENTS)],
+        )
         batch_url = response.json()["url"]
         assert get_json(client, batch_url)["eta_seconds"] is None, "nothing finished yet"
-        seen: list[tuple[int, int]] = []   # (documents finished, eta) while live
+        seen: list[tuple[int, int]] = []  # (documents finished, eta) while live
         deadline = time.monotonic() + 120
         while True:
             batch = get_json(client, batch_url)

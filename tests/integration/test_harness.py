@@ -1,4 +1,5 @@
 """The harness itself: a broken fixture must not pass for a broken app, so it is tested first."""
+
 from __future__ import annotations
 
 import signal
@@ -59,8 +60,10 @@ def test_redis_server_restarts_on_the_same_port_with_or_without_its_data(tmp_pat
 
 def test_process_group_captures_output_and_stops_stubborn_processes(tmp_path):
     group = ProcessGroup(tmp_path)
-    stubborn = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
-                "print('re' + 'ady', flush=True); time.sleep(60)")
+    stubborn = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        "print('re' + 'ady', flush=True); time.sleep(60)"
+    )
     proc = group.spawn("stubborn", [sys.executable, "-c", stubborn], base_env())
     wait_until(lambda: "\nready" in proc.log_text(), timeout=10, message="child printed ready")
     assert proc.stop(timeout=0.5) == -signal.SIGKILL
@@ -75,8 +78,10 @@ def test_both_workers_are_registered(workers, redis_server):
 
 def test_procfile_command_expands_variables(tmp_path):
     procfile = tmp_path / "Procfile"
-    procfile.write_text("# comment\nweb: FOO=1 gunicorn --bind 0.0.0.0:$PORT --x ${PORT:-5} 'a.b:app'\n"
-                        "worker: rq worker --url $REDIS_URL\n")
+    procfile.write_text(
+        "# comment\nweb: FOO=1 gunicorn --bind 0.0.0.0:$PORT --x ${PORT:-5} 'a.b:app'\n"
+        "worker: rq worker --url $REDIS_URL\n"
+    )
     argv, assignments = procfile_command("web", {"PORT": "8123"}, procfile)
     assert argv == ["gunicorn", "--bind", "0.0.0.0:8123", "--x", "8123", "a.b:app"]
     assert assignments == {"FOO": "1"}
@@ -123,6 +128,7 @@ def test_embedding_server_modes(embedding_server):
 
 def test_the_fakeredis_fallback_serves_clients_but_skips_a_restart():
     from tests.integration.servers import FakeRedisTcpServer
+
     server = FakeRedisTcpServer().start()
     try:
         assert server.client().set("k", "v") and server.client().get("k") == b"v"

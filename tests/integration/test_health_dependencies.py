@@ -8,14 +8,16 @@ Stacks of their own, without workers (health needs none): the Procfile's web (gu
 on logical database 6 of the session's redis-server with the knowledge base apart, and one on
 database 8 whose originals are on a silent S3 endpoint.
 """
+
 from __future__ import annotations
 
 import io
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -26,8 +28,10 @@ from tests.integration.helpers import ApiClient, poll
 from tests.integration.servers import REDIS_SERVER
 from tests.integration.test_replica_acks import Pair, running_pair
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed"),
+]
 
 DATABASE, S3_DATABASE = 6, 8  # nothing else uses these
 TENANT, KEY = "healthco", "healthco-key-123456-0123456789ab"
@@ -47,14 +51,21 @@ def originals(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack(redis_server, kb_pair, originals, _embedding_server,
-          tmp_path_factory) -> Iterator[Stack]:
-    with running_stack(redis_server, tmp_path_factory, "health", DATABASE, {
-        "INTAKE_API_KEYS": f"{TENANT}:{KEY}",
-        "INTAKE_KB_URL": kb_pair.primary.url,
-        "INTAKE_KB_REPLICA_URLS": kb_pair.replica.url,
-        "INTAKE_STORAGE_URL": originals.as_uri(),
-    }, embedding=_embedding_server, workers=0) as started:
+def stack(redis_server, kb_pair, originals, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
+    with running_stack(
+        redis_server,
+        tmp_path_factory,
+        "health",
+        DATABASE,
+        {
+            "INTAKE_API_KEYS": f"{TENANT}:{KEY}",
+            "INTAKE_KB_URL": kb_pair.primary.url,
+            "INTAKE_KB_REPLICA_URLS": kb_pair.replica.url,
+            "INTAKE_STORAGE_URL": originals.as_uri(),
+        },
+        embedding=_embedding_server,
+        workers=0,
+    ) as started:
         yield started
 
 
@@ -67,9 +78,12 @@ def health(url: str) -> tuple[int, dict[str, Any], str, float]:
 
 def dependency_metrics(url: str) -> dict[tuple[str, str], float]:
     text = requests.get(f"{url}/metrics", timeout=10).text
-    return {(sample.name, sample.labels["dependency"]): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples
-            if sample.name.startswith("intake_dependency_")}
+    return {
+        (sample.name, sample.labels["dependency"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("intake_dependency_")
+    }
 
 
 def test_a_stopped_knowledge_base_is_named_down_while_health_answers_200(stack, kb_pair):
@@ -87,8 +101,11 @@ def test_a_stopped_knowledge_base_is_named_down_while_health_answers_200(stack, 
     kb_pair.primary.stop()
     try:
         status, answer, text, took = poll(
-            lambda: health(stack.url), lambda found: not found[1]["dependencies"]["kb"]["up"],
-            timeout=10, message="health naming the stopped knowledge base down")
+            lambda: health(stack.url),
+            lambda found: not found[1]["dependencies"]["kb"]["up"],
+            timeout=10,
+            message="health naming the stopped knowledge base down",
+        )
         assert status == 200 and answer["status"] == "degraded", text
         assert took < BOUND_S, f"{took:.2f} s"
         assert answer["dependencies"]["redis"]["up"] is True, "the queue works"
@@ -96,17 +113,24 @@ def test_a_stopped_knowledge_base_is_named_down_while_health_answers_200(stack, 
         assert answer["dependencies"]["kb"]["replicas"][0]["up"] is True, text
         assert TENANT not in text and "127.0.0.1" not in text, text
         # Each web process keeps its probe's result a second: this one may have probed before.
-        values = poll(lambda: dependency_metrics(stack.url),
-                      lambda found: found[("intake_dependency_up", "kb")] == 0, timeout=5,
-                      message="/metrics naming the stopped knowledge base down")
+        values = poll(
+            lambda: dependency_metrics(stack.url),
+            lambda found: found[("intake_dependency_up", "kb")] == 0,
+            timeout=5,
+            message="/metrics naming the stopped knowledge base down",
+        )
         assert values[("intake_dependency_up", "kb_replica_1")] == 1
         assert values[("intake_dependency_up", "redis")] == 1
         assert 0 <= values[("intake_dependency_latency_seconds", "kb")] < 1
     finally:
         kb_pair.primary.start()
         kb_pair.wait_in_sync()
-    poll(lambda: health(stack.url)[1]["status"], lambda found: found == "ok", timeout=10,
-         message="health ok again once the knowledge base is back")
+    poll(
+        lambda: health(stack.url)[1]["status"],
+        lambda found: found == "ok",
+        timeout=10,
+        message="health ok again once the knowledge base is back",
+    )
 
 
 def test_a_store_whose_directory_is_gone_is_named_down(stack, originals):
@@ -114,17 +138,26 @@ def test_a_store_whose_directory_is_gone_is_named_down(stack, originals):
     originals.rename(moved)
     try:
         status, answer, text, took = poll(
-            lambda: health(stack.url), lambda found: not found[1]["dependencies"]["store"]["up"],
-            timeout=10, message="health naming the missing store down")
+            lambda: health(stack.url),
+            lambda found: not found[1]["dependencies"]["store"]["up"],
+            timeout=10,
+            message="health naming the missing store down",
+        )
         assert status == 200 and answer["status"] == "degraded", text
         assert answer["dependencies"]["store"] == {
-            "kind": "file", "up": False, "error": "missing",
-            "latency_ms": answer["dependencies"]["store"]["latency_ms"]}
+            "kind": "file",
+            "up": False,
+            "error": "missing",
+            "latency_ms": answer["dependencies"]["store"]["latency_ms"],
+        }
         assert str(originals) not in text and took < BOUND_S
     finally:
         moved.rename(originals)
-    poll(lambda: health(stack.url)[1]["dependencies"]["store"]["up"], timeout=10,
-         message="the store named up again")
+    poll(
+        lambda: health(stack.url)[1]["dependencies"]["store"]["up"],
+        timeout=10,
+        message="the store named up again",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -155,18 +188,28 @@ def silent_endpoint() -> Iterator[tuple[str, list[socket.socket]]]:
 
 
 @pytest.fixture(scope="module")
-def silent_stack(redis_server, silent_endpoint, _embedding_server,
-                 tmp_path_factory) -> Iterator[Stack]:
-    with running_stack(redis_server, tmp_path_factory, "health-s3", S3_DATABASE, {
-        "INTAKE_STORAGE_URL": "s3://silent-bucket/originals",
-        "AWS_ENDPOINT_URL": silent_endpoint[0], "AWS_ACCESS_KEY_ID": "health-key-id",
-        "AWS_SECRET_ACCESS_KEY": "health-secret-key", "AWS_DEFAULT_REGION": "us-east-1",
-    }, embedding=_embedding_server, workers=0) as started:
+def silent_stack(
+    redis_server, silent_endpoint, _embedding_server, tmp_path_factory
+) -> Iterator[Stack]:
+    with running_stack(
+        redis_server,
+        tmp_path_factory,
+        "health-s3",
+        S3_DATABASE,
+        {
+            "INTAKE_STORAGE_URL": "s3://silent-bucket/originals",
+            "AWS_ENDPOINT_URL": silent_endpoint[0],
+            "AWS_ACCESS_KEY_ID": "health-key-id",
+            "AWS_SECRET_ACCESS_KEY": "health-secret-key",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        },
+        embedding=_embedding_server,
+        workers=0,
+    ) as started:
         yield started
 
 
-def test_a_store_that_never_answers_is_named_down_within_the_bound(silent_stack,
-                                                                   silent_endpoint):
+def test_a_store_that_never_answers_is_named_down_within_the_bound(silent_stack, silent_endpoint):
     for _ in range(3):
         status, answer, text, took = health(silent_stack.url)
         assert status == 200 and answer["status"] == "degraded", text

@@ -1,6 +1,7 @@
 """Hostile and odd files through the real system (docs/architecture.md §7, §10): each gets a 4xx at
 upload or a `failed` task with a readable, permanent reason; odd but honest files succeed; nothing a
 user supplied comes back unescaped; the workers survive all of it."""
+
 from __future__ import annotations
 
 import io
@@ -51,8 +52,7 @@ def _upload_and_follow(api: ApiClient):
         ("cut.pdf", make_pdf("A cut-off file.")[:200], "application/pdf"),
         ("utf16.txt", f"UTF-16 text about {word}.".encode("utf-16"), "text/plain"),
         ("latin1.txt", f"Caf\u00e9 cr\u00e8me {word}.".encode("latin-1"), "text/plain"),
-        ("../../etc/<img src=x onerror=alert(1)>.txt", f"Odd name {word}.".encode(),
-         "text/plain"),
+        ("../../etc/<img src=x onerror=alert(1)>.txt", f"Odd name {word}.".encode(), "text/plain"),
         ("program.pdf", b"\x7fELF\x02\x01\x01" + bytes(200), "application/pdf"),
         ("empty.txt", b"", "text/plain"),
     ]
@@ -70,8 +70,9 @@ def test_unacceptable_files_are_rejected_at_upload(hostile_batch):
     assert rejected == {"program.pdf": "unsupported_type", "empty.txt": "empty_file"}
 
 
-@pytest.mark.parametrize("name, code", [("bomb.docx", "too_large"), ("locked.pdf", "encrypted"),
-                                        ("cut.pdf", "corrupt")])
+@pytest.mark.parametrize(
+    "name, code", [("bomb.docx", "too_large"), ("locked.pdf", "encrypted"), ("cut.pdf", "corrupt")]
+)
 def test_bad_files_fail_at_once_with_a_readable_reason(hostile_batch, name, code):
     task = hostile_batch[2][name]
     assert task["status"] == "failed" and task["attempts"] == 1
@@ -107,8 +108,11 @@ def test_markdown_crafted_to_backtrack_holds_no_worker(api, worker_pool):
     worker_pool.ensure(2)
     word = unique_word()
     bomb = b"# a" + b" " * 300_000 + b"b\n\n" + word.encode()
-    files = [("bomb-1.md", bomb, "text/markdown"), ("bomb-2.md", bomb + b" 2", "text/markdown"),
-             ("behind.txt", f"One line behind the bombs, {word}.".encode(), "text/plain")]
+    files = [
+        ("bomb-1.md", bomb, "text/markdown"),
+        ("bomb-2.md", bomb + b" 2", "text/markdown"),
+        ("behind.txt", f"One line behind the bombs, {word}.".encode(), "text/plain"),
+    ]
     response, _ = upload(api, files)
     assert response.status_code == 202, response.text
     ids = [t["id"] for t in response.json()["tasks"]]
@@ -116,5 +120,6 @@ def test_markdown_crafted_to_backtrack_holds_no_worker(api, worker_pool):
     assert [final[i]["status"] for i in ids] == ["succeeded"] * 3, final
     hits = api.get("/api/search", params={"q": word, "k": 10}).json()["results"]
     assert {hit["filename"] for hit in hits} == {"bomb-1.md", "bomb-2.md", "behind.txt"}
-    assert {hit["location"].get("heading", "")[:4] for hit in hits
-            if hit["filename"].endswith(".md")} == {"a   "}
+    assert {
+        hit["location"].get("heading", "")[:4] for hit in hits if hit["filename"].endswith(".md")
+    } == {"a   "}

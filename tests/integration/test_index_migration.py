@@ -2,6 +2,7 @@
 with the real web: `python -m jobs.upgrades.kb_layout` gives every old-layout document the new
 layout, from its stored texts and vectors, and leaves the old fields for the previous release's web
 processes, so a search finds the document before, during and after the switch."""
+
 from __future__ import annotations
 
 import json
@@ -21,18 +22,30 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_old_fields(
-        api, redis_server):
+    api, redis_server
+):
     word = unique_word()
     texts = [f"An old {word} contract.", "Its second chunk."]
     indptr, indices, values = TERMS.count(texts).to_bytes()
     connection = redis.Redis.from_url(redis_server.url)
     key = keys.kb_document("default", f"{word}-old.txt")
     connection.delete(keys.kb_layout_migrated())
-    connection.hset(key, mapping={
-        "version": 1, "task_id": "a" * 32, "document_id": f"{word}-old.txt",
-        "filename": f"{word}-old.txt", "texts": json.dumps(texts),
-        "locations": json.dumps([{"page": 3}, {}]), "format": "sparse", "dim": 2 ** 32,
-        "indptr": indptr, "indices": indices, "values": values})
+    connection.hset(
+        key,
+        mapping={
+            "version": 1,
+            "task_id": "a" * 32,
+            "document_id": f"{word}-old.txt",
+            "filename": f"{word}-old.txt",
+            "texts": json.dumps(texts),
+            "locations": json.dumps([{"page": 3}, {}]),
+            "format": "sparse",
+            "dim": 2**32,
+            "indptr": indptr,
+            "indices": indices,
+            "values": values,
+        },
+    )
     connection.sadd(keys.kb_documents("default"), key)
     search = f"/api/search?q={quote(word)}"
     assert get_json(api, search)["results"] == [], "not in the new layout yet"
@@ -43,9 +56,12 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
     assert done.returncode == 0, done.stderr
     assert "1 document migrated" in done.stdout
 
-    hit, = get_json(api, search)["results"]
-    assert (hit["document_id"], hit["chunk"], hit["location"]) == (f"{word}-old.txt", 0,
-                                                                   {"page": 3})
+    (hit,) = get_json(api, search)["results"]
+    assert (hit["document_id"], hit["chunk"], hit["location"]) == (
+        f"{word}-old.txt",
+        0,
+        {"page": 3},
+    )
     assert connection.hexists(key, "texts"), "the previous release's web still reads it"
     connection.close()
 
@@ -53,6 +69,7 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
 def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(redis_server):
     from jobs.kb import index
     from jobs.kb.retrieval import Retriever
+
     tenant, word = f"t{unique_word()}", unique_word()
     connection = redis.Redis.from_url(redis_server.url)
     for name, texts in (("a", [f"The {word} inspection report", "valves and pumps"]),
@@ -68,8 +85,12 @@ def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(
     for pattern in ("i:*", "m:*"):
         for key in connection.scan_iter(match=prefix + pattern):
             connection.delete(key)
-    connection.delete(keys.kb_rows(tenant), keys.kb_term_chunks(tenant),
-                      keys.kb_lexical_stats(tenant), keys.kb_lexical_migrated())
+    connection.delete(
+        keys.kb_rows(tenant),
+        keys.kb_term_chunks(tenant),
+        keys.kb_lexical_stats(tenant),
+        keys.kb_lexical_migrated(),
+    )
     for member in connection.smembers(keys.kb_documents(tenant)):
         connection.hdel(member, "lexical")
     connection.set(prefix + "p:0000abcd:200", b"\0" * 4)

@@ -1,6 +1,7 @@
 """`flask --app webapp ingest --sync FOLDER` as a person runs it, in its own process, against the
 session's real Redis, real workers and web: the knowledge base follows the folder (new and
 changed files submitted, unchanged ones skipped, deleted ones removed), seen through the API."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,9 +15,14 @@ pytestmark = pytest.mark.integration
 
 
 def _sync(folder, intake_env) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "flask"), "--app", "webapp", "ingest", "--sync",
-                           str(folder)], cwd=REPO_ROOT, env=intake_env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [str(VENV_BIN / "flask"), "--app", "webapp", "ingest", "--sync", str(folder)],
+        cwd=REPO_ROOT,
+        env=intake_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _found(api, word: str) -> set[str]:
@@ -24,7 +30,8 @@ def _found(api, word: str) -> set[str]:
 
 
 def test_a_folder_synced_twice_ingests_only_what_changed_and_removes_what_was_deleted(
-        api, intake_env, tmp_path):
+    api, intake_env, tmp_path
+):
     kept, draft, final, removed, added = (unique_word() for _ in range(5))
     folder = tmp_path / "handbook"
     (folder / "policies").mkdir(parents=True)
@@ -67,8 +74,14 @@ def _synced(folder, intake_env) -> str:
 
 def test_a_folder_s_sync_leaves_the_document_another_folder_replaced(api, intake_env, tmp_path):
     a_word, b_word, other = (unique_word() for _ in range(3))
-    folder_a = _folder(tmp_path, "a", **{"README.md": f"# A\n\nFolder A's readme: {a_word}.",
-                                         "other.txt": f"Stays in A: {other}."})
+    folder_a = _folder(
+        tmp_path,
+        "a",
+        **{
+            "README.md": f"# A\n\nFolder A's readme: {a_word}.",
+            "other.txt": f"Stays in A: {other}.",
+        },
+    )
     folder_b = _folder(tmp_path, "b", **{"README.md": f"# B\n\nFolder B's readme: {b_word}."})
     _synced(folder_a, intake_env)
     _synced(folder_b, intake_env)
@@ -84,11 +97,15 @@ def test_a_folder_s_sync_leaves_the_document_another_folder_replaced(api, intake
 
 def test_a_folder_s_sync_leaves_the_document_an_api_upload_replaced(api, intake_env, tmp_path):
     synced, uploaded, other = (unique_word() for _ in range(3))
-    folder = _folder(tmp_path, "a", **{"README.md": f"The folder's readme: {synced}.",
-                                       "other.txt": f"Stays: {other}."})
+    folder = _folder(
+        tmp_path,
+        "a",
+        **{"README.md": f"The folder's readme: {synced}.", "other.txt": f"Stays: {other}."},
+    )
     _synced(folder, intake_env)
-    response, _ = upload(api, [txt("README.md", f"The API's readme: {uploaded}.")],
-                         document_id="README.md")
+    response, _ = upload(
+        api, [txt("README.md", f"The API's readme: {uploaded}.")], document_id="README.md"
+    )
     assert response.status_code == 202, response.text
     task_id = response.json()["tasks"][0]["id"]
     final, _ = wait_terminal(api, [task_id])

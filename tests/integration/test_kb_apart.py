@@ -8,11 +8,13 @@ redis-server process started here, with a read replica that searches take turns 
 (INTAKE_KB_REPLICA_URLS); a search the replica does not finish in time is not run again on
 the primary.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -27,8 +29,10 @@ from tests.integration.test_kb_bound import ingest as ingest_one
 from tests.integration.test_kb_bound import send
 from tests.integration.test_replica_acks import MARGIN_S, Pair, running_pair
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed"),
+]
 
 DATABASE = 12  # nothing else uses this one
 TENANT, KEY = "apart", "apart-key-123456-0123456789ab"
@@ -49,12 +53,19 @@ def kb_server(kb_pair: Pair) -> RedisServer:
 
 @pytest.fixture(scope="module")
 def stack(redis_server, kb_pair, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    with running_stack(redis_server, tmp_path_factory, "kb-apart", DATABASE, {
-        "INTAKE_API_KEYS": f"{TENANT}:{KEY}",
-        "INTAKE_KB_URL": kb_pair.primary.url,
-        "INTAKE_KB_REPLICA_URLS": kb_pair.replica.url,
-        "INTAKE_KB_CHUNK_LIMIT": str(KB_LIMIT),
-    }, embedding=_embedding_server) as started:
+    with running_stack(
+        redis_server,
+        tmp_path_factory,
+        "kb-apart",
+        DATABASE,
+        {
+            "INTAKE_API_KEYS": f"{TENANT}:{KEY}",
+            "INTAKE_KB_URL": kb_pair.primary.url,
+            "INTAKE_KB_REPLICA_URLS": kb_pair.replica.url,
+            "INTAKE_KB_CHUNK_LIMIT": str(KB_LIMIT),
+        },
+        embedding=_embedding_server,
+    ) as started:
         yield started
 
 
@@ -75,15 +86,19 @@ def test_a_document_lives_on_the_knowledge_bases_redis_from_upload_to_delete(sta
         done = ingest(client, f"apart-{word}.txt", text_of_chunks(word, 2))
         assert done["result"]["chunks"] == 2, done
         # Its flip follows the task's `succeeded` by one round trip (jobs.kb.pending_flips).
-        hits = poll(lambda: found(client, word), timeout=10,
-                    message="the succeeded document found by search")
+        hits = poll(
+            lambda: found(client, word),
+            timeout=10,
+            message="the succeeded document found by search",
+        )
         assert {hit["task_id"] for hit in hits} == {done["id"]}, hits
         page = get_json(client, f"/api/tasks/{done['id']}/chunks")
         assert page["total"] == 2 and word in page["chunks"][0]["text"], page
 
         assert list(kb.scan_iter(match="intake:kb:*", count=1000)), "the index is on its Redis"
-        assert not list(queue.scan_iter(match="intake:kb:*", count=1000)), \
+        assert not list(queue.scan_iter(match="intake:kb:*", count=1000)), (
             "the queue's Redis holds nothing of the knowledge base"
+        )
         assert queue.hlen(keys.pending_flips()) == 0, "the flip was applied and forgotten"
 
         assert client.delete(f"/api/documents/apart-{word}.txt").status_code == 204
@@ -94,15 +109,22 @@ def test_a_document_lives_on_the_knowledge_bases_redis_from_upload_to_delete(sta
 
 def test_the_bound_of_a_knowledge_base_apart_is_read_on_its_redis(stack, kb_server):
     kb = kb_server.client()
-    poll(lambda: kb.exists(keys.kb_total_chunks()), timeout=90,
-         message="the knowledge base of all tenants counted (a worker's housekeeping)")
+    poll(
+        lambda: kb.exists(keys.kb_total_chunks()),
+        timeout=90,
+        message="the knowledge base of all tenants counted (a worker's housekeeping)",
+    )
     with ApiClient(stack.url, api_key=KEY) as client:
         words = [unique_word() for _ in range(3)]
         for word in words[:2]:  # 2 + 2 chunks: what the knowledge base may hold
             ingest(client, f"full-{word}.txt", text_of_chunks(word, 2))
         # Each flip, which counts the chunks, follows its task's `succeeded` by a round trip.
-        poll(lambda: int(kb.get(keys.kb_total_chunks()) or 0), lambda total: total == KB_LIMIT,
-             timeout=5, message="both documents' chunks counted on the knowledge base's Redis")
+        poll(
+            lambda: int(kb.get(keys.kb_total_chunks()) or 0),
+            lambda total: total == KB_LIMIT,
+            timeout=5,
+            message="both documents' chunks counted on the knowledge base's Redis",
+        )
 
         refused = send(client, f"late-{words[2]}.txt", text_of_chunks(words[2], 1))
         assert refused.status_code == 429, refused.text
@@ -111,8 +133,11 @@ def test_the_bound_of_a_knowledge_base_apart_is_read_on_its_redis(stack, kb_serv
 
         assert client.delete(f"/api/documents/full-{words[0]}.txt").status_code == 204
         done = ingest(client, f"late-{words[2]}.txt", text_of_chunks(words[2], 1))
-        hits = poll(lambda: found(client, words[2]), timeout=10,
-                    message="the document indexed once room was made")
+        hits = poll(
+            lambda: found(client, words[2]),
+            timeout=10,
+            message="the document indexed once room was made",
+        )
         assert {hit["task_id"] for hit in hits} == {done["id"]}, hits
 
 
@@ -168,7 +193,7 @@ def test_searches_take_turns_on_the_read_replica_and_go_on_without_it(stack, kb_
                 first = time.monotonic() - started
             later = []
             with commands_logged(kb_pair.primary) as after:
-                for _ in range(6):   # the replica is left alone: the primary answers at once
+                for _ in range(6):  # the replica is left alone: the primary answers at once
                     started = time.monotonic()
                     response = client.get("/api/search", params={"q": word})
                     later.append((response, time.monotonic() - started))
@@ -188,5 +213,7 @@ def test_searches_take_turns_on_the_read_replica_and_go_on_without_it(stack, kb_
             if response.status_code != 503:
                 assert response.status_code == 200, response.text
                 assert {hit["task_id"] for hit in response.json()["results"]} == {done["id"]}
-                assert seconds < MARGIN_S, f"a search after it took {seconds:.1f} s: the " \
+                assert seconds < MARGIN_S, (
+                    f"a search after it took {seconds:.1f} s: the "
                     "replica is left alone, not waited for again"
+                )

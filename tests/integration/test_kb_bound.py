@@ -5,9 +5,11 @@ tenants together hold INTAKE_KB_CHUNK_LIMIT chunks, every tenant's upload is ref
 A stack of its own (logical database 13, two tenants, a limit of a few chunks): the Procfile's
 web and two `rq worker` processes with the local embedder.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,10 +28,17 @@ KB_LIMIT = 4
 
 @pytest.fixture(scope="module")
 def stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    started = start_stack(redis_server, tmp_path_factory, "kb-bound", DATABASE, {
-        "INTAKE_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANTS.items()),
-        "INTAKE_KB_CHUNK_LIMIT": str(KB_LIMIT),
-    }, embedding=_embedding_server)
+    started = start_stack(
+        redis_server,
+        tmp_path_factory,
+        "kb-bound",
+        DATABASE,
+        {
+            "INTAKE_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANTS.items()),
+            "INTAKE_KB_CHUNK_LIMIT": str(KB_LIMIT),
+        },
+        embedding=_embedding_server,
+    )
     try:
         yield started
     finally:
@@ -49,13 +58,16 @@ def ingest(client: ApiClient, name: str, content: bytes) -> dict[str, Any]:
 
 def test_a_full_knowledge_base_refuses_every_tenant_until_a_delete_makes_room(stack):
     # A worker's housekeeping counts the (empty) knowledge base as it starts.
-    poll(lambda: stack.redis().exists(keys.kb_total_chunks()), timeout=30,
-         message="the knowledge base of all tenants counted")
+    poll(
+        lambda: stack.redis().exists(keys.kb_total_chunks()),
+        timeout=30,
+        message="the knowledge base of all tenants counted",
+    )
     alpha = ApiClient(stack.url, api_key=TENANTS["alpha"])
     beta = ApiClient(stack.url, api_key=TENANTS["beta"])
     with alpha, beta:
         words = [unique_word() for _ in range(3)]
-        for number in range(2):    # alpha alone fills what all tenants may hold: 2 + 2 = 4
+        for number in range(2):  # alpha alone fills what all tenants may hold: 2 + 2 = 4
             done = ingest(alpha, f"full-{words[number]}.txt", text_of_chunks(words[number], 2))
             assert done["status"] == "succeeded" and done["result"]["chunks"] == 2, done
 

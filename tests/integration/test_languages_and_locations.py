@@ -5,6 +5,7 @@ redis-server.
 A word is searched *inside a sentence*, as a person finds it, never as a whole line: in Chinese,
 Japanese and Thai a sentence has no spaces, and in Korean a particle sticks to the word.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -19,16 +20,31 @@ pytestmark = pytest.mark.integration
 
 # language: (a sentence holding the word, the word, a sentence of the same language without it)
 SENTENCES = {
-    "chinese": ("任务失败三次以后会被转入死信队列，运维人员可以在页面上重试。", "死信队列",
-                "今天天气很好，我们去公园散步吧。"),
-    "japanese": ("この文書は全文検索エンジンに登録されてから数秒で見つかります。", "検索エンジン",
-                 "明日の会議は午後三時に始まります。"),
-    "korean": ("우리는 모든 문서를 데이터베이스에 저장하고 나중에 찾습니다.", "데이터베이스",
-               "오늘 점심은 김치찌개를 먹었습니다."),
-    "thai": ("ระบบนี้เก็บเอกสารทั้งหมดไว้ในฐานข้อมูลเพื่อค้นหาภายหลัง", "ฐานข้อมูล",
-             "วันนี้อากาศดีมากและฉันไปเดินเล่นที่สวน"),
-    "german": ("Die Rechnung wurde nach der Prüfung der Lieferscheine freigegeben.", "Lieferscheine",
-               "Das Wetter ist heute sonnig und warm."),
+    "chinese": (
+        "任务失败三次以后会被转入死信队列，运维人员可以在页面上重试。",
+        "死信队列",
+        "今天天气很好，我们去公园散步吧。",
+    ),
+    "japanese": (
+        "この文書は全文検索エンジンに登録されてから数秒で見つかります。",
+        "検索エンジン",
+        "明日の会議は午後三時に始まります。",
+    ),
+    "korean": (
+        "우리는 모든 문서를 데이터베이스에 저장하고 나중에 찾습니다.",
+        "데이터베이스",
+        "오늘 점심은 김치찌개를 먹었습니다.",
+    ),
+    "thai": (
+        "ระบบนี้เก็บเอกสารทั้งหมดไว้ในฐานข้อมูลเพื่อค้นหาภายหลัง",
+        "ฐานข้อมูล",
+        "วันนี้อากาศดีมากและฉันไปเดินเล่นที่สวน",
+    ),
+    "german": (
+        "Die Rechnung wurde nach der Prüfung der Lieferscheine freigegeben.",
+        "Lieferscheine",
+        "Das Wetter ist heute sonnig und warm.",
+    ),
 }
 
 
@@ -58,7 +74,9 @@ def test_a_word_is_found_inside_a_sentence_in_every_language(api):
         mine = {tasks[f"{run}-{language}-{side}.txt"]["id"]: side for side in ("with", "without")}
         hits = [hit for hit in _search(api, word) if hit["task_id"] in mine]
         assert hits, f"{language}: searching {word!r} finds nothing in the sentence holding it"
-        assert mine[hits[0]["task_id"]] == "with", f"{language}: the document with {word!r} ranks first"
+        assert mine[hits[0]["task_id"]] == "with", (
+            f"{language}: the document with {word!r} ranks first"
+        )
         assert word in hits[0]["text"]
         assert hits[0]["location"] == {}, "a plain text file has no pages or headings"
 
@@ -83,7 +101,7 @@ def test_a_word_after_a_control_character_in_a_pdf_is_found_by_itself(api):
     run = unique_word()
     pdf = make_pdf_pages([f"Salaam abc\x03{run}, welcome."])
     task = _ingest(api, [(f"{run}.pdf", pdf, "application/pdf")])[f"{run}.pdf"]
-    hit, = [h for h in _search(api, run) if h["task_id"] == task["id"]]
+    (hit,) = [h for h in _search(api, run) if h["task_id"] == task["id"]]
     assert f"abc {run}," in hit["text"]
 
 
@@ -91,21 +109,29 @@ def test_pdf_hits_say_their_page_and_markdown_hits_their_heading(api):
     """A chunk is located where it starts; each word searched for ends a part longer than a
     chunk, so every chunk holding it starts in that part."""
     run = unique_word()
-    pdf = make_pdf_pages([_page_of(f"Cover page of the {run} contract. "),
-                          _page_of("Terms of delivery are listed in the annex. "),
-                          _page_of("A refund is allowed within thirty days. ",
-                                   last=f"The clause is refund{run}.")])
-    markdown = (f"# Intro\n\n{_page_of(f'This {run} guide starts here. ')}\n\n## Refunds\n\n"
-                f"{_page_of('Ask for a rebate by mail. ', last=f'Write rebate{run}.')}\n").encode()
-    tasks = _ingest(api, [(f"{run}.pdf", pdf, "application/pdf"),
-                          (f"{run}.md", markdown, "text/markdown")])
+    pdf = make_pdf_pages(
+        [
+            _page_of(f"Cover page of the {run} contract. "),
+            _page_of("Terms of delivery are listed in the annex. "),
+            _page_of(
+                "A refund is allowed within thirty days. ", last=f"The clause is refund{run}."
+            ),
+        ]
+    )
+    markdown = (
+        f"# Intro\n\n{_page_of(f'This {run} guide starts here. ')}\n\n## Refunds\n\n"
+        f"{_page_of('Ask for a rebate by mail. ', last=f'Write rebate{run}.')}\n"
+    ).encode()
+    tasks = _ingest(
+        api, [(f"{run}.pdf", pdf, "application/pdf"), (f"{run}.md", markdown, "text/markdown")]
+    )
     assert tasks[f"{run}.pdf"]["result"]["pages"] == 3
     assert tasks[f"{run}.pdf"]["result"]["ocr_pages"] == 0
     assert tasks[f"{run}.pdf"]["result"]["warnings"] == []
 
-    pdf_hit, = [h for h in _search(api, f"refund{run}") if h["filename"] == f"{run}.pdf"]
+    (pdf_hit,) = [h for h in _search(api, f"refund{run}") if h["filename"] == f"{run}.pdf"]
     assert pdf_hit["location"] == {"page": 3}
-    md_hit, = [h for h in _search(api, f"rebate{run}") if h["filename"] == f"{run}.md"]
+    (md_hit,) = [h for h in _search(api, f"rebate{run}") if h["filename"] == f"{run}.md"]
     assert md_hit["location"] == {"heading": "Refunds"}
 
 
@@ -113,20 +139,28 @@ def test_a_pdf_hit_that_runs_over_a_page_break_says_both_pages(api):
     """Page 1 is too short to end a chunk, so its chunk runs on into page 2: the hit and the
     chunk say where it ends (`page_end`); the chunks after it are on page 2 only."""
     run = unique_word()
-    pdf = make_pdf_pages([textwrap.fill(f"The notice{run} starts on a short page. " * 3, 80),
-                          _page_of("It goes on overleaf about the harbour. ")])
+    pdf = make_pdf_pages(
+        [
+            textwrap.fill(f"The notice{run} starts on a short page. " * 3, 80),
+            _page_of("It goes on overleaf about the harbour. "),
+        ]
+    )
     task = _ingest(api, [(f"{run}.pdf", pdf, "application/pdf")])[f"{run}.pdf"]
-    hit, = [h for h in _search(api, f"notice{run}") if h["task_id"] == task["id"]]
+    (hit,) = [h for h in _search(api, f"notice{run}") if h["task_id"] == task["id"]]
     assert hit["location"] == {"page": 1, "page_end": 2}
     assert "overleaf" in hit["text"]
     chunks = get_json(api, f"/api/tasks/{task['id']}/chunks")["chunks"]
     assert [c["location"] for c in chunks] == [{"page": 1, "page_end": 2}] + [{"page": 2}] * (
-        len(chunks) - 1)
+        len(chunks) - 1
+    )
+
 
 def test_the_chunks_of_a_succeeded_document_page_through_all_of_them(api):
     run = unique_word()
-    pages = [_page_of(f"Page {n} of the {run} manual. " + f"Sentence {n} says word{n} again. ", 30)
-             for n in range(1, 7)]
+    pages = [
+        _page_of(f"Page {n} of the {run} manual. " + f"Sentence {n} says word{n} again. ", 30)
+        for n in range(1, 7)
+    ]
     task = _ingest(api, [(f"{run}.pdf", make_pdf_pages(pages), "application/pdf")])[f"{run}.pdf"]
     total = task["result"]["chunks"]
     assert total >= 6, "each page is longer than a chunk"
@@ -145,8 +179,10 @@ def test_the_chunks_of_a_succeeded_document_page_through_all_of_them(api):
     located = [c["location"]["page"] for c in collected]
     assert located == sorted(located) and set(located) == set(range(1, 7))
     for chunk in collected:
-        assert f"word{chunk['location']['page']}" in chunk["text"] or \
-            f"Page {chunk['location']['page']}" in chunk["text"]
+        assert (
+            f"word{chunk['location']['page']}" in chunk["text"]
+            or f"Page {chunk['location']['page']}" in chunk["text"]
+        )
 
     too_many = api.get(f"/api/tasks/{task['id']}/chunks?limit=101")
     assert too_many.status_code == 400 and too_many.json()["error"]["code"] == "bad_parameter"
@@ -169,8 +205,11 @@ def test_only_a_succeeded_task_has_chunks(api):
 def test_a_replaced_version_s_chunks_are_gone_from_its_old_task(api):
     run = unique_word()
     first = _ingest(api, [txt(f"{run}.txt", f"First {run} version.")])[f"{run}.txt"]
-    response, _ = upload(api, [txt(f"{run}.txt", f"Second {run} version, rewritten.")],
-                         document_id=first["document_id"])
+    response, _ = upload(
+        api,
+        [txt(f"{run}.txt", f"Second {run} version, rewritten.")],
+        document_id=first["document_id"],
+    )
     second_id = response.json()["tasks"][0]["id"]
     wait_terminal(api, [second_id])
     old = api.get(f"/api/tasks/{first['id']}/chunks")
@@ -185,10 +224,14 @@ def test_a_text_file_cut_in_its_last_character_is_ingested_with_a_warning(api):
     cut = (with_word * 3).encode("utf-8")[:-1]  # the last "。" keeps 2 of its 3 bytes
     task = _ingest(api, [(f"{run}-cut.txt", cut, "text/plain")])[f"{run}-cut.txt"]
     assert task["result"]["warnings"] == [
-        "2 bytes that could not be decoded were replaced with “\ufffd”."]
+        "2 bytes that could not be decoded were replaced with “\ufffd”."
+    ]
     assert any(hit["task_id"] == task["id"] for hit in _search(api, word))
     mostly, _ = upload(api, [(f"{run}-binary.txt", bytes(range(128, 256)) * 8, "text/plain")])
     assert mostly.status_code == 202, mostly.text  # named text: only reading it can tell
     (failed,) = wait_terminal(api, [mostly.json()["tasks"][0]["id"]])[0].values()
     assert (failed["status"], failed["error"]["type"], failed["attempts"]) == (
-        "failed", "undecodable", 1)
+        "failed",
+        "undecodable",
+        1,
+    )

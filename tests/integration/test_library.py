@@ -4,9 +4,11 @@ a client of the API reads them, from upload to delete, for one tenant and not an
 A stack of its own (logical database 10, a tenant per test so that each counts only its own
 documents): the Procfile's web and one `rq worker` process with the local embedder.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -18,18 +20,43 @@ from tests.integration.intake_api import get_json, txt, unique_word, upload, wai
 pytestmark = pytest.mark.integration
 
 DATABASE = 10  # nothing else uses this one
-TENANTS = {"shelf": "shelf-key-12345-0123456789ab", "other": "other-key-12345-0123456789ab",
-           "versions": "versions-key-123-0123456789ab", "drop": "drop-key-123456-0123456789ab",
-           "earlier": "earlier-key-1234-0123456789ab"}
-FIELDS = {"document_id", "filename", "status", "version", "pipeline_version", "chunks", "bytes",
-          "content_type", "created_at", "updated_at", "task_id", "url", "original_url"}
+TENANTS = {
+    "shelf": "shelf-key-12345-0123456789ab",
+    "other": "other-key-12345-0123456789ab",
+    "versions": "versions-key-123-0123456789ab",
+    "drop": "drop-key-123456-0123456789ab",
+    "earlier": "earlier-key-1234-0123456789ab",
+}
+FIELDS = {
+    "document_id",
+    "filename",
+    "status",
+    "version",
+    "pipeline_version",
+    "chunks",
+    "bytes",
+    "content_type",
+    "created_at",
+    "updated_at",
+    "task_id",
+    "url",
+    "original_url",
+}
 
 
 @pytest.fixture(scope="module")
 def stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    with running_stack(redis_server, tmp_path_factory, "library", DATABASE, {
-        "INTAKE_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANTS.items()),
-    }, embedding=_embedding_server, workers=1) as started:
+    with running_stack(
+        redis_server,
+        tmp_path_factory,
+        "library",
+        DATABASE,
+        {
+            "INTAKE_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANTS.items()),
+        },
+        embedding=_embedding_server,
+        workers=1,
+    ) as started:
         yield started
 
 
@@ -37,8 +64,9 @@ def client_of(stack: Stack, tenant: str) -> ApiClient:
     return ApiClient(stack.url, api_key=TENANTS[tenant])
 
 
-def ingest(client: ApiClient, name: str, text: str, document_id: str | None = None
-           ) -> dict[str, Any]:
+def ingest(
+    client: ApiClient, name: str, text: str, document_id: str | None = None
+) -> dict[str, Any]:
     """One file in an upload of its own, followed until it succeeded; its final task."""
     form = {"document_id": document_id} if document_id else {}
     response, _ = upload(client, [txt(name, text)], **form)
@@ -61,8 +89,12 @@ def test_a_tenants_documents_newest_first_filtered_and_paged(stack):
     word = unique_word()
     with client_of(stack, "shelf") as client:
         first = ingest(client, f"{word}-minutes.txt", f"The {word} minutes of the meeting.")
-        second = ingest(client, "plan.txt", f"The {word} plan for the year.",
-                        document_id=f"projects/{word}/Plan.txt")
+        second = ingest(
+            client,
+            "plan.txt",
+            f"The {word} plan for the year.",
+            document_id=f"projects/{word}/Plan.txt",
+        )
         third = ingest(client, f"{word}-budget.txt", f"The {word} budget in figures.")
         done = [first, second, third]
 
@@ -80,8 +112,12 @@ def test_a_tenants_documents_newest_first_filtered_and_paged(stack):
         assert ids(listed(client, "?q=PLAN")) == [second["document_id"]]
         assert ids(listed(client, "?q=minutes.TXT")) == [first["document_id"]]
         assert listed(client, "?status=succeeded")["total"] == 3
-        assert listed(client, "?status=failed") == {"total": 0, "documents": [], "offset": 0,
-                                                    "limit": 50}
+        assert listed(client, "?status=failed") == {
+            "total": 0,
+            "documents": [],
+            "offset": 0,
+            "limit": 50,
+        }
         bad = client.get("/api/documents?status=finished")
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_parameter"
         assert ids(listed(client, "?limit=2")) == ids(page)[:2]
@@ -149,7 +185,11 @@ def test_documents_from_before_the_library_are_listed_once_a_worker_kept_house(s
         # As an earlier release left them: no list of documents, nothing marked as backfilled.
         queue.delete(keys.tenant_documents("earlier"), keys.tenant_documents_filled())
         assert listed(client)["total"] == 0
-        queue.delete(keys.housekeeping_lock())   # the next maintenance tick keeps house
-        page = poll(lambda: listed(client), lambda p: p["total"] == 2, timeout=15,
-                    message="the documents backfilled by a worker's housekeeping")
+        queue.delete(keys.housekeeping_lock())  # the next maintenance tick keeps house
+        page = poll(
+            lambda: listed(client),
+            lambda p: p["total"] == 2,
+            timeout=15,
+            message="the documents backfilled by a worker's housekeeping",
+        )
         assert ids(page) == [done[1]["document_id"], done[0]["document_id"]]

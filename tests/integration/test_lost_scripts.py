@@ -6,6 +6,7 @@ the fault stack already listening: a job queued beside a refused claim would be 
 and run a second attempt beside the first. So a text counts one attempt, a corrupt PDF is not
 tried twice, and a document whose embedding service is always down ends after exactly its cap.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from tests.integration.faults import TASK_TIMEOUT, document, submit_one
 from tests.integration.fixtures import Stack
 from tests.integration.helpers import ApiClient
-from tests.integration.intake_api import upload, unique_word, wait_terminal
+from tests.integration.intake_api import unique_word, upload, wait_terminal
 from tests.samples import make_pdf
 
 pytestmark = pytest.mark.integration
@@ -30,8 +31,9 @@ def test_jobs_sent_to_a_server_without_scripts_each_run_once(fault: Stack):
         _without_scripts(fault)
         text = submit_one(client, f"plain-{word}.txt", document(word, paragraphs=1))
         _without_scripts(fault)
-        response, _ = upload(client, [(f"cut-{word}.pdf", make_pdf("A cut-off file.")[:200],
-                                       "application/pdf")])
+        response, _ = upload(
+            client, [(f"cut-{word}.pdf", make_pdf("A cut-off file.")[:200], "application/pdf")]
+        )
         assert response.status_code == 202, response.text
         [corrupt] = [t["id"] for t in response.json()["tasks"]]
         _without_scripts(fault)

@@ -1,6 +1,7 @@
 """Originals' store on S3 (jobs.core.object_store.S3Store) against a real S3-compatible server,
 SeaweedFS (tests/integration/seaweedfs.py), reached as any deployment reaches S3: the standard
 AWS variables and INTAKE_STORAGE_URL's `s3://bucket/prefix`."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +11,6 @@ import tracemalloc
 import uuid
 
 import fakeredis
-
 import pytest
 
 from jobs.core import keys, object_store
@@ -39,10 +39,13 @@ def test_an_object_is_stored_read_listed_replaced_and_deleted_on_s3(store, s3_se
     assert store.open("acme/report.pdf").read() == b"%PDF-1.7 first"
     assert sorted(store.names()) == ["acme/report.pdf", "globex/notes.txt"]
     assert list(store.names("acme/")) == ["acme/report.pdf"]
-    keys = [item["Key"] for item in s3_server.client().list_objects_v2(
-        Bucket=store.bucket)["Contents"]]
-    assert sorted(keys) == ["tenants/originals/acme/report.pdf",
-                            "tenants/originals/globex/notes.txt"], "under the URL's prefix"
+    keys = [
+        item["Key"] for item in s3_server.client().list_objects_v2(Bucket=store.bucket)["Contents"]
+    ]
+    assert sorted(keys) == [
+        "tenants/originals/acme/report.pdf",
+        "tenants/originals/globex/notes.txt",
+    ], "under the URL's prefix"
 
     store.put("acme/report.pdf", io.BytesIO(b"%PDF-1.7 second"))
     assert store.open("acme/report.pdf").read() == b"%PDF-1.7 second"
@@ -53,7 +56,7 @@ def test_an_object_is_stored_read_listed_replaced_and_deleted_on_s3(store, s3_se
 
 
 def test_a_large_object_goes_up_and_comes_back_a_piece_at_a_time(store):
-    size = 8 * object_store.PIECE_BYTES + 12345   # a multipart upload of nine parts
+    size = 8 * object_store.PIECE_BYTES + 12345  # a multipart upload of nine parts
     source = MadeStream(size, b"intake-originals-")
     buffered = source.buffered()
     tracemalloc.start()
@@ -75,34 +78,42 @@ def test_a_large_object_goes_up_and_comes_back_a_piece_at_a_time(store):
     assert read_peak < limit, f"{read_peak / 2**20:.0f} MiB held to read it back"
 
 
-
 def test_an_upload_that_breaks_leaves_neither_an_object_nor_its_parts(store, s3_server):
     store.put("acme/report.pdf", io.BytesIO(b"kept"))
     with pytest.raises(ConnectionResetError):
-        store.put("acme/report.pdf",
-                  MadeStream(2 * object_store.PIECE_BYTES + 10, b"x", breaks=True).buffered())
+        store.put(
+            "acme/report.pdf",
+            MadeStream(2 * object_store.PIECE_BYTES + 10, b"x", breaks=True).buffered(),
+        )
     assert store.open("acme/report.pdf").read() == b"kept"
     pending = s3_server.client().list_multipart_uploads(Bucket=store.bucket)
     assert not pending.get("Uploads"), pending.get("Uploads")
 
 
-def test_the_sweep_aborts_multipart_uploads_a_killed_process_left(store, s3_server,
-                                                                  monkeypatch):
+def test_the_sweep_aborts_multipart_uploads_a_killed_process_left(store, s3_server, monkeypatch):
     """A process killed between create_multipart_upload and its completion leaves the upload
     and its parts in the bucket, unlisted; the sweep aborts it once initiated a day ago, as
     the server reports its initiation, and leaves the rest of the bucket alone."""
     client = s3_server.client()
-    cut = client.create_multipart_upload(Bucket=store.bucket,
-                                         Key=store.prefix + "tasks/acme/ab/cut-off")["UploadId"]
-    client.upload_part(Bucket=store.bucket, Key=store.prefix + "tasks/acme/ab/cut-off",
-                       UploadId=cut, PartNumber=1, Body=b"x" * 1024)
+    cut = client.create_multipart_upload(
+        Bucket=store.bucket, Key=store.prefix + "tasks/acme/ab/cut-off"
+    )["UploadId"]
+    client.upload_part(
+        Bucket=store.bucket,
+        Key=store.prefix + "tasks/acme/ab/cut-off",
+        UploadId=cut,
+        PartNumber=1,
+        Body=b"x" * 1024,
+    )
     elsewhere = client.create_multipart_upload(Bucket=store.bucket, Key="other-app/upload")
     settings = Settings(storage_url=f"s3://{store.bucket}/{store.prefix.rstrip('/')}")
     connection = fakeredis.FakeRedis()
 
     def pending() -> set[str]:
-        return {u["UploadId"] for u in client.list_multipart_uploads(
-            Bucket=store.bucket).get("Uploads", [])}
+        return {
+            u["UploadId"]
+            for u in client.list_multipart_uploads(Bucket=store.bucket).get("Uploads", [])
+        }
 
     assert {cut, elsewhere["UploadId"]} <= pending()
     originals.sweep(connection, settings)

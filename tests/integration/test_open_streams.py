@@ -5,6 +5,7 @@ real worker, reaches every open stream of its batch.
 
 The streams are plain sockets in one selector loop here, as many browser tabs would be.
 """
+
 from __future__ import annotations
 
 import selectors
@@ -19,7 +20,7 @@ from tests.integration.intake_api import get_json, txt, unique_word, upload
 
 pytestmark = pytest.mark.integration
 
-STREAMS = 300       # open event streams on one web instance (the bench opens 1,000)
+STREAMS = 300  # open event streams on one web instance (the bench opens 1,000)
 SLOW_CLIENTS = 200  # connections that sent half a request header and stopped
 ANSWER_BOUND = 3.0  # seconds: with 120 streams on 2 x 16 gthread threads a poll took > 3 s
 
@@ -66,8 +67,10 @@ class Sockets:
 
 
 def _stream_request(host: str, path: str) -> bytes:
-    return (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
-            "Connection: keep-alive\r\n\r\n").encode()
+    return (
+        f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
+        "Connection: keep-alive\r\n\r\n"
+    ).encode()
 
 
 def _timed(call) -> float:
@@ -90,21 +93,34 @@ def test_hundreds_of_open_streams_hold_no_thread_and_all_hear_one_change(web, wo
             request = _stream_request(sockets.address[0], f"{batch['url']}/events")
             streams = [sockets.open(request) for _ in range(STREAMS)]
             sockets.read(0.5)
-            poll(lambda: (sockets.read(0.2), sum(b"retry:" in sockets.received[s]
-                                                 for s in streams))[1],
-                 lambda started: started == STREAMS, timeout=60, interval=0.1,
-                 message=f"all {STREAMS} streams answered")
+            poll(
+                lambda: (sockets.read(0.2), sum(b"retry:" in sockets.received[s] for s in streams))[
+                    1
+                ],
+                lambda started: started == STREAMS,
+                timeout=60,
+                interval=0.1,
+                message=f"all {STREAMS} streams answered",
+            )
 
             seconds = _timed(lambda: get_json(client, f"/api/tasks/{task_id}"))
-            assert seconds < ANSWER_BOUND, f"a poll took {seconds:.2f} s with {STREAMS} streams open"
+            assert seconds < ANSWER_BOUND, (
+                f"a poll took {seconds:.2f} s with {STREAMS} streams open"
+            )
             seconds = _timed(lambda: upload(client, [txt(f"other-{word}.txt", "Other words.")]))
             assert seconds < ANSWER_BOUND, f"an upload took {seconds:.2f} s with streams open"
 
-            workers.ensure(len(names))   # the worker announces each change of the task
-            poll(lambda: (sockets.read(0.2), sum(b'"status":"succeeded"' in sockets.received[s]
-                                                 for s in streams))[1],
-                 lambda done: done == STREAMS, timeout=90, interval=0.1,
-                 message="every stream sent the task's success")
+            workers.ensure(len(names))  # the worker announces each change of the task
+            poll(
+                lambda: (
+                    sockets.read(0.2),
+                    sum(b'"status":"succeeded"' in sockets.received[s] for s in streams),
+                )[1],
+                lambda done: done == STREAMS,
+                timeout=90,
+                interval=0.1,
+                message="every stream sent the task's success",
+            )
         finally:
             sockets.close()
 
@@ -120,6 +136,7 @@ def test_half_sent_requests_do_not_freeze_the_web(web, workers):
             for _ in range(3):
                 seconds = _timed(lambda: get_json(client, "/api/health"))
                 assert seconds < ANSWER_BOUND, (
-                    f"a request took {seconds:.2f} s with {SLOW_CLIENTS} half-sent ones open")
+                    f"a request took {seconds:.2f} s with {SLOW_CLIENTS} half-sent ones open"
+                )
     finally:
         sockets.close()

@@ -1,6 +1,7 @@
 """Operating Intake against the real system: metrics across processes, health while Redis is
 down, RQ's own CLI, and two separately started workers sharing one batch (docs/architecture.md §2,
 §5)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,8 +21,11 @@ from tests.samples import make_pdf_no_text
 def _metrics(api) -> dict[tuple[str, tuple], float]:
     response = api.get("/metrics")
     assert response.status_code == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(response.text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
 
 
 def test_metrics_count_what_happened_across_web_and_worker_processes(api):
@@ -38,6 +42,7 @@ def test_metrics_count_what_happened_across_web_and_worker_processes(api):
     def delta(name, **labels):
         key = (name, tuple(sorted(labels.items())))
         return after.get(key, 0) - before.get(key, 0)
+
     assert delta("intake_tasks_submitted_total", queue="intake") == 5
     assert delta("intake_tasks_finished_total", status="succeeded") == 4
     assert delta("intake_tasks_finished_total", status="failed") == 1
@@ -55,13 +60,23 @@ def test_health_is_503_while_redis_is_down_and_200_after(api, redis_server):
         assert "Redis" in down.json()["error"]["message"]
     finally:
         redis_server.start()
-    poll(lambda: api.get("/api/health").status_code, lambda status: status == 200, timeout=30,
-         message="health answers 200 again", ignore=(requests.RequestException,))
+    poll(
+        lambda: api.get("/api/health").status_code,
+        lambda status: status == 200,
+        timeout=30,
+        message="health answers 200 again",
+        ignore=(requests.RequestException,),
+    )
 
 
 def test_rq_info_lists_intakes_queues_and_workers(redis_server, workers):
-    output = subprocess.run([sys.executable, "-m", "rq.cli", "info", "--url", redis_server.url],
-                            capture_output=True, text=True, timeout=60, check=True).stdout
+    output = subprocess.run(
+        [sys.executable, "-m", "rq.cli", "info", "--url", redis_server.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     for name in QUEUE_NAMES:
         assert name in output
     for name in workers.names:
@@ -69,7 +84,8 @@ def test_rq_info_lists_intakes_queues_and_workers(redis_server, workers):
 
 
 def test_two_separately_started_workers_share_a_batch_and_process_each_document_once(
-        api, workers, make_workers, redis_server):
+    api, workers, make_workers, redis_server
+):
     for name in list(workers.names):  # only the two workers of this test may take the batch
         workers.stop(name)
     pair = make_workers(2)
@@ -81,8 +97,9 @@ def test_two_separately_started_workers_share_a_batch_and_process_each_document_
     assert {t["status"] for t in final.values()} == {"succeeded"}
     assert all(t["attempts"] == 1 for t in final.values()), "no document was processed twice"
     connection = redis_server.client()
-    by_worker = Counter(Job.fetch(task_id, connection=connection).worker_name
-                        for task_id in task_ids)
+    by_worker = Counter(
+        Job.fetch(task_id, connection=connection).worker_name for task_id in task_ids
+    )
     assert set(by_worker) == set(pair.names) and min(by_worker.values()) > 0, by_worker
 
 
@@ -97,8 +114,12 @@ def test_one_persons_document_overtakes_a_bulk_backlog(api, workers):
     bulk_ids = [t["id"] for t in bulk_batch["tasks"]]
     single = upload(api, [txt(f"urgent-{word}.txt", f"Urgent {word}.")])[0].json()["tasks"][0]
     workers.ensure(2)
-    poll(lambda: api.get(single["url"]).json()["status"], lambda s: s == "succeeded",
-         timeout=60, message="the single document succeeds")
+    poll(
+        lambda: api.get(single["url"]).json()["status"],
+        lambda s: s == "succeeded",
+        timeout=60,
+        message="the single document succeeds",
+    )
     done = api.get(bulk_batch["url"]).json()["counts"]["succeeded"]
     assert done < 150, f"{done} of 300 bulk documents were done before the single one"
     wait_terminal(api, bulk_ids, timeout=300)
@@ -115,5 +136,9 @@ def test_uploads_unconfirmed_without_a_replica_are_counted_and_health_says_so(ap
     assert after[key] - before.get(key, 0) == 1
     assert after[("intake_redis_replicas_online", ())] == 0
     health = api.get("/api/health").json()
-    assert health["replication"] == {"role": "master", "replicas_online": 0,
-                                     "uploads_confirmed": False, "role_refused": False}
+    assert health["replication"] == {
+        "role": "master",
+        "replicas_online": 0,
+        "uploads_confirmed": False,
+        "role_refused": False,
+    }

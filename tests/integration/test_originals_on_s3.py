@@ -3,10 +3,11 @@ file store is INTAKE_STORAGE_URL (`s3://bucket/prefix`) and the standard AWS var
 a real S3-compatible server (SeaweedFS, tests/integration/seaweedfs.py). An upload is stored in
 the bucket before its answer, read from there by a worker, downloaded as sent, and deleted from
 the bucket with its document; Redis receives none of its bytes."""
+
 from __future__ import annotations
 
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -30,11 +31,20 @@ def bucket(s3_server) -> str:
 
 
 @pytest.fixture(scope="module")
-def s3_stack(redis_server, _embedding_server, tmp_path_factory, s3_server,
-             bucket) -> Iterator[Stack]:
-    stack = start_stack(redis_server, tmp_path_factory, "s3", DATABASE, {
-        "INTAKE_STORAGE_URL": f"s3://{bucket}/intake/originals", **s3_server.env,
-    }, embedding=_embedding_server)
+def s3_stack(
+    redis_server, _embedding_server, tmp_path_factory, s3_server, bucket
+) -> Iterator[Stack]:
+    stack = start_stack(
+        redis_server,
+        tmp_path_factory,
+        "s3",
+        DATABASE,
+        {
+            "INTAKE_STORAGE_URL": f"s3://{bucket}/intake/originals",
+            **s3_server.env,
+        },
+        embedding=_embedding_server,
+    )
     try:
         yield stack
     finally:
@@ -46,12 +56,10 @@ def _keys(s3_server, bucket: str) -> list[str]:
     return [item["Key"] for item in listed.get("Contents", [])]
 
 
-def test_an_upload_lives_in_the_bucket_until_its_document_is_deleted(s3_stack, s3_server,
-                                                                     bucket):
+def test_an_upload_lives_in_the_bucket_until_its_document_is_deleted(s3_stack, s3_server, bucket):
     server = redis.Redis.from_url(s3_stack.redis_url)
     word = unique_word()
-    content = make_pdf_of_size(3 * MIB, f"The {word} inspection report of the turbine hall.",
-                               word)
+    content = make_pdf_of_size(3 * MIB, f"The {word} inspection report of the turbine hall.", word)
     with ApiClient(s3_stack.url) as client:
         before = server.info("stats")["total_net_input_bytes"]
         response = client.post("/api/documents", files=[("files", (f"{word}.pdf", content))])

@@ -7,11 +7,12 @@ clock (TIME), so fakeredis or mocks would test another implementation. Each test
 fields of its task that the scripts read (STATUS, JOB_ID) for a fresh task id, on a logical
 database no other test uses (a cancel counts finished tasks, which other tests read on DB 0).
 """
+
 from __future__ import annotations
 
 import secrets
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from redis import Redis
@@ -24,8 +25,7 @@ from jobs.tasks import lifecycle, states
 from jobs.tasks import record as task_record
 from jobs.worker import page_ranges
 from jobs.worker.attempts import Superseded
-from jobs.worker.page_ranges import (MAX_TRIES, Claimed, Failed, Finished, PageRanges, Waiting,
-                                     cut)
+from jobs.worker.page_ranges import MAX_TRIES, Claimed, Failed, Finished, PageRanges, Waiting, cut
 from jobs.worker.scan_reading import RANGE_PAGES, range_failure
 from tests.integration.helpers import poll
 
@@ -51,9 +51,14 @@ def connection(redis_server) -> Iterator[Redis]:
 def task_id(connection: Redis) -> Iterator[str]:
     """A fresh task, running its first run (whose job id is the task's id)."""
     task_id = f"ranges-{secrets.token_hex(8)}"
-    connection.hset(keys.task(task_id), mapping={
-        task_record.TENANT: TENANT, task_record.STATUS: states.RUNNING,
-        task_record.JOB_ID: task_id})
+    connection.hset(
+        keys.task(task_id),
+        mapping={
+            task_record.TENANT: TENANT,
+            task_record.STATUS: states.RUNNING,
+            task_record.JOB_ID: task_id,
+        },
+    )
     yield task_id
     pipe = connection.pipeline()
     page_ranges.delete(pipe, task_id)
@@ -61,8 +66,14 @@ def task_id(connection: Redis) -> Iterator[str]:
     pipe.execute()
 
 
-def reader(connection: Redis, task_id: str, name: str, *, run: str | None = None,
-           claim_seconds: float | None = None) -> PageRanges:
+def reader(
+    connection: Redis,
+    task_id: str,
+    name: str,
+    *,
+    run: str | None = None,
+    claim_seconds: float | None = None,
+) -> PageRanges:
     """Reader `name` of the task's run `run` (its first, by default)."""
     ranges = PageRanges(connection, task_id, run or task_id, name, ttl_seconds=TTL)
     if claim_seconds is not None:
@@ -83,16 +94,25 @@ def set_status(connection: Redis, task_id: str, status: str, **fields: str) -> N
 
 def claimed_by_another(ranges: PageRanges) -> Claimed:
     """Poll `ranges.claim()` until it gets a range (a lost reader's claim lapses first)."""
-    return poll(ranges.claim, lambda outcome: isinstance(outcome, Claimed),
-                timeout=LAPSE_BOUND, interval=0.05, message="a lapsed claim claimed again")
+    return poll(
+        ranges.claim,
+        lambda outcome: isinstance(outcome, Claimed),
+        timeout=LAPSE_BOUND,
+        interval=0.05,
+        message="a lapsed claim claimed again",
+    )
 
 
 def wait_until_lapsed(connection: Redis, task_id: str, index: int) -> None:
     """Until Redis's clock (the one the scripts judge claims by) is past range `index`'s claim."""
     raw = connection.hget(keys.page_ranges(task_id), f"claim:{index}").decode()
     expires = float(raw.rsplit("|", 1)[1])
-    poll(connection.time, lambda t: t[0] + t[1] / 1e6 > expires, timeout=LAPSE_BOUND,
-         message=f"the claim of range {index} lapsed")
+    poll(
+        connection.time,
+        lambda t: t[0] + t[1] / 1e6 > expires,
+        timeout=LAPSE_BOUND,
+        message=f"the claim of range {index} lapsed",
+    )
 
 
 def reply(index: int) -> bytes:
@@ -100,14 +120,17 @@ def reply(index: int) -> bytes:
 
 
 def listed_readers(connection: Redis, task_id: str) -> dict[str, int]:
-    return {k.decode(): int(v)
-            for k, v in connection.hgetall(keys.page_range_readers(task_id)).items()}
+    return {
+        k.decode(): int(v) for k, v in connection.hgetall(keys.page_range_readers(task_id)).items()
+    }
 
 
 # 1. Claims, waits and the end of the reading.
 
+
 def test_each_range_is_handed_out_once_in_order_and_the_reading_ends_when_all_are_saved(
-        connection, task_id):
+    connection, task_id
+):
     """Every free worker reads a part of the scan: no range may be read twice, none skipped,
     and the task's job must know when to wait and when to put the pages together."""
     own = planned(connection, task_id)
@@ -145,8 +168,10 @@ def test_a_reader_told_to_wait_wakes_when_a_range_is_saved(connection, task_id):
 
 # 2. A lost reader's range is read again.
 
+
 def test_a_range_whose_reader_was_lost_is_claimed_by_another_once_its_claim_lapses(
-        connection, task_id):
+    connection, task_id
+):
     """A worker may be killed mid-range: its range must be read by someone else after the
     claim lapses (and not before, or two workers would read it at once)."""
     planned(connection, task_id, [[1, 2, 3, 4]])
@@ -163,8 +188,7 @@ def test_a_range_whose_reader_was_lost_is_claimed_by_another_once_its_claim_laps
     assert taker.page_started(0, 1) == 1
 
 
-def test_a_slow_reader_whose_claim_lapsed_keeps_its_range_if_nobody_took_it(
-        connection, task_id):
+def test_a_slow_reader_whose_claim_lapsed_keeps_its_range_if_nobody_took_it(connection, task_id):
     """On a loaded machine a heartbeat may come late: the range stays its reader's as long as
     nobody else claimed it, and its renewal holds off the others again."""
     planned(connection, task_id, [[1, 2, 3, 4]])
@@ -189,8 +213,8 @@ def test_a_range_let_go_without_a_failure_is_claimed_again_at_once(connection, t
 
 # 3. A range that kills its readers fails the task.
 
-def test_a_range_that_loses_max_tries_readers_fails_the_task_with_its_pages(
-        connection, task_id):
+
+def test_a_range_that_loses_max_tries_readers_fails_the_task_with_its_pages(connection, task_id):
     """A page that kills every reader (out of memory, a crash) would otherwise be read for
     ever: after MAX_TRIES lost readers the range fails, and the person is told which pages."""
     planned(connection, task_id, [[5, 6, 7, 8]])
@@ -198,11 +222,16 @@ def test_a_range_that_loses_max_tries_readers_fails_the_task_with_its_pages(
     assert first.claim() == Claimed(0, 0)
     for n in range(2, MAX_TRIES + 1):
         assert claimed_by_another(
-            reader(connection, task_id, f"lost-{n}", claim_seconds=LAPSE)) == Claimed(0, 0)
+            reader(connection, task_id, f"lost-{n}", claim_seconds=LAPSE)
+        ) == Claimed(0, 0)
 
     last = reader(connection, task_id, "next")
-    outcome = poll(last.claim, lambda o: not isinstance(o, Waiting), timeout=LAPSE_BOUND,
-                   message="the last lost reader's claim lapsed")
+    outcome = poll(
+        last.claim,
+        lambda o: not isinstance(o, Waiting),
+        timeout=LAPSE_BOUND,
+        message="the last lost reader's claim lapsed",
+    )
     assert outcome == Failed(0, "reader_lost", None)
     assert reader(connection, task_id, task_id).claim() == outcome, "for every reader after"
 
@@ -214,8 +243,8 @@ def test_a_range_that_loses_max_tries_readers_fails_the_task_with_its_pages(
 
 # 4. A range that fails for good fails every reader's next claim.
 
-def test_a_range_released_with_a_failure_fails_the_next_claim_of_any_reader(
-        connection, task_id):
+
+def test_a_range_released_with_a_failure_fails_the_next_claim_of_any_reader(connection, task_id):
     """A page past OCR's deadline fails the task: the task's job learns it at its next claim,
     with the code and words the range's reader gave, even while other ranges are unclaimed."""
     own = planned(connection, task_id)
@@ -234,6 +263,7 @@ def test_a_range_released_with_a_failure_fails_the_next_claim_of_any_reader(
 
 # 5. Only the task's current run reads, and only while it runs.
 
+
 def test_a_cancel_stops_every_reader_at_its_next_claim_page_or_save(connection, task_id):
     """A cancel must stop the reading within a page, and nothing read after it may be kept."""
     own = planned(connection, task_id)
@@ -250,8 +280,7 @@ def test_a_cancel_stops_every_reader_at_its_next_claim_page_or_save(connection, 
 
 
 @pytest.mark.parametrize("new_status", [states.PENDING, states.RUNNING])
-def test_the_readers_of_a_run_replaced_by_a_retry_are_superseded(connection, task_id,
-                                                                  new_status):
+def test_the_readers_of_a_run_replaced_by_a_retry_are_superseded(connection, task_id, new_status):
     """A Retry starts a new run with a job of its own: the old run's readers must not read
     for it, pending or started, nor write what they read into it."""
     old = planned(connection, task_id)
@@ -278,8 +307,7 @@ def test_the_readers_of_a_deleted_task_are_superseded(connection, task_id):
     assert connection.hget(keys.page_ranges(task_id), "text:0") is None
 
 
-def test_a_first_run_without_a_recorded_job_id_is_read_by_its_own_readers_only(
-        connection, task_id):
+def test_a_first_run_without_a_recorded_job_id_is_read_by_its_own_readers_only(connection, task_id):
     """A task's first run has the task's id as its job id, recorded or not: its readers must
     read, and a reader naming any other run must not."""
     connection.hdel(keys.task(task_id), task_record.JOB_ID)
@@ -288,8 +316,7 @@ def test_a_first_run_without_a_recorded_job_id_is_read_by_its_own_readers_only(
         reader(connection, task_id, "stray", run="someone-else").claim()
 
 
-def test_a_retrying_task_keeps_what_its_readers_read_but_hands_out_no_range(
-        connection, task_id):
+def test_a_retrying_task_keeps_what_its_readers_read_but_hands_out_no_range(connection, task_id):
     """Between two attempts of the task's job, the range jobs still reading finish their
     ranges and the next attempt uses them; but no new range is read for an attempt not
     started yet."""
@@ -312,6 +339,7 @@ def test_a_retrying_task_keeps_what_its_readers_read_but_hands_out_no_range(
 
 # 6. Pages read, and a reader whose range was taken over.
 
+
 def test_pages_started_count_over_every_range(connection, task_id):
     """The task shows "OCR page 7 of 12" over all ranges: each renewal returns the pages read
     so far by every reader, saved ranges included."""
@@ -326,8 +354,7 @@ def test_pages_started_count_over_every_range(connection, task_id):
     assert own.claim() == Claimed(2, 7)
 
 
-def test_a_reader_whose_range_was_taken_over_is_superseded_at_its_next_page(
-        connection, task_id):
+def test_a_reader_whose_range_was_taken_over_is_superseded_at_its_next_page(connection, task_id):
     """Two readers must never both report the same range's pages: the one whose claim
     lapsed and was taken stops."""
     planned(connection, task_id, [[1, 2, 3, 4]])
@@ -344,8 +371,10 @@ def test_a_reader_whose_range_was_taken_over_is_superseded_at_its_next_page(
 
 # 7. A plan kept, or started over.
 
+
 def test_planning_the_same_ranges_again_keeps_what_was_read_and_other_ranges_start_over(
-        connection, task_id):
+    connection, task_id
+):
     """A retry of the task reads only the ranges not read yet; but a reading cut otherwise
     (another RANGE_PAGES, another file) must not mix its ranges with the old ones."""
     own = planned(connection, task_id)
@@ -366,6 +395,7 @@ def test_planning_the_same_ranges_again_keeps_what_was_read_and_other_ranges_sta
 
 # 8. What a save says is left.
 
+
 def test_a_save_tells_how_many_ranges_are_left_unclaimed(connection, task_id):
     """A range job enqueues its successor only while ranges are left to claim: none more
     than needed (a range held is not left), and none missing (a lapsed claim is)."""
@@ -385,6 +415,7 @@ def test_a_save_tells_how_many_ranges_are_left_unclaimed(connection, task_id):
 
 
 # 9. A cancel stops the range jobs too.
+
 
 def _job(connection: Redis, job_id: str) -> None:
     """An RQ job record as a started job leaves it (its worker named): what RQ's stop command
@@ -421,8 +452,9 @@ def test_a_cancel_stops_every_reader_of_the_scan(connection, task_id, cleanup_jo
     assert connection.hget(keys.task(task_id), task_record.STATUS) == states.CANCELED.encode()
 
 
-def test_stopping_the_readers_leaves_the_tasks_own_job_to_its_own_stop(connection, task_id,
-                                                                        cleanup_jobs):
+def test_stopping_the_readers_leaves_the_tasks_own_job_to_its_own_stop(
+    connection, task_id, cleanup_jobs
+):
     """The task's own job reads ranges too, but it is stopped (once) by the cancel itself."""
     cleanup_jobs += [task_id, "range-job"]
     for job_id in cleanup_jobs:
@@ -437,7 +469,8 @@ def test_stopping_the_readers_leaves_the_tasks_own_job_to_its_own_stop(connectio
 
 
 def test_a_cancel_stops_the_readers_even_when_a_lost_readers_job_is_gone(
-        connection, task_id, cleanup_jobs, monkeypatch):
+    connection, task_id, cleanup_jobs, monkeypatch
+):
     """A reader lost with its worker stays listed until the task ends, while RQ forgets its
     job (failure_ttl): the cancel must still succeed and stop every reader still there."""
     cleanup_jobs += [task_id, "live-reader"]
@@ -464,7 +497,8 @@ def test_a_cancel_stops_the_readers_even_when_a_lost_readers_job_is_gone(
 
 
 def test_a_new_run_keeps_the_pages_read_but_not_the_last_runs_claims_tries_or_failures(
-        connection, task_id):
+    connection, task_id
+):
     """A Retry by hand after a cancel or a failure is a new run: it must not re-read the ranges
     read already, nor inherit the old run's claims (its readers were stopped), the readers it
     lost, or a range failure that failed the old run (or three cancels would fail the scan)."""
@@ -483,8 +517,7 @@ def test_a_new_run_keeps_the_pages_read_but_not_the_last_runs_claims_tries_or_fa
     assert stored[b"tries:1"] == b"1" and b"failed:1" not in stored
 
 
-def test_a_reader_whose_claim_was_taken_over_is_no_longer_listed_for_a_cancel(
-        connection, task_id):
+def test_a_reader_whose_claim_was_taken_over_is_no_longer_listed_for_a_cancel(connection, task_id):
     """A cancel stops the readers listed: a lost one, whose job RQ may have forgotten, must not
     stay listed once another reader took its range."""
     own = planned(connection, task_id)

@@ -7,12 +7,14 @@ What keeps a re-index from multiplying work, through the API on a stack of its o
 database 8, so that "all" is this module's documents only; the Procfile's web and a real
 `rq worker`): a document has one re-index waiting at most, and "all" leaves out a document
 whose last run failed unless forced or named."""
+
 from __future__ import annotations
 
 import subprocess
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -29,8 +31,15 @@ DATABASE = 8  # nothing else uses this one
 
 @pytest.fixture(scope="module")
 def stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    with running_stack(redis_server, tmp_path_factory, "reindex", DATABASE, {},
-                       embedding=_embedding_server, workers=1) as started:
+    with running_stack(
+        redis_server,
+        tmp_path_factory,
+        "reindex",
+        DATABASE,
+        {},
+        embedding=_embedding_server,
+        workers=1,
+    ) as started:
         yield started
 
 
@@ -46,7 +55,12 @@ def test_a_reindex_keeps_every_document_found_once_from_start_to_end(api, intake
 
     command = subprocess.Popen(
         [str(VENV_BIN / "flask"), "--app", "webapp", "reindex", "--force", *names],
-        cwd=REPO_ROOT, env=intake_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO_ROOT,
+        env=intake_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen: list[dict[str, set[str]]] = []
     while command.poll() is None:  # search all along: each document, one version, always
         found: dict[str, set[str]] = {}
@@ -62,8 +76,10 @@ def test_a_reindex_keeps_every_document_found_once_from_start_to_end(api, intake
         assert set(found) == set(names), f"a document was missing: {sorted(found)}"
         assert all(len(versions) == 1 for versions in found.values()), found
 
-    after = {hit["document_id"]: hit["task_id"]
-             for hit in get_json(api, f"/api/search?q={word}&k=100")["results"]}
+    after = {
+        hit["document_id"]: hit["task_id"]
+        for hit in get_json(api, f"/api/search?q={word}&k=100")["results"]
+    }
     assert set(after) == set(names)
     assert not set(after.values()) & set(first.values()), "every document's new version"
     for name in names:
@@ -71,7 +87,6 @@ def test_a_reindex_keeps_every_document_found_once_from_start_to_end(api, intake
         assert document["task_id"] == after[name] and len(document["tasks"]) == 2, document
         original = api.get(document["original_url"])
         assert original.status_code == 200 and original.text == body + name
-
 
 
 def _reindex(client: ApiClient, **body: Any) -> dict[str, Any]:
@@ -124,14 +139,17 @@ def test_reindex_all_runs_a_failed_document_again_only_when_forced_or_named(stac
     word = unique_word()
     fine, scan = f"fine-{word}.txt", f"scan-{word}.pdf"
     with ApiClient(stack.url) as client:
-        first = _ingested(client, [txt(fine, f"The {word} pump log."),
-                                   (scan, make_pdf_no_text(), "application/pdf")])
+        first = _ingested(
+            client,
+            [txt(fine, f"The {word} pump log."), (scan, make_pdf_no_text(), "application/pdf")],
+        )
         assert first[scan]["status"] == "failed", first[scan]
 
         again = _reindex(client, all=True)
         assert scan not in {task["document_id"] for task in again["tasks"]}, again
         assert {(r["document_id"], r["code"]) for r in again["rejected"]} == {
-            (scan, "last_run_failed")}, again
+            (scan, "last_run_failed")
+        }, again
         assert get_json(client, f"/api/documents/{scan}")["task_id"] == first[scan]["id"]
 
         named = _reindex(client, document_ids=[scan])["tasks"][0]

@@ -8,11 +8,12 @@ Retry-After within about INTAKE_REPLICA_WAIT_MS; once it runs again, the same fi
 answer the same task (`duplicate: true`), which succeeds, one task and one job. Without a
 replica (the session's plain redis-server) an upload never waits.
 """
+
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 import redis
@@ -38,7 +39,7 @@ class Pair:
         self.replica = RedisServer(group, data_dir / "replica", name="replica")
         self.replica.process.argv += ["--replicaof", "127.0.0.1", str(self.primary.port)]
 
-    def start(self) -> "Pair":
+    def start(self) -> Pair:
         self.primary.start()
         self.replica.start()
         self.wait_in_sync()
@@ -54,8 +55,14 @@ class Pair:
             pipe.set("itest:replica-probe", "1")
             pipe.execute_command("WAIT", 1, 200)
             return pipe.execute()[-1]
-        poll(confirmed, lambda acks: acks >= 1, timeout=timeout,
-             message="the replica confirming a write", ignore=(redis.ConnectionError,))
+
+        poll(
+            confirmed,
+            lambda acks: acks >= 1,
+            timeout=timeout,
+            message="the replica confirming a write",
+            ignore=(redis.ConnectionError,),
+        )
 
     def pause(self) -> None:
         self.replica.process.send_signal(signal.SIGSTOP)
@@ -84,9 +91,15 @@ def pair(tmp_path_factory) -> Iterator[Pair]:
 
 @pytest.fixture(scope="module")
 def stack(pair: Pair, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    started = start_stack(pair.primary, tmp_path_factory, "replica-acks", 0,
-                          {"INTAKE_REPLICA_WAIT_MS": str(WAIT_MS)},
-                          embedding=_embedding_server, workers=1)
+    started = start_stack(
+        pair.primary,
+        tmp_path_factory,
+        "replica-acks",
+        0,
+        {"INTAKE_REPLICA_WAIT_MS": str(WAIT_MS)},
+        embedding=_embedding_server,
+        workers=1,
+    )
     try:
         yield started
     finally:
@@ -94,9 +107,12 @@ def stack(pair: Pair, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
 
 
 def _wait_succeeded(client: ApiClient, task_id: str) -> None:
-    poll(lambda: get_json(client, f"/api/tasks/{task_id}")["status"],
-         lambda status: status == "succeeded", timeout=TASK_TIMEOUT,
-         message=f"task {task_id} succeeded")
+    poll(
+        lambda: get_json(client, f"/api/tasks/{task_id}")["status"],
+        lambda status: status == "succeeded",
+        timeout=TASK_TIMEOUT,
+        message=f"task {task_id} succeeded",
+    )
 
 
 def test_an_accepted_upload_is_on_the_replica_when_the_202_arrives(pair, stack):
@@ -121,7 +137,9 @@ def test_a_paused_replica_makes_a_503_whose_resend_is_the_same_task(pair, stack)
         finally:
             pair.resume()
         assert refused.status_code == 503, refused.text[:500]
-        assert refused.headers["Retry-After"] and refused.json()["error"]["code"] == "not_replicated"
+        assert (
+            refused.headers["Retry-After"] and refused.json()["error"]["code"] == "not_replicated"
+        )
         assert "500 ms" in refused.json()["error"]["message"]
         assert WAIT_MS / 1000 * 0.9 <= seconds < WAIT_MS / 1000 + MARGIN_S, seconds
         stored = primary.get(keys.document_latest("default", name))

@@ -8,9 +8,10 @@ cancel and retry scripts must answer the second time what they did the first tim
 
 Its own stack (database 5): the web behind the proxy, one worker straight on Redis.
 """
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,11 +30,20 @@ RETRY_SCRIPT = lifecycle._RETRY.sha.encode()
 
 
 @pytest.fixture(scope="module")
-def proxied(redis_server, _embedding_server, tmp_path_factory) -> Iterator[tuple[Stack, ResettingProxy]]:
+def proxied(
+    redis_server, _embedding_server, tmp_path_factory
+) -> Iterator[tuple[Stack, ResettingProxy]]:
     proxy = ResettingProxy(redis_server.port)
-    stack = start_stack(redis_server, tmp_path_factory, "resend", DATABASE, {},
-                        embedding=_embedding_server, workers=1,
-                        web_redis_url=proxy.url(DATABASE))
+    stack = start_stack(
+        redis_server,
+        tmp_path_factory,
+        "resend",
+        DATABASE,
+        {},
+        embedding=_embedding_server,
+        workers=1,
+        web_redis_url=proxy.url(DATABASE),
+    )
     try:
         with ApiClient(stack.url) as client:  # the submit script is loaded: later ones are EVALSHA
             response, _ = upload(client, [txt(f"warm-{unique_word()}.txt", "Warm words.")])
@@ -106,7 +116,11 @@ def test_a_resent_cancel_and_a_resent_retry_each_happen_once(proxied):
         with ApiClient(stack.url) as client:
             final = wait_terminal(client, [task_id])[0][task_id]
             assert final["status"] == "succeeded" and final["attempts"] == 1, final
-            poll(lambda: get_json(client, "/api/failed")["tasks"], lambda t: t == [],
-                 timeout=5, message="no dead letter")
+            poll(
+                lambda: get_json(client, "/api/failed")["tasks"],
+                lambda t: t == [],
+                timeout=5,
+                message="no dead letter",
+            )
     finally:
         stack.workers.ensure(1)

@@ -3,6 +3,7 @@
 
 On the fault stack, with its bounds and margins: tests/integration/faults.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,13 @@ import pytest
 from tests.integration.faults import TASK_TIMEOUT, document, seconds_between, submit_one
 from tests.integration.fixtures import Stack
 from tests.integration.helpers import ApiClient
-from tests.integration.intake_api import (iso, readable_problems, task_shape_problems, unique_word,
-                                          wait_terminal)
+from tests.integration.intake_api import (
+    iso,
+    readable_problems,
+    task_shape_problems,
+    unique_word,
+    wait_terminal,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +44,9 @@ def recovered_after_two_503s(fault_stack: Stack) -> Recovered:
     with ApiClient(fault_stack.url) as client:
         task_id = submit_one(client, f"flaky-{word}.txt", document(word))
         final, history = wait_terminal(client, [task_id], timeout=TASK_TIMEOUT)
-    return Recovered(task_id, word, final[task_id], history[task_id],
-                     fault_stack.embedding.received(word))
+    return Recovered(
+        task_id, word, final[task_id], history[task_id], fault_stack.embedding.received(word)
+    )
 
 
 def test_two_503s_are_retried_with_growing_backoff_and_the_task_succeeds(recovered_after_two_503s):
@@ -53,8 +60,9 @@ def test_two_503s_are_retried_with_growing_backoff_and_the_task_succeeds(recover
 
     # The polls in between saw `retrying`, with the last error and when the next attempt starts.
     retrying = [snap for snap in run.history if snap["status"] == "retrying"]
-    assert {snap["attempts"] for snap in retrying} == {1, 2}, \
-        [(s["status"], s["attempts"]) for s in run.history]
+    assert {snap["attempts"] for snap in retrying} == {1, 2}, [
+        (s["status"], s["attempts"]) for s in run.history
+    ]
     for snap in retrying:
         error = snap["error"]
         assert isinstance(error, dict), snap
@@ -69,15 +77,17 @@ def test_two_503s_are_retried_with_growing_backoff_and_the_task_succeeds(recover
     delays = {}
     for snap in retrying:
         delays[snap["attempts"]] = seconds_between(snap["updated_at"], snap["next_attempt_at"])
-    assert 1.5 <= delays[1] <= 2.5, delays      # 2 s ± 20 % → 2 s
-    assert 2.5 <= delays[2] <= 5.5, delays      # 4 s ± 20 % → 3, 4 or 5 s
+    assert 1.5 <= delays[1] <= 2.5, delays  # 2 s ± 20 % → 2 s
+    assert 2.5 <= delays[2] <= 5.5, delays  # 4 s ± 20 % → 3, 4 or 5 s
     assert delays[2] > delays[1], delays
 
     # The gaps the embedder saw between attempts: at least each delay less RQ's 1 s granularity.
     first, second, third = (r.at for r in run.requests)
     gaps = (second - first, third - second)
-    print(f"backoff: scheduled {delays[1]:.2f} s, {delays[2]:.2f} s; "
-          f"measured {gaps[0]:.2f} s, {gaps[1]:.2f} s")
+    print(
+        f"backoff: scheduled {delays[1]:.2f} s, {delays[2]:.2f} s; "
+        f"measured {gaps[0]:.2f} s, {gaps[1]:.2f} s"
+    )
     assert gaps[0] >= round(delays[1]) - 1.0, (gaps, delays)
     assert gaps[1] >= round(delays[2]) - 1.0, (gaps, delays)
     assert gaps[0] < 10 and gaps[1] < 12, (gaps, delays)  # not stuck either
@@ -92,10 +102,12 @@ def test_a_retry_after_an_embedding_failure_does_not_parse_or_chunk_again(recove
     assert steps["indexing"]["attempt"] == 3, steps
     # Parsing and chunking kept the first attempt's timing: they ended before the embedder was
     # first asked, long before the third attempt started.
-    assert iso(steps["chunking"]["ended_at"], "chunking.ended_at") \
-        <= iso(steps["embedding"]["started_at"], "embedding.started_at")
-    assert seconds_between(steps["chunking"]["ended_at"], steps["embedding"]["started_at"]) >= 2.0, \
-        steps
+    assert iso(steps["chunking"]["ended_at"], "chunking.ended_at") <= iso(
+        steps["embedding"]["started_at"], "embedding.started_at"
+    )
+    assert (
+        seconds_between(steps["chunking"]["ended_at"], steps["embedding"]["started_at"]) >= 2.0
+    ), steps
 
 
 def test_an_embedder_that_hangs_past_the_timeout_is_retried(fault):

@@ -11,17 +11,27 @@ Two worker kinds, both real `rq worker` processes on the real redis-server:
 Every embedding request takes 3 s (`slow:3`), so a task is reliably `running` when it is
 canceled, retried or deleted; each test counts only the requests that carry its own word.
 """
+
 from __future__ import annotations
 
 import os
 import signal
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from rq.job import Job
 
-from tests.integration.faults import (chunk_count, document, failed_ids, in_failed_registry,
-                                      running_worker, submit_one, task, wait_running_in_embedding)
+from tests.integration.faults import (
+    chunk_count,
+    document,
+    failed_ids,
+    in_failed_registry,
+    running_worker,
+    submit_one,
+    task,
+    wait_running_in_embedding,
+)
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import TERMINAL, get_json, unique_word
@@ -34,12 +44,23 @@ RUN_TIMEOUT = 90.0  # a 3-batch document at 3 s a batch, twice, on a loaded mach
 
 @pytest.fixture(scope="module")
 def simple_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    stack = start_stack(redis_server, tmp_path_factory, "simple", 4, {
-        "INTAKE_EMBEDDING_URL": _embedding_server.url, "INTAKE_EMBEDDING_TIMEOUT": "5",
-        # Every embedding takes 3 s here, a search's query too: past the 2 s default.
-        "INTAKE_SEARCH_EMBEDDING_TIMEOUT": "5",
-        "INTAKE_MAX_ATTEMPTS": "2", "INTAKE_RETRY_BASE_SECONDS": "1",
-    }, embedding=_embedding_server, workers=1, worker_class="rq.SimpleWorker")
+    stack = start_stack(
+        redis_server,
+        tmp_path_factory,
+        "simple",
+        4,
+        {
+            "INTAKE_EMBEDDING_URL": _embedding_server.url,
+            "INTAKE_EMBEDDING_TIMEOUT": "5",
+            # Every embedding takes 3 s here, a search's query too: past the 2 s default.
+            "INTAKE_SEARCH_EMBEDDING_TIMEOUT": "5",
+            "INTAKE_MAX_ATTEMPTS": "2",
+            "INTAKE_RETRY_BASE_SECONDS": "1",
+        },
+        embedding=_embedding_server,
+        workers=1,
+        worker_class="rq.SimpleWorker",
+    )
     try:
         yield stack
     finally:
@@ -59,8 +80,14 @@ def follow(client: ApiClient, task_id: str, timeout: float = RUN_TIMEOUT) -> lis
     def fetch() -> str:
         seen.append(task(client, task_id))
         return seen[-1]["status"]
-    poll(fetch, lambda status: status in TERMINAL, timeout=timeout, interval=0.1,
-         message="the new run terminal")
+
+    poll(
+        fetch,
+        lambda status: status in TERMINAL,
+        timeout=timeout,
+        interval=0.1,
+        message="the new run terminal",
+    )
     return seen
 
 
@@ -98,7 +125,10 @@ def test_a_canceled_attempt_on_a_worker_that_ignores_stop_never_writes_into_the_
         # then the new run resumed from the old one's checkpointed batches.
         batches = -(-states[-1]["result"]["chunks"] // 64)
         assert len(simple.embedding.received(word)) <= batches + 1, (
-            asked_by_old, len(simple.embedding.received(word)), batches)
+            asked_by_old,
+            len(simple.embedding.received(word)),
+            batches,
+        )
         found = get_json(client, f"/api/search?q={word}&k=50")["results"]
         numbers = [r["chunk"] for r in found if r["task_id"] == task_id]
         assert numbers and len(numbers) == len(set(numbers)), numbers  # indexed once
@@ -120,8 +150,14 @@ def test_a_document_deleted_while_running_never_comes_back(simple):
             except Exception:  # noqa: BLE001 - gone altogether is over too
                 return True
             return job.get_status() not in ("started", "queued")
-        poll(old_attempt_over, bool, timeout=RUN_TIMEOUT, interval=0.2,
-             message="the deleted document's attempt ended")
+
+        poll(
+            old_attempt_over,
+            bool,
+            timeout=RUN_TIMEOUT,
+            interval=0.2,
+            message="the deleted document's attempt ended",
+        )
         assert client.get(f"/api/tasks/{task_id}").status_code == 404
         found = get_json(client, f"/api/search?q={word}&k=50")["results"]
         assert [r for r in found if r["document_id"] == name or r["task_id"] == task_id] == []
@@ -148,7 +184,12 @@ def test_cancel_then_a_retry_on_forking_workers_is_one_clean_run(fault):
         states = follow(client, task_id, timeout=180)
         assert_one_clean_run(states)
         # The old run's stopped job leaves RQ's failed registry; no dead letter anywhere.
-        poll(lambda: in_failed_registry(fault, task_id), lambda listed: not listed, timeout=20,
-             interval=0.2, message="the canceled run's job left RQ's failed registry")
+        poll(
+            lambda: in_failed_registry(fault, task_id),
+            lambda listed: not listed,
+            timeout=20,
+            interval=0.2,
+            message="the canceled run's job left RQ's failed registry",
+        )
         assert task_id not in failed_ids(client)
         assert task(client, task_id)["status"] == "succeeded"

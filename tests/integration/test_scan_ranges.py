@@ -5,6 +5,7 @@ redis-server.
 Each page of the generated scans carries one word no other page has, so a search for it says
 whether that page was read, and read once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,17 +29,20 @@ from tests.samples import make_scan_pdf
 
 pytestmark = pytest.mark.integration
 
-SCAN_BOUND = 300.0   # seconds for a 30-page scan on a loaded 2-core machine, with margin
-CANCEL_BOUND = 2.0   # the promise (docs/architecture.md §8) …
+SCAN_BOUND = 300.0  # seconds for a 30-page scan on a loaded 2-core machine, with margin
+CANCEL_BOUND = 2.0  # the promise (docs/architecture.md §8) …
 CANCEL_MARGIN = 1.5  # … and what a loaded machine adds to a worker's answer to RQ's stop command
-WORDS = ("harbour lantern granite meadow orchard quarry saddle timber violet walnut anchor "
-         "beacon canyon dolphin ember falcon glacier hazel island jasmine kettle lagoon marble "
-         "nectar oyster pepper quartz raven salmon tundra").split()
+WORDS = (
+    "harbour lantern granite meadow orchard quarry saddle timber violet walnut anchor "
+    "beacon canyon dolphin ember falcon glacier hazel island jasmine kettle lagoon marble "
+    "nectar oyster pepper quartz raven salmon tundra"
+).split()
 
 
 def _scan(pages: int) -> bytes:
-    return make_scan_pdf([[f"Survey page {n}", f"The {WORDS[n - 1]} was recorded here"]
-                          for n in range(1, pages + 1)])
+    return make_scan_pdf(
+        [[f"Survey page {n}", f"The {WORDS[n - 1]} was recorded here"] for n in range(1, pages + 1)]
+    )
 
 
 def _task(client: ApiClient, task_id: str) -> dict:
@@ -59,8 +63,9 @@ def _hits(client: ApiClient, word: str, task_id: str) -> list[dict]:
 def _range_jobs(connection, task_id: str) -> list[Job]:
     """The range jobs of the task that RQ still knows, in any registry or queue."""
     ids = set()
-    for queue_name in [q.decode().removeprefix("rq:queue:")
-                       for q in connection.smembers("rq:queues")]:
+    for queue_name in [
+        q.decode().removeprefix("rq:queue:") for q in connection.smembers("rq:queues")
+    ]:
         ids.update(FinishedJobRegistry(queue_name, connection=connection).get_job_ids())
         ids.update(StartedJobRegistry(queue_name, connection=connection).get_job_ids())
     jobs = [job for job in Job.fetch_many(sorted(ids), connection=connection) if job]
@@ -92,11 +97,19 @@ def _kill_with_descendants(pid: int) -> None:
 
 
 def _reading_pages(client: ApiClient, task_id: str, at_least: int) -> dict:
-    return poll(lambda: _task(client, task_id),
-                lambda t: (t["step_detail"].startswith("OCR page")
-                           and int(t["step_detail"].split()[2]) >= at_least)
-                or t["status"] not in ("pending", "running"),
-                timeout=SCAN_BOUND, interval=0.1, message=f"OCR past page {at_least}")
+    return poll(
+        lambda: _task(client, task_id),
+        lambda t: (
+            (
+                t["step_detail"].startswith("OCR page")
+                and int(t["step_detail"].split()[2]) >= at_least
+            )
+            or t["status"] not in ("pending", "running")
+        ),
+        timeout=SCAN_BOUND,
+        interval=0.1,
+        message=f"OCR past page {at_least}",
+    )
 
 
 def test_a_long_scan_is_read_by_both_workers_and_indexed_once(api, redis_server):
@@ -111,8 +124,11 @@ def test_a_long_scan_is_read_by_both_workers_and_indexed_once(api, redis_server)
     _assert_every_page_read_once(api, task_id, 16)
 
     task_worker = Job.fetch(task_id, connection=connection).worker_name
-    readers = {job.worker_name for job in _range_jobs(connection, task_id)
-               if (job.return_value() or {}).get("read") is not None}
+    readers = {
+        job.worker_name
+        for job in _range_jobs(connection, task_id)
+        if (job.return_value() or {}).get("read") is not None
+    }
     assert readers - {task_worker}, ("no range was read by the other worker", readers)
     assert not connection.exists(keys.page_ranges(task_id))  # nothing left behind
 
@@ -138,8 +154,9 @@ def test_a_worker_killed_mid_range_loses_only_that_range(api, workers, redis_ser
                 return job.worker_name
         return None
 
-    victim = poll(other_reader, timeout=SCAN_BOUND, interval=0.1,
-                  message="a range read by the other worker")
+    victim = poll(
+        other_reader, timeout=SCAN_BOUND, interval=0.1, message="a range read by the other worker"
+    )
     _kill_with_descendants(workers.processes[victim].pid)  # a lost machine: worker, horse, reader
     killed = time.monotonic()
     final = wait_terminal(api, [task_id], timeout=SCAN_BOUND)[0][task_id]
@@ -154,20 +171,31 @@ def test_a_cancel_stops_every_range(api, workers, redis_server):
     connection = redis_server.client()
     task_id = _submit_scan(api, "canceled-survey.pdf", 30)
     _reading_pages(api, task_id, 3)
-    poll(lambda: len(connection.hkeys(keys.page_range_readers(task_id))), lambda n: n >= 2,
-         timeout=SCAN_BOUND, interval=0.1, message="two ranges read at once")
+    poll(
+        lambda: len(connection.hkeys(keys.page_range_readers(task_id))),
+        lambda n: n >= 2,
+        timeout=SCAN_BOUND,
+        interval=0.1,
+        message="two ranges read at once",
+    )
     asked = time.monotonic()
     response = api.post(f"/api/tasks/{task_id}/cancel")
     assert response.status_code == 202, response.text
 
     def busy() -> list[str]:
-        return [(w.name, w.get_current_job_id(),
-                 getattr(w.get_current_job(), "func_name", None))
-                for w in Worker.all(connection=connection)
-                if w.name in workers.names and w.get_state() == "busy"]  # not a killed one
+        return [
+            (w.name, w.get_current_job_id(), getattr(w.get_current_job(), "func_name", None))
+            for w in Worker.all(connection=connection)
+            if w.name in workers.names and w.get_state() == "busy"
+        ]  # not a killed one
 
-    poll(busy, lambda names: not names, timeout=CANCEL_BOUND + CANCEL_MARGIN, interval=0.05,
-         message="every worker free after the cancel")
+    poll(
+        busy,
+        lambda names: not names,
+        timeout=CANCEL_BOUND + CANCEL_MARGIN,
+        interval=0.05,
+        message="every worker free after the cancel",
+    )
     took = time.monotonic() - asked
     print(f"every range stopped {took:.2f} s after the cancel")
     assert _task(api, task_id)["status"] == "canceled"
@@ -181,8 +209,7 @@ def test_a_cancel_stops_every_range(api, workers, redis_server):
 def test_small_files_behind_a_big_scan_finish_first(api):
     scan_id = _submit_scan(api, "big-survey.pdf", 30)
     _reading_pages(api, scan_id, 2)
-    response, _ = upload(api, [txt(f"note-{n}.txt", f"A short note number {n}.")
-                               for n in range(6)])
+    response, _ = upload(api, [txt(f"note-{n}.txt", f"A short note number {n}.") for n in range(6)])
     assert response.status_code == 202, response.text
     notes = [t["id"] for t in response.json()["tasks"]]
     done = wait_terminal(api, notes, timeout=SCAN_BOUND)[0]

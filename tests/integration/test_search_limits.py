@@ -6,6 +6,7 @@ uses (jobs.core.throttle.SearchSlots, on the same Redis), as searches running in
 processes would; the web's own searches must then be refused by every process, and a slot
 given back must let exactly one more through.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -16,12 +17,13 @@ from tests.integration.helpers import ApiClient
 
 pytestmark = pytest.mark.integration
 
-TENANT = "default"   # the session's web runs without INTAKE_API_KEYS
-LIMIT = 4            # INTAKE_TENANT_SEARCHES' default
+TENANT = "default"  # the session's web runs without INTAKE_API_KEYS
+LIMIT = 4  # INTAKE_TENANT_SEARCHES' default
 
 
 def test_a_fifth_search_is_refused_by_every_web_process_until_a_slot_is_given_back(
-        web, redis_server):
+    web, redis_server
+):
     connection = redis_server.client()
     slots = SearchSlots(connection, LIMIT)
     held = [slots.take(TENANT) for _ in range(LIMIT)]
@@ -38,11 +40,12 @@ def test_a_fifth_search_is_refused_by_every_web_process_until_a_slot_is_given_ba
             assert "4 searches running" in page.text and 'name="q"' in page.text
 
             slots.give_back(TENANT, held.pop())
-            for _ in range(3):   # one slot free: each search takes it and gives it back
+            for _ in range(3):  # one slot free: each search takes it and gives it back
                 answer = client.get("/api/search", params={"q": "anything"})
                 assert answer.status_code == 200, answer.text
-            assert connection.zcard(keys.search_slots(TENANT)) == LIMIT - 1, \
+            assert connection.zcard(keys.search_slots(TENANT)) == LIMIT - 1, (
                 "the web's searches gave their slots back"
+            )
     finally:
         for token in held:
             slots.give_back(TENANT, token)

@@ -8,6 +8,7 @@ breaker 3 s. By default a search there fuses the lexical and the dense rankings 
 words (every document's words are indexed in Redis too), says so, and, once one query failed,
 does not call the embedder at all (the breaker, held in Redis, so every web process knows) until
 the breaker's seconds pass; then search by meaning comes back."""
+
 from __future__ import annotations
 
 import time
@@ -19,11 +20,11 @@ from tests.integration.intake_api import get_json, txt, unique_word, upload, wai
 
 pytestmark = pytest.mark.integration
 
-SEARCH_TIMEOUT = 1.0   # INTAKE_SEARCH_EMBEDDING_TIMEOUT of the fault stack
-MARGIN = 2.0           # a loaded 2-core machine
+SEARCH_TIMEOUT = 1.0  # INTAKE_SEARCH_EMBEDDING_TIMEOUT of the fault stack
+MARGIN = 2.0  # a loaded 2-core machine
 
 
-RRF_K = 60            # reciprocal rank fusion's constant (docs/architecture.md §12)
+RRF_K = 60  # reciprocal rank fusion's constant (docs/architecture.md §12)
 
 
 def _search(client: ApiClient, query: str, **params: str | int):
@@ -71,9 +72,13 @@ def test_a_default_search_fuses_words_and_meaning_and_mode_picks_one(fault):
     with ApiClient(fault.url) as client:
         task_id = _indexed(client, f"hybrid-{word}.txt", text)
         # A breaker another test left open closes within its 3 s: poll, then ask.
-        answer = poll(lambda: _search(client, text)[0].json(),
-                      lambda found: found["mode"] == "hybrid", timeout=10, interval=0.5,
-                      message="a default search on the fault stack is hybrid")
+        answer = poll(
+            lambda: _search(client, text)[0].json(),
+            lambda found: found["mode"] == "hybrid",
+            timeout=10,
+            interval=0.5,
+            message="a default search on the fault stack is hybrid",
+        )
         assert "notice" not in answer and answer["exact"] is True
         hit = answer["results"][_rank(answer, task_id) - 1]
         assert set(hit["scores"]) == {"lexical", "dense"}, hit
@@ -89,8 +94,7 @@ def test_a_default_search_fuses_words_and_meaning_and_mode_picks_one(fault):
         lexical = _search(client, text, mode="lexical")[0].json()
         assert lexical["mode"] == "lexical" and "notice" not in lexical, lexical
         assert all(set(h["scores"]) == {"lexical"} for h in lexical["results"])
-        assert lexical["results"][_rank(lexical, task_id) - 1]["score"] == \
-            hit["scores"]["lexical"]
+        assert lexical["results"][_rank(lexical, task_id) - 1]["score"] == hit["scores"]["lexical"]
         # k=10 here, so each list was read 50 deep: both ranks are the single lists' own.
         fused = 1 / (RRF_K + _rank(lexical, task_id)) + 1 / (RRF_K + _rank(dense, task_id))
         assert hit["score"] == pytest.approx(fused, abs=1e-6)
@@ -134,8 +138,13 @@ def test_a_hanging_embedder_makes_search_answer_by_words_within_its_bound_then_a
         assert page.status_code == 200 and "Search by meaning is unavailable" in page.text
         assert f"outage-{word}.txt" in page.text
 
-        fault.embedding.reset()   # the service is back: after the breaker, search by meaning
-        poll(lambda: _search(client, word)[0].json()["mode"], lambda mode: mode == "hybrid",
-             timeout=10, interval=0.5, message="search by meaning again after the breaker")
+        fault.embedding.reset()  # the service is back: after the breaker, search by meaning
+        poll(
+            lambda: _search(client, word)[0].json()["mode"],
+            lambda mode: mode == "hybrid",
+            timeout=10,
+            interval=0.5,
+            message="search by meaning again after the breaker",
+        )
         assert fault.embedding.requests >= 1
         assert get_json(client, "/api/health")["redis"] == "ok"

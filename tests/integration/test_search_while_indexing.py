@@ -7,6 +7,7 @@ indexed), and all of them are found the moment it does. And the index is in Redi
 web process: what search reads is per-chunk keys, and nothing of the tenant's texts is copied
 whole (the old layout's `texts` field is gone).
 """
+
 from __future__ import annotations
 
 import time
@@ -20,25 +21,28 @@ from tests.integration.intake_api import get_json, txt, unique_word, upload, wai
 
 pytestmark = pytest.mark.integration
 
-LINES = 3000          # ~3,000 chunks of ~1,000 characters: several seconds of work
-SLOW_SEARCH = 3.0     # a search that takes this long while indexing is a failure (2-core CI)
+LINES = 3000  # ~3,000 chunks of ~1,000 characters: several seconds of work
+SLOW_SEARCH = 3.0  # a search that takes this long while indexing is a failure (2-core CI)
 
 
 def _hits(client, query: str, k: int = 50) -> list[dict]:
     return get_json(client, f"/api/search?q={quote(query)}&k={k}")["results"]
 
 
-def test_searches_answer_while_a_large_document_is_indexed_and_never_see_half_of_it(api,
-                                                                                    redis_server):
+def test_searches_answer_while_a_large_document_is_indexed_and_never_see_half_of_it(
+    api, redis_server
+):
     run = unique_word()
     base_word, big_word = f"{run}base", f"{run}big"
     response, _ = upload(api, [txt(f"{run}-base.txt", f"The {base_word} handbook. " * 20)])
     base_id = response.json()["tasks"][0]["id"]
     assert wait_terminal(api, [base_id])[0][base_id]["status"] == "succeeded"
 
-    line = (f"Paragraph about {big_word} and the many other ordinary words it holds, written "
-            "long enough that each one fills most of a chunk of the knowledge base on its own, "
-            "with a number to keep it apart from its neighbours: ")
+    line = (
+        f"Paragraph about {big_word} and the many other ordinary words it holds, written "
+        "long enough that each one fills most of a chunk of the knowledge base on its own, "
+        "with a number to keep it apart from its neighbours: "
+    )
     body = "\n\n".join(f"{line}{n} " * 6 for n in range(LINES))
     response, _ = upload(api, [txt(f"{run}-big.txt", body)])
     big_id = response.json()["tasks"][0]["id"]
@@ -60,7 +64,8 @@ def test_searches_answer_while_a_large_document_is_indexed_and_never_see_half_of
         # The document may succeed between the status read and the search: read it again.
         if big_hits:
             assert get_json(api, f"/api/tasks/{big_id}")["status"] == "succeeded", (
-                "a chunk of a document still being indexed was found")
+                "a chunk of a document still being indexed was found"
+            )
             break
         assert time.monotonic() < deadline, "the large document did not finish in 4 minutes"
     assert seen_running, "the searches ran while the document was being processed"

@@ -5,6 +5,7 @@ Each test uses its own tenants, so the tests share the per-dimension tables as t
 deployment do. Sizes are kept small enough for the file to run in well under 30 s on two cores
 (pgserver's pgvector 0.6 maintains its HNSW index at milliseconds per row).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ import multiprocessing
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import psycopg
@@ -58,8 +59,9 @@ def corpus(store: VectorStore) -> tuple[str, np.ndarray]:
     return tenant, vectors
 
 
-def test_nearest_finds_the_right_chunk_among_thousands(store: VectorStore,
-                                                        corpus: tuple[str, np.ndarray]) -> None:
+def test_nearest_finds_the_right_chunk_among_thousands(
+    store: VectorStore, corpus: tuple[str, np.ndarray]
+) -> None:
     tenant, vectors = corpus
     found = 0
     for target in (0, 17, 1234, 2999):
@@ -79,8 +81,9 @@ def test_nearest_finds_the_right_chunk_among_thousands(store: VectorStore,
     assert len(exact & approximate) >= 8
 
 
-def test_tenants_never_see_each_others_rows(store: VectorStore,
-                                            corpus: tuple[str, np.ndarray]) -> None:
+def test_tenants_never_see_each_others_rows(
+    store: VectorStore, corpus: tuple[str, np.ndarray]
+) -> None:
     big, vectors = corpus
     small = tenant_name()
     mine = unit_rows(20, DIM, seed=2)
@@ -135,65 +138,82 @@ def test_a_resent_write_is_harmless(store: VectorStore, postgres_url: str) -> No
     store.write(tenant, 10, vectors[10:20])  # a part of it again
     assert store.nearest(tenant, vectors[3], 50) == before
     with psycopg.connect(postgres_url) as connection:
-        rows = connection.execute("SELECT count(*) FROM intake_vectors_24 WHERE tenant = %s",
-                                  (tenant,)).fetchone()
+        rows = connection.execute(
+            "SELECT count(*) FROM intake_vectors_24 WHERE tenant = %s", (tenant,)
+        ).fetchone()
     assert rows == (50,)
     # A write of other vectors to the same chunks replaces them (ON CONFLICT DO UPDATE).
     store.write(tenant, 0, vectors[::-1].copy())
     assert store.nearest(tenant, vectors[0], 1)[0] == (49, pytest.approx(1.0, abs=1e-5))
 
 
-def test_the_search_uses_the_hnsw_index(postgres_url: str,
-                                        corpus: tuple[str, np.ndarray]) -> None:
+def test_the_search_uses_the_hnsw_index(postgres_url: str, corpus: tuple[str, np.ndarray]) -> None:
     """Once the planner knows the table (ANALYZE, as autovacuum does), the nearest query of a
     tenant owning most rows is an HNSW index scan, filtered by tenant, not a sort of the rows."""
     tenant, vectors = corpus
     literal = "[" + ",".join(str(float(x)) for x in vectors[0]) + "]"
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute(f"ANALYZE intake_vectors_{DIM}")
-        plan = "\n".join(row[0] for row in connection.execute(
-            psycopg.sql.SQL("EXPLAIN ") + nearest_query(DIM), (literal, tenant, 10)))
+        plan = "\n".join(
+            row[0]
+            for row in connection.execute(
+                psycopg.sql.SQL("EXPLAIN ") + nearest_query(DIM), (literal, tenant, 10)
+            )
+        )
     assert f"Index Scan using intake_vectors_{DIM}_hnsw" in plan, plan
     assert "Sort" not in plan, plan
 
 
-def _child_reads(url: str, tenant: str, query: list[float], out: "multiprocessing.Queue") -> None:
+def _child_reads(url: str, tenant: str, query: list[float], out: multiprocessing.Queue) -> None:
     with VectorStore(url) as child_store:
         out.put(child_store.nearest(tenant, np.array(query, dtype=np.float32), 3))
 
 
-def _forked_child_uses_inherited_store(store: VectorStore, tenant: str, query: np.ndarray,
-                                       out: "multiprocessing.Queue") -> None:
+def _forked_child_uses_inherited_store(
+    store: VectorStore, tenant: str, query: np.ndarray, out: multiprocessing.Queue
+) -> None:
     out.put(store.nearest(tenant, query, 3))  # a work-horse's case: the parent's store, forked
 
 
 def _fresh_interpreter(script: str, payload: object) -> str:
     """Run `script` in a new Python process with `payload` as JSON on its stdin; its stdout."""
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, input=json.dumps(payload))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=json.dumps(payload),
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def test_another_process_sees_the_rows(store: VectorStore, postgres_url: str,
-                                       corpus: tuple[str, np.ndarray]) -> None:
+def test_another_process_sees_the_rows(
+    store: VectorStore, postgres_url: str, corpus: tuple[str, np.ndarray]
+) -> None:
     tenant, vectors = corpus
     # A fresh interpreter (as a web process is to a worker) with its own store.
-    script = ("import json, sys, numpy as np\n"
-              "from jobs.kb.vectors import VectorStore\n"
-              "url, tenant, query = json.loads(sys.stdin.read())\n"
-              "store = VectorStore(url)\n"
-              "print(json.dumps(store.nearest(tenant, np.array(query, dtype=np.float32), 3)))\n"
-              "store.close()\n")
-    assert json.loads(_fresh_interpreter(script, [postgres_url, tenant,
-                                                  vectors[42].tolist()]))[0][0] == 42
+    script = (
+        "import json, sys, numpy as np\n"
+        "from jobs.kb.vectors import VectorStore\n"
+        "url, tenant, query = json.loads(sys.stdin.read())\n"
+        "store = VectorStore(url)\n"
+        "print(json.dumps(store.nearest(tenant, np.array(query, dtype=np.float32), 3)))\n"
+        "store.close()\n"
+    )
+    assert (
+        json.loads(_fresh_interpreter(script, [postgres_url, tenant, vectors[42].tolist()]))[0][0]
+        == 42
+    )
     # A forked child using the store it inherited (with its open connection) opens its own,
     # and leaves the parent's connection working.
     assert store.nearest(tenant, vectors[7], 1)[0][0] == 7  # the parent's connection is open
     context = multiprocessing.get_context("fork")
     out = context.Queue()
-    child = context.Process(target=_forked_child_uses_inherited_store,
-                            args=(store, tenant, vectors[8], out))
+    child = context.Process(
+        target=_forked_child_uses_inherited_store, args=(store, tenant, vectors[8], out)
+    )
     child.start()
     assert out.get(timeout=30)[0][0] == 8
     child.join(30)
@@ -201,26 +221,30 @@ def test_another_process_sees_the_rows(store: VectorStore, postgres_url: str,
     assert store.nearest(tenant, vectors[9], 1)[0][0] == 9
 
 
-def test_rows_written_by_a_child_process_are_seen_at_once(store: VectorStore,
-                                                          postgres_url: str) -> None:
+def test_rows_written_by_a_child_process_are_seen_at_once(
+    store: VectorStore, postgres_url: str
+) -> None:
     tenant = tenant_name()
     vectors = unit_rows(5, DIM, seed=8)
-    script = ("import json, sys, numpy as np\n"
-              "from jobs.kb.vectors import VectorStore\n"
-              "url, tenant, rows = json.loads(sys.stdin.read())\n"
-              "with VectorStore(url) as store:\n"
-              "    store.write(tenant, 0, np.array(rows, dtype=np.float32))\n")
+    script = (
+        "import json, sys, numpy as np\n"
+        "from jobs.kb.vectors import VectorStore\n"
+        "url, tenant, rows = json.loads(sys.stdin.read())\n"
+        "with VectorStore(url) as store:\n"
+        "    store.write(tenant, 0, np.array(rows, dtype=np.float32))\n"
+    )
     _fresh_interpreter(script, [postgres_url, tenant, vectors.tolist()])
     assert store.nearest(tenant, vectors[3], 1)[0][0] == 3
 
 
 def test_an_unreachable_database_is_a_transient_error_that_says_where() -> None:
     port = free_port()
-    store = VectorStore(f"postgresql://intake:s3cret@127.0.0.1:{port}/intake",
-                        connect_timeout=2)
-    for call in (lambda: store.write("t", 0, unit_rows(2, 4, seed=9)),
-                 lambda: store.nearest("t", unit_rows(1, 4, seed=9)[0], 5),
-                 lambda: store.delete("t", 0, 10)):
+    store = VectorStore(f"postgresql://intake:s3cret@127.0.0.1:{port}/intake", connect_timeout=2)
+    for call in (
+        lambda: store.write("t", 0, unit_rows(2, 4, seed=9)),
+        lambda: store.nearest("t", unit_rows(1, 4, seed=9)[0], 5),
+        lambda: store.delete("t", 0, 10),
+    ):
         with pytest.raises(TransientError) as caught:
             call()
         error = caught.value

@@ -5,6 +5,7 @@ new run.
 On the session's system (Procfile web, two workers, local embedder); each test has its own
 document ids and words.
 """
+
 from __future__ import annotations
 
 from typing import Any

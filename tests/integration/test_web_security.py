@@ -6,11 +6,12 @@ copied cookie.
 A web of its own (API keys and a password set), on a logical database of its own, no workers:
 nothing here needs a job to run. The fast versions are in tests/unit/web/test_auth_hardening.py.
 """
+
 from __future__ import annotations
 
 import io
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -33,9 +34,14 @@ def secured(redis_server, tmp_path_factory) -> Iterator[tuple[WebServer, redis.R
     redis_url = f"{redis_server.url.rsplit('/', 1)[0]}/{DATABASE}"
     store = redis.Redis.from_url(redis_url, socket_timeout=5)
     store.flushdb()  # our own database on the test's own redis-server: start from empty
-    env = base_env({"REDIS_URL": redis_url, "SECRET_KEY": SECRET_KEY,
-                    "INTAKE_API_KEYS": f"acme:{KEY},globex:globex-key-456-0123456789ab",
-                    "INTAKE_ADMIN_PASSWORD": PASSWORD})
+    env = base_env(
+        {
+            "REDIS_URL": redis_url,
+            "SECRET_KEY": SECRET_KEY,
+            "INTAKE_API_KEYS": f"acme:{KEY},globex:globex-key-456-0123456789ab",
+            "INTAKE_ADMIN_PASSWORD": PASSWORD,
+        }
+    )
     web = WebServer(_group(tmp_path_factory, "secure-web"), env)
     try:
         web.start()
@@ -62,8 +68,9 @@ def _set_cookie(response: requests.Response) -> str:
 
 def sign_in(client: ApiClient, query: str = "") -> requests.Response:
     token = _token(client.get("/signin"))
-    return client.post(f"/signin{query}", data={"key": KEY, "csrf_token": token},
-                       allow_redirects=False)
+    return client.post(
+        f"/signin{query}", data={"key": KEY, "csrf_token": token}, allow_redirects=False
+    )
 
 
 def test_a_non_ascii_operator_password_works_and_a_wrong_one_is_401(client):
@@ -86,9 +93,12 @@ def test_malformed_ids_are_404_not_wrongtype(client):
     files = {"files": ("a.txt", io.BytesIO(b"Words for a batch that no worker runs."))}
     batch = client.post("/api/documents", headers=BEARER, files=files).json()
     bad = f"{batch['batch_id']}:tasks"
-    for method, path in (("GET", f"/api/batches/{bad}"), ("GET", f"/api/batches/{bad}/events"),
-                         ("POST", f"/api/batches/{bad}/cancel"),
-                         ("GET", f"/api/tasks/{batch['tasks'][0]['id']}:x")):
+    for method, path in (
+        ("GET", f"/api/batches/{bad}"),
+        ("GET", f"/api/batches/{bad}/events"),
+        ("POST", f"/api/batches/{bad}/cancel"),
+        ("GET", f"/api/tasks/{batch['tasks'][0]['id']}:x"),
+    ):
         answer = client.request(method, path, headers=BEARER)
         assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
     sign_in(client)
@@ -109,8 +119,9 @@ def test_signing_in_never_redirects_to_another_host_through_gunicorn(client):
 def test_answers_for_a_tenant_are_never_stored_and_static_files_still_cache(client):
     files = {"files": ("c.txt", io.BytesIO(b"Words a shared browser must not keep."))}
     batch = client.post("/api/documents", headers=BEARER, files=files).json()
-    assert client.get("/api/batches", headers=BEARER).headers["Cache-Control"] == \
-        "private, no-store"
+    assert (
+        client.get("/api/batches", headers=BEARER).headers["Cache-Control"] == "private, no-store"
+    )
     first = client.get(batch["url"], headers=BEARER)
     assert first.headers["Cache-Control"] == "private, no-cache"
     again = client.get(batch["url"], headers={**BEARER, "If-None-Match": first.headers["ETag"]})
@@ -141,10 +152,17 @@ def test_the_session_cookie_is_secure_behind_an_https_proxy_only(client, secured
     form = requests.get(f"{secured[0].url}/signin", headers=proxied, timeout=10)
     cookie = _set_cookie(form)
     assert "; Secure" in cookie
-    signed = requests.post(f"{secured[0].url}/signin", timeout=10, allow_redirects=False,
-                           data={"key": KEY, "csrf_token": _token(form)},
-                           headers={**proxied, "Cookie": cookie.split(";", 1)[0],
-                                    "Referer": f"https://127.0.0.1:{secured[0].port}/signin"})
+    signed = requests.post(
+        f"{secured[0].url}/signin",
+        timeout=10,
+        allow_redirects=False,
+        data={"key": KEY, "csrf_token": _token(form)},
+        headers={
+            **proxied,
+            "Cookie": cookie.split(";", 1)[0],
+            "Referer": f"https://127.0.0.1:{secured[0].port}/signin",
+        },
+    )
     assert signed.status_code == 303, signed.text
     assert "; Secure" in _set_cookie(signed)
 

@@ -16,6 +16,7 @@ the parsed bodies of those answered 200; `verify(delivery, secret)` checks its
 compares them), independently of Intake's code.
 Use `url` as INTAKE_WEBHOOK_URL.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,8 @@ from tests.integration.helpers import free_port
 class Delivery:
     """One POST as the receiver saw it."""
 
-    at: float                  # time.time() when it arrived
-    mode: str                  # what the receiver did with it
+    at: float  # time.time() when it arrived
+    mode: str  # what the receiver did with it
     headers: dict[str, str]
     body: bytes
 
@@ -49,8 +50,9 @@ def verify(delivery: Delivery, secret: str, tolerance: float = 300.0) -> bool:
     """What a receiver does, with the README's own sample (`verified`): parse `t=…,v1=…`,
     recompute HMAC-SHA256 of "<t>.<body>" with the secret, compare in constant time, and
     refuse a timestamp too far from now."""
-    return verified(secret, delivery.headers.get("intake-signature", ""), delivery.body,
-                    int(tolerance))
+    return verified(
+        secret, delivery.headers.get("intake-signature", ""), delivery.body, int(tolerance)
+    )
 
 
 def verified(secret: str, header: str, body: bytes, tolerance: int = 300) -> bool:
@@ -72,6 +74,7 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
+
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, OSError)):
             return
         super().handle_error(request, client_address)
@@ -99,9 +102,11 @@ class WebhookReceiver:
                 body = self.rfile.read(length)
                 mode = receiver._take_mode(body)
                 with receiver._lock:
-                    receiver.received.append(Delivery(
-                        time.time(), mode, {k.lower(): v for k, v in self.headers.items()},
-                        body))
+                    receiver.received.append(
+                        Delivery(
+                            time.time(), mode, {k.lower(): v for k, v in self.headers.items()}, body
+                        )
+                    )
                 if mode == "hang":
                     receiver._release.wait()
                     self._drop()
@@ -125,8 +130,9 @@ class WebhookReceiver:
                     pass
 
         self._server = _Server(("127.0.0.1", self.port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="webhook-receiver")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="webhook-receiver"
+        )
         self._thread.start()
 
     def _take_mode(self, body: bytes) -> str:

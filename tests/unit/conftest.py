@@ -3,6 +3,7 @@
 fakeredis is for speed only; every behaviour here that crosses a process is proven again in
 tests/integration against a real redis-server and real `rq worker` processes.
 """
+
 from __future__ import annotations
 
 import io
@@ -32,6 +33,7 @@ def make_app(redis, monkeypatch):
     def build(**config):
         base = {"TESTING": True, "SECRET_KEY": "test", "REDIS_CONNECTION": redis}
         return create_app({**base, **config})
+
     return build
 
 
@@ -47,13 +49,16 @@ def client(app):
 
 @pytest.fixture
 def run_jobs(redis):
-    """Drain every queue (every tenant's: jobs.core.queues) in-process, with the settings the test put in the environment and,
-    if given, an embedder of the test's own (handed to the jobs as jobs.worker.parts)."""
+    """Drain every queue (every tenant's: jobs.core.queues) in-process, with the settings the test
+    put in the environment and, if given, an embedder of the test's own (handed to the jobs as
+    jobs.worker.parts)."""
+
     def run(embedder=None):
         settings = Settings.from_env()
         queues = [Queue(name, connection=redis) for name in all_queue_names(redis)]
         with parts.using(Parts(settings, embedder or make_embedder(settings))):
             SimpleWorker(queues, connection=redis).work(burst=True)
+
     return run
 
 

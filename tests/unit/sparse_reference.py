@@ -5,6 +5,7 @@ f(c) = (k1 + 1)(c + δ) / (k1 + c + δ).
 
 Pure numpy: no redis.
 """
+
 from __future__ import annotations
 
 import numpy as np

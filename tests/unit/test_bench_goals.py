@@ -1,4 +1,5 @@
 """make bench's verdict: a goal it could not measure is not a goal met (docs/benchmarks.md)."""
+
 from bench import measure
 
 GOALS = {"a_ratio": ("<= 1.5", lambda v: v <= 1.5), "a_share": (">= 0.97", lambda v: v >= 0.97)}

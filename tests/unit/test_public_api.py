@@ -11,6 +11,7 @@ only: no key taken from a job's or a worker's `.key`, no key spelled `rq:…`, a
 sent on a connection by hand (packed, sent and read off a pooled connection instead of through
 redis-py's client).
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,15 +31,27 @@ UNDERSCORELESS_INTERNALS = frozenset({"command_stack"})
 PUBLIC_OVERRIDES = frozenset({"__init__", "work", "reorder_queues", "push_job_id"})
 RQ_CLASSES = frozenset({"Worker", "SimpleWorker", "Queue", "Job", "BaseRegistry"})
 # redis-py's connection-level calls: a command packed, sent and read by hand, off the client.
-CONNECTION_LEVEL = frozenset({"pack_command", "pack_commands", "send_command",
-                              "send_packed_command", "read_response", "get_connection"})
+CONNECTION_LEVEL = frozenset(
+    {
+        "pack_command",
+        "pack_commands",
+        "send_command",
+        "send_packed_command",
+        "read_response",
+        "get_connection",
+    }
+)
 # The few places RQ offers no public way, each one small function saying so: (module, function,
 # name). RQ's dequeue reads the worker's `_ordered_queues`, which the `reorder_queues` hook can
 # only set (RQ's own RoundRobinWorker does the same); a registered worker's record (`.key`) is
 # written by RQ only at its birth, so a worker whose queue list grows rewrites it once, with
 # RQ's own `serialize()`.
-ALLOWED = frozenset({("jobs/worker/workers.py", "set_dequeue_order", "_ordered_queues"),
-                     ("jobs/worker/fairshare.py", "publish_queues", "key")})
+ALLOWED = frozenset(
+    {
+        ("jobs/worker/workers.py", "set_dequeue_order", "_ordered_queues"),
+        ("jobs/worker/fairshare.py", "publish_queues", "key"),
+    }
+)
 
 
 def _library_privates() -> frozenset[str]:
@@ -71,8 +84,10 @@ def _library_names(tree: ast.AST) -> set[str]:
     """Names a module imports from rq or redis-py (the classes its own classes may derive from)."""
     names = {"Worker", "SimpleWorker", "Queue", "Job", "Redis", "Connection"}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("rq",
-                                                                                      "redis"):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+            "rq",
+            "redis",
+        ):
             names.update(a.asname or a.name for a in node.names)
     return names
 
@@ -84,14 +99,17 @@ def _base_name(base: ast.expr) -> str:
 def _library_subclasses(modules: list[tuple[Path, ast.AST]]) -> set[str]:
     """Our classes that derive from a class of rq or redis-py, directly or through ours."""
     found: set[str] = set()
-    classes = [(node, _library_names(tree)) for _, tree in modules for node in ast.walk(tree)
-               if isinstance(node, ast.ClassDef)]
+    classes = [
+        (node, _library_names(tree))
+        for _, tree in modules
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    ]
     grew = True
     while grew:
         grew = False
         for node, theirs in classes:
-            if node.name not in found and any(_base_name(b) in theirs | found
-                                              for b in node.bases):
+            if node.name not in found and any(_base_name(b) in theirs | found for b in node.bases):
                 found.add(node.name)
                 grew = True
     return found
@@ -100,6 +118,7 @@ def _library_subclasses(modules: list[tuple[Path, ast.AST]]) -> set[str]:
 def _walk(tree: ast.AST, subclasses: set[str]):
     """Every node with the function it is in and whether that is a method of a subclass of
     rq's or redis-py's classes (where `self.` names their attributes)."""
+
     def visit(node: ast.AST, in_subclass: bool, function: str):
         if isinstance(node, ast.ClassDef):
             in_subclass = node.name in subclasses
@@ -116,15 +135,21 @@ def _allowed(path: Path, function: str, name: str) -> bool:
     return (str(path.relative_to(ROOT)), function, name) in ALLOWED
 
 
-def _private_uses(path: Path, tree: ast.AST, privates: frozenset[str],
-                  subclasses: set[str]) -> list[str]:
+def _private_uses(
+    path: Path, tree: ast.AST, privates: frozenset[str], subclasses: set[str]
+) -> list[str]:
     """Every private of rq or redis-py this module touches, outside ALLOWED."""
     bad: list[str] = []
     for node, function, in_subclass in _walk(tree, subclasses):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("rq",
-                                                                                      "redis"):
-            bad.extend(f"{_where(path, node)} imports {a.name}" for a in node.names
-                       if a.name.startswith("_"))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+            "rq",
+            "redis",
+        ):
+            bad.extend(
+                f"{_where(path, node)} imports {a.name}"
+                for a in node.names
+                if a.name.startswith("_")
+            )
         elif isinstance(node, ast.Attribute) and not _allowed(path, function, node.attr):
             owner = node.value.id if isinstance(node.value, ast.Name) else ""
             private = node.attr in privates and (owner not in ("self", "cls") or in_subclass)
@@ -137,8 +162,7 @@ def test_no_private_name_of_rq_or_redis_is_used():
     privates = _library_privates()
     modules = _our_modules()
     subclasses = _library_subclasses(modules)
-    bad = [use for path, tree in modules for use in _private_uses(path, tree, privates,
-                                                                   subclasses)]
+    bad = [use for path, tree in modules for use in _private_uses(path, tree, privates, subclasses)]
     assert bad == []
 
 
@@ -154,24 +178,34 @@ def _is_rq_object_key(node: ast.AST) -> bool:
 
 
 def test_no_key_of_an_rq_job_or_worker_is_used():
-    bad = [f"{_where(path, node)}: {ast.unparse(node)}" for path, tree in _our_modules()
-           for node, function, _ in _walk(tree, set())
-           if _is_rq_object_key(node) and not _allowed(path, function, "key")]
+    bad = [
+        f"{_where(path, node)}: {ast.unparse(node)}"
+        for path, tree in _our_modules()
+        for node, function, _ in _walk(tree, set())
+        if _is_rq_object_key(node) and not _allowed(path, function, "key")
+    ]
     assert bad == []
 
 
 def test_no_command_is_sent_on_a_connection_by_hand():
-    bad = [f"{_where(path, node)} uses .{node.attr}" for path, tree in _our_modules()
-           for node in ast.walk(tree)
-           if isinstance(node, ast.Attribute) and node.attr in CONNECTION_LEVEL]
+    bad = [
+        f"{_where(path, node)} uses .{node.attr}"
+        for path, tree in _our_modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in CONNECTION_LEVEL
+    ]
     assert bad == []
 
 
 def test_no_rq_key_is_spelled_by_hand():
-    bad = [f"{_where(path, node)}: {node.value!r}" for path, tree in _our_modules()
-           for node in ast.walk(tree)
-           if isinstance(node, ast.Constant) and isinstance(node.value, str)
-           and node.value.startswith("rq:")]
+    bad = [
+        f"{_where(path, node)}: {node.value!r}"
+        for path, tree in _our_modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("rq:")
+    ]
     assert bad == []
 
 
@@ -181,12 +215,17 @@ def test_subclasses_of_rq_override_only_public_entry_points():
         for node in ast.walk(tree):
             if not isinstance(node, ast.ClassDef):
                 continue
-            bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+            bases = {
+                b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+            }
             if not bases & RQ_CLASSES:
                 continue
-            bad += [f"{_where(path, item)} {node.name}.{item.name}" for item in node.body
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and item.name not in PUBLIC_OVERRIDES]
+            bad += [
+                f"{_where(path, item)} {node.name}.{item.name}"
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and item.name not in PUBLIC_OVERRIDES
+            ]
     assert bad == []
 
 
@@ -215,16 +254,28 @@ def test_the_check_sees_what_it_must_refuse(tmp_path):
         "    pipe.hset(worker.key, mapping={})\n"
         "    conn = pipe.connection_pool.get_connection()\n"
         "    conn.send_command('ROLE')\n"
-        "    return conn.read_response(), 'rq:job:1', f'rq:worker:{job.id}'\n")
+        "    return conn.read_response(), 'rq:job:1', f'rq:worker:{job.id}'\n"
+    )
     path = ROOT / "jobs" / "planted.py"
-    found = _private_uses(path, planted, privates,
-                          _library_subclasses([(path, planted)]))
+    found = _private_uses(path, planted, privates, _library_subclasses([(path, planted)]))
     assert [line.split(" uses ")[1] for line in found] == [
-        "._sock", "._ordered_queues", "._ordered_queues", "._status", ".command_stack"]
+        "._sock",
+        "._ordered_queues",
+        "._ordered_queues",
+        "._status",
+        ".command_stack",
+    ]
     assert sorted(ast.unparse(n) for n in ast.walk(planted) if _is_rq_object_key(n)) == [
-        "job.key", "worker.key"]
+        "job.key",
+        "worker.key",
+    ]
     assert {n.attr for n in ast.walk(planted) if isinstance(n, ast.Attribute)} >= {
-        "get_connection", "send_command", "read_response"}
-    assert [n.value for n in ast.walk(planted) if isinstance(n, ast.Constant)
-            and isinstance(n.value, str) and n.value.startswith("rq:")] == [
-        "rq:job:1", "rq:worker:"]
+        "get_connection",
+        "send_command",
+        "read_response",
+    }
+    assert [
+        n.value
+        for n in ast.walk(planted)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("rq:")
+    ] == ["rq:job:1", "rq:worker:"]

@@ -1,6 +1,7 @@
 """The rooms of the layout hold (README's Layout section): jobs never imports webapp, Flask
 or the runner; webapp and the runner use only the top of jobs (its public API); webapp starts
 no processes (runner/ does)."""
+
 from __future__ import annotations
 
 import ast
@@ -88,7 +89,7 @@ def test_the_modules_of_jobs_import_each_other_in_no_circle():
     def visit(module: str, path: list[str]) -> None:
         for target in sorted(graph.get(module, ())):
             if target in path:
-                circles.append(path[path.index(target):] + [target])
+                circles.append(path[path.index(target) :] + [target])
             elif target not in done:
                 visit(target, path + [target])
         done.add(module)
@@ -110,8 +111,12 @@ def test_the_text_layer_never_reaches_redis_or_rq():
             reached.add(module)
             todo += graph.get(module, ())
     infrastructure = {"rq", "redis", "fakeredis", "flask", "webapp"}
-    found = sorted((module, root) for module in reached for root in _imported_roots(module)
-                   if root in infrastructure)
+    found = sorted(
+        (module, root)
+        for module in reached
+        for root in _imported_roots(module)
+        if root in infrastructure
+    )
     assert found == []
 
 
@@ -134,6 +139,10 @@ def test_jobs_has_at_most_twelve_modules_at_its_top():
 
 def test_production_code_never_imports_fakeredis():
     """fakeredis is for fast tests, and for the dev runner's embedded not-durable Redis."""
-    found = [(f, m) for folder in ("jobs", "webapp") for f, m in _imports(folder)
-             if m.split(".")[0] == "fakeredis"]
+    found = [
+        (f, m)
+        for folder in ("jobs", "webapp")
+        for f, m in _imports(folder)
+        if m.split(".")[0] == "fakeredis"
+    ]
     assert found == []

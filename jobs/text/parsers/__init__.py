@@ -8,14 +8,21 @@ encoding, too large once expanded) becomes a `PermanentError` whose message a pe
 understands: retrying the same bytes cannot help. Nothing here fetches, executes or writes
 anything. Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from jobs.core.failures import PermanentError
 from jobs.text.filetypes import SUPPORTED_KINDS
-from jobs.text.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
-                                        text_allowance, word_boundaries)
+from jobs.text.parsers.document import (
+    Block,
+    ParsedDocument,
+    ParseOptions,
+    out_of_proportion,
+    text_allowance,
+    word_boundaries,
+)
 
 __all__ = ["Block", "ParseOptions", "ParsedDocument", "parse_document", "with_pages_read"]
 
@@ -25,15 +32,35 @@ _NO_TEXT = "This document contains no text."
 
 def _parsers() -> dict[str, Parser]:
     """Imported when first needed: a worker imports what it parses with, the web does not."""
-    from jobs.text.parsers import (ebook, images, mail, office_sheets, office_slides, office_word,
-                                   pdf, tabular, text)
-    return {"txt": text.parse_text, "md": text.parse_markdown, "html": text.parse_html,
-            "pdf": pdf.parse_pdf, "docx": office_word.parse_docx,
-            "pptx": office_slides.parse_pptx, "xlsx": office_sheets.parse_xlsx,
-            "csv": tabular.parse_csv, "tsv": tabular.parse_tsv, "epub": ebook.parse_epub,
-            "eml": mail.parse_eml,
-            "png": images.parse_png, "jpeg": images.parse_jpeg, "tiff": images.parse_tiff,
-            "webp": images.parse_webp}
+    from jobs.text.parsers import (
+        ebook,
+        images,
+        mail,
+        office_sheets,
+        office_slides,
+        office_word,
+        pdf,
+        tabular,
+        text,
+    )
+
+    return {
+        "txt": text.parse_text,
+        "md": text.parse_markdown,
+        "html": text.parse_html,
+        "pdf": pdf.parse_pdf,
+        "docx": office_word.parse_docx,
+        "pptx": office_slides.parse_pptx,
+        "xlsx": office_sheets.parse_xlsx,
+        "csv": tabular.parse_csv,
+        "tsv": tabular.parse_tsv,
+        "epub": ebook.parse_epub,
+        "eml": mail.parse_eml,
+        "png": images.parse_png,
+        "jpeg": images.parse_jpeg,
+        "tiff": images.parse_tiff,
+        "webp": images.parse_webp,
+    }
 
 
 def import_parsers() -> None:
@@ -52,7 +79,8 @@ def parse_document(data: bytes, kind: str, options: ParseOptions | None = None) 
     if parser is None:
         raise PermanentError(
             f"“{kind}” is not a supported document type ({', '.join(SUPPORTED_KINDS)}).",
-            code="unsupported_type")
+            code="unsupported_type",
+        )
     options = options or ParseOptions()
     parsed = _stripped(parser(data, options))
     if options.ocr_only or parsed.ocr_pending:  # a part of a reading: the whole is judged later
@@ -60,19 +88,20 @@ def parse_document(data: bytes, kind: str, options: ParseOptions | None = None) 
     return _judged(parsed, len(data))
 
 
-def with_pages_read(data: bytes, plan: ParsedDocument, read: dict[int, str],
-                    options: ParseOptions) -> ParsedDocument:
+def with_pages_read(
+    data: bytes, plan: ParsedDocument, read: dict[int, str], options: ParseOptions
+) -> ParsedDocument:
     """A PDF read in page ranges, whole: its text layers (`plan`, which names the pages left to
     OCR) and what OCR read on those pages (`read`, by page), judged as `parse_document` judges
     a reading in one piece (PermanentError no_text or too_large)."""
     from jobs.text.parsers import pdf
+
     return _judged(_stripped(pdf.with_pages_read(data, plan, read, options)), len(data))
 
 
 def _stripped(parsed: ParsedDocument) -> ParsedDocument:
     """Each block's text with its words apart (`word_boundaries`) and stripped; empty ones go."""
-    blocks = [Block(word_boundaries(b.text).strip(), b.location, b.boundary)
-              for b in parsed.blocks]
+    blocks = [Block(word_boundaries(b.text).strip(), b.location, b.boundary) for b in parsed.blocks]
     parsed.blocks = [block for block in blocks if block.text]
     return parsed
 

@@ -6,12 +6,14 @@ parser cuts the text where the document itself has parts; chunking (jobs.text.ch
 blocks until a block starts a new part (`boundary`) and gives each chunk the location of the
 block it starts in (with `page_end` when it runs on to a later page). Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from jobs.core.failures import PermanentError
 
@@ -29,8 +31,7 @@ CONTROLS = "\x00-\x08\x0e-\x1f\x7f-\x9f"
 #: overrides and isolates, invisible operators, interlinear annotation. Not those that join
 #: within a word: ZWNJ and ZWJ (Persian, Indic scripts, emoji), the word joiners U+2060 and
 #: U+FEFF, the Mongolian vowel separator, the signs written before digits (U+0600–U+0605 …), tags.
-FORMATS = ("\u061c\u200b\u200e\u200f\u202a-\u202e\u2061-\u2064\u2066-\u206f"
-           "\ufff9-\ufffb")
+FORMATS = "\u061c\u200b\u200e\u200f\u202a-\u202e\u2061-\u2064\u2066-\u206f\ufff9-\ufffb"
 _SOFT_HYPHEN = "\u00ad"
 _INVISIBLE = re.compile(f"[{CONTROLS}{FORMATS}{_SOFT_HYPHEN}]+")
 _CONTROL = re.compile(f"[{CONTROLS}]")
@@ -68,7 +69,7 @@ class ParsedDocument:
         return sum(len(block.text) for block in self.blocks) + 2 * max(len(self.blocks) - 1, 0)
 
     @classmethod
-    def of_text(cls, text: str, pages: int = 1, **kwargs: Any) -> "ParsedDocument":
+    def of_text(cls, text: str, pages: int = 1, **kwargs: Any) -> ParsedDocument:
         return cls([Block(text)] if text else [], pages, **kwargs)
 
 
@@ -132,4 +133,5 @@ def out_of_proportion(file_bytes: int, at_least: int) -> PermanentError:
         f"This file of {file_bytes:,} bytes expands to at least {at_least:,} characters of text, "
         f"more than the {text_allowance(file_bytes):,} Intake accepts from a file of its size "
         "(the same text repeated many times over, as a decompression bomb does).",
-        code="too_large")
+        code="too_large",
+    )

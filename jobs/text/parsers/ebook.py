@@ -10,6 +10,7 @@ such rather than read as noise. Each chapter's XHTML goes through the same `html
 uploaded HTML page; the navigation document (a table of contents) is left out, as it repeats
 the chapters' headings, and so is each chapter's <head>, whose <title> repeats a name.
 """
+
 from __future__ import annotations
 
 import io
@@ -30,8 +31,9 @@ NOUN = "e-book"
 _BODY = re.compile(r"<body[\s>]", re.I)
 _ENCRYPTION = "META-INF/encryption.xml"
 #: Font obfuscation (IDPF's and Adobe's) hides only embedded fonts; anything else is DRM.
-_FONT_OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding",
-                               "http://ns.adobe.com/pdf/enc#RC"})
+_FONT_OBFUSCATION = frozenset(
+    {"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"}
+)
 _SAFE_XML = etree.XMLParser(resolve_entities=False, no_network=True)
 _ERRORS = PACKAGE_ERRORS + (epub.EpubException,)
 
@@ -51,8 +53,11 @@ def _chapters(book: Any) -> list[Any]:
     for entry in book.spine:
         idref = entry[0] if isinstance(entry, (tuple, list)) else entry
         item = book.get_item_with_id(idref)
-        if (item is not None and item.get_type() == ebooklib.ITEM_DOCUMENT
-                and not isinstance(item, epub.EpubNav)):
+        if (
+            item is not None
+            and item.get_type() == ebooklib.ITEM_DOCUMENT
+            and not isinstance(item, epub.EpubNav)
+        ):
             chapters.append(item)
     return chapters
 
@@ -60,7 +65,7 @@ def _chapters(book: Any) -> list[Any]:
 def _body(markup: str) -> str:
     """A chapter from its <body> on: the <title> in its head repeats a name the book gives."""
     found = _BODY.search(markup)
-    return markup[found.start():] if found else markup
+    return markup[found.start() :] if found else markup
 
 
 def _refuse_drm(data: bytes) -> None:
@@ -71,8 +76,11 @@ def _refuse_drm(data: bytes) -> None:
         root = etree.fromstring(archive.read(_ENCRYPTION), _SAFE_XML)
     methods = {method.get("Algorithm") for method in root.iter("{*}EncryptionMethod")}
     if methods - _FONT_OBFUSCATION:
-        raise PermanentError("This e-book is protected by DRM (its chapters are encrypted); "
-                             "upload a copy without DRM.", code="encrypted")
+        raise PermanentError(
+            "This e-book is protected by DRM (its chapters are encrypted); "
+            "upload a copy without DRM.",
+            code="encrypted",
+        )
 
 
 def parse_epub(data: bytes, options: ParseOptions) -> ParsedDocument:
@@ -92,5 +100,6 @@ def parse_epub(data: bytes, options: ParseOptions) -> ParsedDocument:
     except _ERRORS:
         raise corrupt(NOUN) from None
     replaced = sum(chapter.replaced for chapter in chapters)
-    return ParsedDocument([metadata] + blocks if blocks else [],
-                          warnings=replaced_warning(replaced))
+    return ParsedDocument(
+        [metadata] + blocks if blocks else [], warnings=replaced_warning(replaced)
+    )

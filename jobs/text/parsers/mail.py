@@ -7,24 +7,36 @@ through the same `html_blocks` as an HTML page. Read with the stdlib `email` pac
 result's `warnings` says how many there were. A file without any of the headers every message
 has is not mail and fails. Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import email
 import email.errors
 import email.policy
-from email.message import EmailMessage
+from email.message import EmailMessage, MIMEPart
 from typing import Any
 
 from jobs.core.failures import PermanentError
 from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions
-from jobs.text.parsers.text import (Decoded, decode_text, html_blocks, normalise_newlines,
-                                    replaced_warning)
+from jobs.text.parsers.text import (
+    Decoded,
+    decode_text,
+    html_blocks,
+    normalise_newlines,
+    replaced_warning,
+)
 
 _HEADERS = ("From", "To", "Cc", "Date", "Subject")
 _MAIL_HEADERS = ("from", "to", "date", "subject", "message-id")
 _MAX_DEPTH = 50
-_HEADER_ERRORS = (email.errors.MessageError, ValueError, IndexError, TypeError,
-                  AttributeError, LookupError)
+_HEADER_ERRORS = (
+    email.errors.MessageError,
+    ValueError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    LookupError,
+)
 
 
 def _readable(text: str) -> str:
@@ -39,8 +51,7 @@ def _header(message: EmailMessage, name: str) -> str:
     try:
         value = message.get(name)
     except _HEADER_ERRORS:  # a header the parser cannot fold: keep what was written
-        value = next((raw for key, raw in message.raw_items() if key.lower() == name.lower()),
-                     None)
+        value = next((raw for key, raw in message.raw_items() if key.lower() == name.lower()), None)
     return " ".join(_readable(str(value)).split()) if value is not None else ""
 
 
@@ -49,10 +60,12 @@ def _header_block(message: EmailMessage) -> Block:
     return Block("\n".join(lines))
 
 
-def _text_of(part: EmailMessage) -> Decoded:
+def _text_of(part: MIMEPart) -> Decoded:
     """A text part's content in its declared charset when that reads it, else detected (mail
     often declares us-ascii and carries UTF-8)."""
-    payload = part.get_payload(decode=True) or b""
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):  # None: no body (a text part is never multipart)
+        payload = b""
     charset = part.get_content_charset()
     if charset:
         try:
@@ -78,8 +91,11 @@ def _attachments(part: Any, body: Any, depth: int = 0) -> int:
     if part is body:
         return 0
     is_text = part.get_content_type() in ("text/plain", "text/html")
-    return int(not is_text or part.get_content_disposition() == "attachment"
-               or part.get_filename() is not None)
+    return int(
+        not is_text
+        or part.get_content_disposition() == "attachment"
+        or part.get_filename() is not None
+    )
 
 
 def _attachment_warning(count: int) -> list[str]:
@@ -96,8 +112,11 @@ def parse_eml(data: bytes, options: ParseOptions) -> ParsedDocument:
     try:
         message = email.message_from_bytes(data, policy=email.policy.default)
         if not any(name in _MAIL_HEADERS for name in map(str.lower, message.keys())):
-            raise PermanentError("This file is not an e-mail message: it has none of the From, "
-                                 "To, Date or Subject headers.", code="unsupported_type")
+            raise PermanentError(
+                "This file is not an e-mail message: it has none of the From, "
+                "To, Date or Subject headers.",
+                code="unsupported_type",
+            )
         body = message.get_body(preferencelist=("plain", "html"))
         text = _text_of(body) if body is not None else _exact("")
         attachments = _attachments(message, body)
@@ -105,8 +124,9 @@ def parse_eml(data: bytes, options: ParseOptions) -> ParsedDocument:
     except PermanentError:
         raise
     except (RecursionError, *_HEADER_ERRORS):
-        raise PermanentError("This e-mail message is damaged and cannot be read.",
-                             code="corrupt") from None
+        raise PermanentError(
+            "This e-mail message is damaged and cannot be read.", code="corrupt"
+        ) from None
     if body is not None and body.get_content_subtype() == "html":
         blocks = html_blocks(text)
     else:

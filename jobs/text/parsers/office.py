@@ -9,6 +9,7 @@ openpyxl or EbookLib can inflate. A password-protected Office file is not a zip 
 wraps the encrypted package in an OLE compound file, which is recognised by its magic and
 refused as "encrypted" with a message that names the kind of document.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,16 +42,31 @@ _LEGACY_EXTENSIONS = {"Word document": ".doc", "presentation": ".ppt", "workbook
 #: What the zip and XML layers under every package library raise on damaged bytes (the stdlib's
 #: expat, which openpyxl streams sheets with, also refuses an entity-expansion bomb this way).
 PACKAGE_ERRORS: tuple[type[BaseException], ...] = (
-    zipfile.BadZipFile, zipfile.LargeZipFile, etree.LxmlError, KeyError, ValueError,
-    TypeError, AttributeError, IndexError, EOFError, NotImplementedError, OSError,
-    zlib.error, struct.error, RecursionError, AssertionError, RuntimeError, ParseError,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    etree.LxmlError,
+    KeyError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    EOFError,
+    NotImplementedError,
+    OSError,
+    zlib.error,
+    struct.error,
+    RecursionError,
+    AssertionError,
+    RuntimeError,
+    ParseError,
 )
 
 
 def corrupt(noun: str) -> PermanentError:
     """The error for a `noun` ("workbook") whose bytes cannot be read."""
-    return PermanentError(f"This {noun} is damaged or truncated and cannot be read.",
-                          code="corrupt")
+    return PermanentError(
+        f"This {noun} is damaged or truncated and cannot be read.", code="corrupt"
+    )
 
 
 def refuse_ole(data: bytes, noun: str) -> None:
@@ -62,12 +78,15 @@ def refuse_ole(data: bytes, noun: str) -> None:
     if not data.startswith(OLE_MAGIC):
         return
     if _ENCRYPTED_PACKAGE in data or noun not in _LEGACY_EXTENSIONS:
-        raise PermanentError(f"This {noun} is password-protected; upload an unprotected copy.",
-                             code="encrypted")
+        raise PermanentError(
+            f"This {noun} is password-protected; upload an unprotected copy.", code="encrypted"
+        )
     old = _LEGACY_EXTENSIONS[noun]
     raise PermanentError(
         f"This {noun} is in the old Office 97–2003 format ({old}); save it in the current "
-        f"format ({old}x) and upload it again.", code="unsupported_type")
+        f"format ({old}x) and upload it again.",
+        code="unsupported_type",
+    )
 
 
 def check_zip_bounds(data: bytes, noun: str, limit: int | None = None) -> None:
@@ -79,25 +98,39 @@ def check_zip_bounds(data: bytes, noun: str, limit: int | None = None) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, OSError,
-            struct.error, NotImplementedError):
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        EOFError,
+        ValueError,
+        OSError,
+        struct.error,
+        NotImplementedError,
+    ):
         raise corrupt(noun) from None
     if any(member.flag_bits & _ZIP_ENCRYPTED for member in members):
-        raise PermanentError(f"This {noun} is password-protected; upload an unprotected copy.",
-                             code="encrypted")
+        raise PermanentError(
+            f"This {noun} is password-protected; upload an unprotected copy.", code="encrypted"
+        )
     if len(members) > ZIP_MAX_ENTRIES:
-        raise PermanentError(f"This {noun} has {len(members):,} parts, more than the "
-                             f"{ZIP_MAX_ENTRIES:,} Intake accepts.", code="too_large")
+        raise PermanentError(
+            f"This {noun} has {len(members):,} parts, more than the "
+            f"{ZIP_MAX_ENTRIES:,} Intake accepts.",
+            code="too_large",
+        )
     total = sum(member.file_size for member in members)
     if total > limit:
         raise PermanentError(
             f"This {noun} expands to {total // MIB:,} MiB, more than the "
-            f"{limit // MIB} MiB Intake accepts.", code="too_large")
+            f"{limit // MIB} MiB Intake accepts.",
+            code="too_large",
+        )
     if total > max(ZIP_EXPANSION_FREE_BYTES, ZIP_MAX_EXPANSION * len(data)):
         raise PermanentError(
             f"This {noun} expands to {total // MIB:,} MiB from {len(data) / MIB:.1f} MiB, more "
             f"than {ZIP_MAX_EXPANSION} times its size: Intake does not open such a package.",
-            code="too_large")
+            code="too_large",
+        )
 
 
 def open_package(data: bytes, noun: str) -> None:

@@ -8,19 +8,26 @@ one sheet into the next. Read with openpyxl in read-only (streaming) mode, after
 bounds of `jobs.text.parsers.office`; each sheet's stored dimensions are ignored (some writers get
 them wrong, and openpyxl would then stop early), so every stored row is read.
 """
+
 from __future__ import annotations
 
 import datetime
 import io
 import warnings
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import openpyxl
 from openpyxl.utils.exceptions import InvalidFileException
 
 from jobs.core.failures import PermanentError
-from jobs.text.parsers.document import (Block, ParsedDocument, ParseOptions, out_of_proportion,
-                                        text_allowance)
+from jobs.text.parsers.document import (
+    Block,
+    ParsedDocument,
+    ParseOptions,
+    out_of_proportion,
+    text_allowance,
+)
 from jobs.text.parsers.office import PACKAGE_ERRORS, corrupt, open_package
 from jobs.text.parsers.tabular import rows_as_pairs
 
@@ -62,7 +69,9 @@ class _Tally:
         if self.cells > MAX_CELLS:
             raise PermanentError(
                 f"This {NOUN} has more than {MAX_CELLS:,} cells (counting the empty ones up to "
-                "each row's last value), more than Intake reads.", code="too_large")
+                "each row's last value), more than Intake reads.",
+                code="too_large",
+            )
         if self.chars > self.max_chars:
             raise out_of_proportion(self.file_bytes, self.chars)
 
@@ -79,8 +88,9 @@ def _sheet_blocks(workbook: Any, tally: _Tally) -> list[Block]:
     for sheet in workbook.worksheets:
         if hasattr(sheet, "reset_dimensions"):
             sheet.reset_dimensions()
-        blocks.append(Block(rows_as_pairs(_rows(sheet, tally)), {"sheet": sheet.title},
-                            boundary=True))
+        blocks.append(
+            Block(rows_as_pairs(_rows(sheet, tally)), {"sheet": sheet.title}, boundary=True)
+        )
     return blocks
 
 

@@ -7,10 +7,12 @@ tab-separated cells, charts as their series), then the speaker's notes as "Notes
 with python-pptx, the field-standard library, after the package bounds of
 `jobs.text.parsers.office`.
 """
+
 from __future__ import annotations
 
 import io
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pptx
 from pptx.exc import PythonPptxError
@@ -54,8 +56,9 @@ def _chart_text(chart: Any) -> str:
     cannot read is left out rather than failing its presentation."""
     try:
         lines = [chart.chart_title.text_frame.text] if chart.has_title else []
-        categories = [cell_text(label) for label in chart.plots[0].categories] \
-            if len(chart.plots) else []
+        categories = (
+            [cell_text(label) for label in chart.plots[0].categories] if len(chart.plots) else []
+        )
         for series in chart.series:
             values = [cell_text(value) for value in series.values]
             labels = categories if len(categories) == len(values) else [""] * len(values)
@@ -88,8 +91,10 @@ def parse_pptx(data: bytes, options: ParseOptions) -> ParsedDocument:
     open_package(data, NOUN)
     try:
         slides = pptx.Presentation(io.BytesIO(data)).slides
-        blocks = [Block(_slide_text(slide), {"slide": number}, boundary=True)
-                  for number, slide in enumerate(slides, start=1)]
+        blocks = [
+            Block(_slide_text(slide), {"slide": number}, boundary=True)
+            for number, slide in enumerate(slides, start=1)
+        ]
     except PermanentError:
         raise
     except _ERRORS:

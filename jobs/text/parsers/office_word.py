@@ -9,10 +9,12 @@ here: paragraphs, tables and content controls in order, each paragraph's text bo
 Footnotes and endnotes are found through the document's relationships (whatever their part
 names) and parsed with python-docx's own XML parser, which resolves no entities.
 """
+
 from __future__ import annotations
 
 import io
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE as RT
@@ -32,13 +34,22 @@ from jobs.text.parsers.text import normalise_newlines
 NOUN = "Word document"
 _ERRORS = PACKAGE_ERRORS + (OpcError, InvalidXmlError)
 _P, _TBL, _SDT, _SDT_CONTENT = qn("w:p"), qn("w:tbl"), qn("w:sdt"), qn("w:sdtContent")
-_NS = {"w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
-       "mc": "http://schemas.openxmlformats.org/markup-compatibility/2006"}
+_NS = {
+    "w": "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    "mc": "http://schemas.openxmlformats.org/markup-compatibility/2006",
+}
 # A text box is written twice (DrawingML and a VML fallback): the fallback is skipped.
-_TEXT_BOX_PARAGRAPHS = etree.XPath(".//w:txbxContent[not(ancestor::mc:Fallback)]/w:p",
-                                   namespaces=_NS)
-_HEADER_FOOTERS = ("header", "first_page_header", "even_page_header",
-                   "footer", "first_page_footer", "even_page_footer")
+_TEXT_BOX_PARAGRAPHS = etree.XPath(
+    ".//w:txbxContent[not(ancestor::mc:Fallback)]/w:p", namespaces=_NS
+)
+_HEADER_FOOTERS = (
+    "header",
+    "first_page_header",
+    "even_page_header",
+    "footer",
+    "first_page_footer",
+    "even_page_footer",
+)
 
 
 def _table_text(table: Table) -> str:
@@ -101,8 +112,10 @@ def _body_blocks(document: Any) -> list[Block]:
 
 
 def _story_text(container: Any, parent: Any) -> str:
-    texts = (item.text if isinstance(item, Paragraph) else _table_text(item)
-             for item in _items(container, parent))
+    texts = (
+        item.text if isinstance(item, Paragraph) else _table_text(item)
+        for item in _items(container, parent)
+    )
     return "\n\n".join(text for text in texts if text.strip())
 
 
@@ -142,13 +155,16 @@ def parse_docx(data: bytes, options: ParseOptions) -> ParsedDocument:
         document = docx.Document(io.BytesIO(data))
         headers = _header_footer_texts(document, _HEADER_FOOTERS[:3])
         body = _body_blocks(document)
-        notes = (_header_footer_texts(document, _HEADER_FOOTERS[3:])
-                 + _note_texts(document, RT.FOOTNOTES, "footnote")
-                 + _note_texts(document, RT.ENDNOTES, "endnote"))
+        notes = (
+            _header_footer_texts(document, _HEADER_FOOTERS[3:])
+            + _note_texts(document, RT.FOOTNOTES, "footnote")
+            + _note_texts(document, RT.ENDNOTES, "endnote")
+        )
     except PermanentError:
         raise
     except _ERRORS:
         raise corrupt(NOUN) from None
     blocks = [Block(text) for text in headers] + body + [Block(text) for text in notes]
-    return ParsedDocument([Block(normalise_newlines(b.text), b.location, b.boundary)
-                           for b in blocks])
+    return ParsedDocument(
+        [Block(normalise_newlines(b.text), b.location, b.boundary) for b in blocks]
+    )

@@ -11,10 +11,12 @@ opens AES-encrypted files without a cryptography package, recovers a file cut be
 cross-reference table where pypdf gives up, and it is the renderer OCR needs anyway: one
 library reads and renders. A file PDFium cannot open is damaged (or locked by a password).
 """
+
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -33,7 +35,9 @@ RENDER_DPI = 200
 #: A page with an image and a text layer shorter than this (in characters) is read by OCR too.
 SHORT_TEXT = 100
 _PROTECTED = "This PDF is password-protected; upload an unprotected copy."
-_UNSUPPORTED_SECURITY = "This PDF uses an encryption Intake cannot open; upload an unprotected copy."
+_UNSUPPORTED_SECURITY = (
+    "This PDF uses an encryption Intake cannot open; upload an unprotected copy."
+)
 _CORRUPT = "This PDF is damaged or truncated and cannot be read."
 _INVISIBLE = re.compile(f"[{CONTROLS}{FORMATS}]")
 
@@ -45,19 +49,26 @@ def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
             return _read_range(document, options)
         texts = [_page_text(document, index) for index in range(len(document))]
         unread = [n for n, text in enumerate(texts, start=1) if not text]
-        short = [n for n, text in enumerate(texts, start=1)
-                 if 0 < len(text) < SHORT_TEXT and _has_image(document, n)]
+        short = [
+            n
+            for n, text in enumerate(texts, start=1)
+            if 0 < len(text) < SHORT_TEXT and _has_image(document, n)
+        ]
         # Short pages take what the OCR page limit leaves: past it they keep their text layer.
         room = max(options.ocr_max_pages - len(unread), 0)
         short, unreached = short[:room], short[room:]
         unreached_warning = _unreached_warning(unreached if options.ocr == "auto" else [], options)
         if options.ocr == "auto":
-            ocr.check_page_count(len(unread), options.ocr_max_pages,
-                                 f"This scan has {len(unread):,} pages without text")
+            ocr.check_page_count(
+                len(unread),
+                options.ocr_max_pages,
+                f"This scan has {len(unread):,} pages without text",
+            )
         pending = sorted(unread + short) if options.ocr == "auto" else []
         if 0 < options.ocr_split_at <= len(pending):
-            return ParsedDocument(_blocks(texts), pages=len(texts), ocr_pending=pending,
-                                  warnings=unreached_warning)
+            return ParsedDocument(
+                _blocks(texts), pages=len(texts), ocr_pending=pending, warnings=unreached_warning
+            )
         ocr_texts = _ocr(document, pending, options)
     except pdfium.PdfiumError:
         raise PermanentError(_CORRUPT, code="corrupt") from None
@@ -66,8 +77,9 @@ def parse_pdf(data: bytes, options: ParseOptions) -> ParsedDocument:
     return _assembled(data, texts, unread, ocr_texts, options, unreached_warning)
 
 
-def with_pages_read(data: bytes, plan: ParsedDocument, read: dict[int, str],
-                    options: ParseOptions) -> ParsedDocument:
+def with_pages_read(
+    data: bytes, plan: ParsedDocument, read: dict[int, str], options: ParseOptions
+) -> ParsedDocument:
     """The document `parse_pdf` would have given, from its text layers (`plan`, read with
     `ocr_split_at`) and the OCR text of its pending pages (`read`, by page, from `ocr_only`
     readings of its ranges)."""
@@ -78,14 +90,24 @@ def with_pages_read(data: bytes, plan: ParsedDocument, read: dict[int, str],
     return _assembled(data, texts, unread, ocr_texts, options, list(plan.warnings))
 
 
-def _assembled(data: bytes, texts: list[str], unread: list[int], ocr_texts: dict[int, str],
-               options: ParseOptions, warnings: list[str]) -> ParsedDocument:
+def _assembled(
+    data: bytes,
+    texts: list[str],
+    unread: list[int],
+    ocr_texts: dict[int, str],
+    options: ParseOptions,
+    warnings: list[str],
+) -> ParsedDocument:
     texts = [_with_ocr(text, ocr_texts.get(n, "")) for n, text in enumerate(texts, start=1)]
     blocks = _blocks(texts)
     if not blocks:
         raise _nothing_read(data, len(texts), len(ocr_texts))
-    return ParsedDocument(blocks, pages=len(texts), ocr_pages=len(ocr_texts),
-                          warnings=_warnings(unread, ocr_texts, options) + warnings)
+    return ParsedDocument(
+        blocks,
+        pages=len(texts),
+        ocr_pages=len(ocr_texts),
+        warnings=_warnings(unread, ocr_texts, options) + warnings,
+    )
 
 
 def _blocks(texts: list[str]) -> list[Block]:
@@ -99,8 +121,11 @@ def _read_range(document: pdfium.PdfDocument, options: ParseOptions) -> ParsedDo
         raise PermanentError(_CORRUPT, code="corrupt")
     renders = [_renderer(document, n) for n in pages]
     read = ocr.read_pages(renders, options.tell, options.ocr_languages)
-    return ParsedDocument([Block(text, {"page": n}) for n, text in zip(pages, read) if text],
-                          pages=len(document), ocr_pages=len(pages))
+    return ParsedDocument(
+        [Block(text, {"page": n}) for n, text in zip(pages, read) if text],
+        pages=len(document),
+        ocr_pages=len(pages),
+    )
 
 
 def _open(data: bytes) -> pdfium.PdfDocument:
@@ -138,8 +163,7 @@ def _cleaned(text: str) -> str:
     # PDFium writes a hyphen that breaks a word at a line's end as U+0002 (bounded extraction)
     # or U+FFFE (a range) and drops the line break: the word is whole again, as a person reads
     # (and searches for) it.
-    return (normalise_newlines(text).replace("\x00", "").replace("\x02", "")
-            .replace("\ufffe", ""))
+    return normalise_newlines(text).replace("\x00", "").replace("\x02", "").replace("\ufffe", "")
 
 
 def _dropped_controls(textpage: pdfium.PdfTextPage) -> list[tuple[int, str]]:
@@ -181,8 +205,7 @@ def _has_image(document: pdfium.PdfDocument, number: int) -> bool:
         page.close()
 
 
-def _ocr(document: pdfium.PdfDocument, pages: list[int],
-         options: ParseOptions) -> dict[int, str]:
+def _ocr(document: pdfium.PdfDocument, pages: list[int], options: ParseOptions) -> dict[int, str]:
     """The text OCR reads on `pages` (1-based): those without text and those with a short
     text layer beside an image (already within the page limit)."""
     if not pages:
@@ -191,8 +214,8 @@ def _ocr(document: pdfium.PdfDocument, pages: list[int],
     return dict(zip(pages, ocr.read_pages(renders, options.tell, options.ocr_languages)))
 
 
-def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], "Image.Image"]:
-    def render() -> "Image.Image":
+def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], Image.Image]:
+    def render() -> Image.Image:
         page = document[number - 1]
         try:
             width, height = page.get_size()
@@ -201,6 +224,7 @@ def _renderer(document: pdfium.PdfDocument, number: int) -> Callable[[], "Image.
             return bitmap.to_pil()
         finally:
             page.close()
+
     return render
 
 
@@ -210,14 +234,19 @@ def _nothing_read(data: bytes, pages: int, ocr_pages: int) -> PermanentError:
     if not ocr_pages:
         return PermanentError(NO_TEXT_LAYER, code="no_text")
     each = "its page" if ocr_pages == 1 else f"its {ocr_pages:,} pages"
-    return PermanentError(f"This PDF has no text layer, and OCR read {each} without finding "
-                          "any text (blank pages, or a scan too faint to read?).", code="no_text")
+    return PermanentError(
+        f"This PDF has no text layer, and OCR read {each} without finding "
+        "any text (blank pages, or a scan too faint to read?).",
+        code="no_text",
+    )
 
 
 def _warnings(unread: list[int], ocr_texts: dict[int, str], options: ParseOptions) -> list[str]:
     if options.ocr != "auto" and unread:
-        return [f"{_count(unread)} without text {'was' if len(unread) == 1 else 'were'} "
-                "not read: OCR is turned off (INTAKE_OCR=off)."]
+        return [
+            f"{_count(unread)} without text {'was' if len(unread) == 1 else 'were'} "
+            "not read: OCR is turned off (INTAKE_OCR=off)."
+        ]
     empty = [n for n in unread if not ocr_texts.get(n)]
     if empty:
         shown = ", ".join(map(str, empty[:10])) + (" …" if len(empty) > 10 else "")
@@ -229,9 +258,11 @@ def _unreached_warning(pages: list[int], options: ParseOptions) -> list[str]:
     if not pages:
         return []
     one = len(pages) == 1
-    return [f"{_count(pages)} with a few words beside an image {'was' if one else 'were'} kept "
-            f"as {'its' if one else 'their'} text layer, not read by OCR: OCR reads at most "
-            f"{options.ocr_max_pages:,} pages per document."]
+    return [
+        f"{_count(pages)} with a few words beside an image {'was' if one else 'were'} kept "
+        f"as {'its' if one else 'their'} text layer, not read by OCR: OCR reads at most "
+        f"{options.ocr_max_pages:,} pages per document."
+    ]
 
 
 def _count(pages: list[int]) -> str:

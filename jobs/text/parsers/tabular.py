@@ -7,11 +7,12 @@ without a header is named by its column letter (A, B … AA), as a spreadsheet w
 whatever the encoding (`decode_text`), split by the stdlib `csv` module; a CSV's delimiter
 (comma, semicolon, tab or bar) is found by `csv.Sniffer`. Pure: no rq, no redis.
 """
+
 from __future__ import annotations
 
 import csv
 import io
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from jobs.core.failures import PermanentError
 from jobs.text.parsers.document import Block, ParsedDocument, ParseOptions
@@ -48,8 +49,11 @@ def rows_as_pairs(rows: Iterable[Sequence[str]]) -> str:
         if header is None:
             header = cells
             continue
-        pairs = [f"{header[i] if i < len(header) and header[i] else column_letter(i)}: {value}"
-                 for i, value in enumerate(cells) if value]
+        pairs = [
+            f"{header[i] if i < len(header) and header[i] else column_letter(i)}: {value}"
+            for i, value in enumerate(cells)
+            if value
+        ]
         lines.append("; ".join(pairs))
     if header is not None and not lines:
         lines.append("; ".join(cell for cell in header if cell))
@@ -68,13 +72,14 @@ def _rows(text: str, delimiter: str) -> str:
     makes the rows be read again with quotes taken literally."""
     for quoting in (csv.QUOTE_MINIMAL, csv.QUOTE_NONE):
         try:
-            reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
-                                quoting=quoting)
+            reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
             return rows_as_pairs(reader)
         except csv.Error:
             continue
-    raise PermanentError("This table file has a field too long to read as CSV; check its "
-                         "quotes and delimiters.", code="corrupt")
+    raise PermanentError(
+        "This table file has a field too long to read as CSV; check its quotes and delimiters.",
+        code="corrupt",
+    )
 
 
 def _parse(data: bytes, delimiter: str | None) -> ParsedDocument:

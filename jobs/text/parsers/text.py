@@ -5,6 +5,7 @@ Why decoding is forgiving: a UTF-8 file whose last character was cut, or with a 
 is still the document its owner meant; it is read with those bytes replaced (U+FFFD) and the
 task's result says how many (`warnings`). Only a file that is mostly undecodable fails.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -81,7 +82,9 @@ def _checked(text: Decoded, size: int, encoding: str) -> Decoded:
     if text.replaced > MOSTLY_UNDECODABLE * max(size, 1):
         raise PermanentError(
             f"Most of this file is not valid {encoding} text and its encoding could not be "
-            "recognised; save it as UTF-8 and upload it again.", code="undecodable")
+            "recognised; save it as UTF-8 and upload it again.",
+            code="undecodable",
+        )
     return text
 
 
@@ -108,8 +111,10 @@ def _detect(data: bytes) -> str | None:
 def replaced_warning(replaced: int) -> list[str]:
     if not replaced:
         return []
-    return [f"{replaced:,} byte{'s' if replaced != 1 else ''} that could not be decoded "
-            f"{'were' if replaced != 1 else 'was'} replaced with “\ufffd”."]
+    return [
+        f"{replaced:,} byte{'s' if replaced != 1 else ''} that could not be decoded "
+        f"{'were' if replaced != 1 else 'was'} replaced with “\ufffd”."
+    ]
 
 
 def normalise_newlines(text: str) -> str:
@@ -118,7 +123,9 @@ def normalise_newlines(text: str) -> str:
 
 def parse_text(data: bytes, options: ParseOptions) -> ParsedDocument:
     text = decode_text(data)
-    return ParsedDocument.of_text(normalise_newlines(text), warnings=replaced_warning(text.replaced))
+    return ParsedDocument.of_text(
+        normalise_newlines(text), warnings=replaced_warning(text.replaced)
+    )
 
 
 # -- Markdown: ATX headings ("## Terms") start the block they name --------------------------------
@@ -139,7 +146,7 @@ def heading_title(line: str) -> str:
     title = line.rstrip(" \t")
     closing = _CLOSING.search(title) if title.endswith("#") else None
     if closing is not None:
-        title = title[:closing.start()]
+        title = title[: closing.start()]
     elif title.strip("#") == "":
         title = ""
     return title.strip(" \t")
@@ -165,14 +172,48 @@ def _at(heading: str | None) -> dict[str, str]:
 
 # -- HTML ----------------------------------------------------------------------------------------
 
-_HTML_SKIP = frozenset({"script", "style", "noscript", "template", "svg", "math", "iframe",
-                        "object", "canvas"})
-_HTML_BLOCKS = frozenset({
-    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl", "dt",
-    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-    "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table",
-    "title", "tr", "ul",
-})
+_HTML_SKIP = frozenset(
+    {"script", "style", "noscript", "template", "svg", "math", "iframe", "object", "canvas"}
+)
+_HTML_BLOCKS = frozenset(
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "caption",
+        "dd",
+        "details",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "title",
+        "tr",
+        "ul",
+    }
+)
 _HTML_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _HTML_CELLS = frozenset({"td", "th"})
 _SPACES = re.compile(r"\s+")
@@ -268,7 +309,7 @@ def html_blocks(markup: str) -> list[Block]:
         parser.feed(markup)
         try:
             parser.close()
-        except etree.XMLSyntaxError:   # nothing the parser could call a document: no text
+        except etree.XMLSyntaxError:  # nothing the parser could call a document: no text
             extractor.close()
     blocks: list[Block] = []
     for paragraph, heading in extractor.paragraphs:

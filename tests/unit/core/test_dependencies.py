@@ -1,6 +1,7 @@
 """Health's probes keep their bound where the web runs them: in a process gevent patched (the
 Procfile's gunicorn workers), a probe whose system call hangs (a stat on a dead NFS mount) must
 not hold the other greenlets, the poll's own wait for its deadline among them."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,13 @@ print(json.dumps({"took": took, "hung": found["hung"].error, "fine": found["fine
 
 
 def test_a_probe_that_blocks_its_thread_under_gevent_is_down_at_the_deadline():
-    done = subprocess.run([sys.executable, "-c", UNDER_GEVENT], cwd=REPO_ROOT, timeout=30,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", UNDER_GEVENT],
+        cwd=REPO_ROOT,
+        timeout=30,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["hung"] == "timeout" and found["fine"] is True, found

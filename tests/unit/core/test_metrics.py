@@ -1,4 +1,5 @@
 """GET /metrics on fakeredis: parses as Prometheus text and counts what happened."""
+
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families

@@ -1,6 +1,7 @@
 """Originals' store (jobs.core.object_store) on a directory: whole objects or none, streams in
 bounded pieces, names that cannot leave the store, and the addresses INTAKE_STORAGE_URL takes.
 (The S3 side runs against a real SeaweedFS server in tests/integration/test_object_store.py.)"""
+
 from __future__ import annotations
 
 import io
@@ -98,8 +99,11 @@ def test_an_s3_store_that_never_answers_fails_in_bounded_time(monkeypatch):
     thread.start()
     monkeypatch.setattr(object_store, "S3_READ_TIMEOUT_SECONDS", 0.5)
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
-    for name, value in (("AWS_ACCESS_KEY_ID", "key"), ("AWS_SECRET_ACCESS_KEY", "secret"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "key"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
     store = S3Store("originals")

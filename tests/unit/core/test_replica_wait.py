@@ -8,6 +8,7 @@ without a replica), and what 0 confirmations become on the API, the form and the
 stand-in answers WAIT (`replica`); tests/integration/test_replica_acks.py proves the same on a
 real primary and replica.
 """
+
 from __future__ import annotations
 
 import io
@@ -78,8 +79,11 @@ class Replica:
 
 
 def _one_task_stored(redis) -> str:
-    ids = [k.decode()[len(keys.TASK_PREFIX):] for k in redis.scan_iter(keys.TASK_PREFIX + "*")
-           if k.decode().count(":") == keys.TASK_PREFIX.count(":")]
+    ids = [
+        k.decode()[len(keys.TASK_PREFIX) :]
+        for k in redis.scan_iter(keys.TASK_PREFIX + "*")
+        if k.decode().count(":") == keys.TASK_PREFIX.count(":")
+    ]
     assert len(ids) == 1, ids
     return ids[0]
 
@@ -94,7 +98,8 @@ def test_without_a_replica_no_upload_ever_waits(client, monkeypatch):
 
 
 def test_with_a_replica_wait_follows_a_one_file_upload_behind_a_write_of_its_own(
-        client, monkeypatch):
+    client, monkeypatch
+):
     assert upload(client, ("warm.txt", b"the claim script is loaded")).status_code == 202
     replica = Replica(monkeypatch, attached=1)
     assert upload(client, ("a.txt", b"y" * 10)).status_code == 202
@@ -103,10 +108,15 @@ def test_with_a_replica_wait_follows_a_one_file_upload_behind_a_write_of_its_own
     assert last == ["EXPIRE", "WAIT"]
 
 
-@pytest.mark.parametrize("files", [[("a.txt", b"y" * 10), ("b.txt", b"z" * 10)],
-                                   [("a.txt", b"y" * BIG)], [("a.txt", b"y" * BIG),
-                                                              ("b.txt", b"z" * BIG)]],
-                         ids=["small-batch", "one-spooled", "spooled-batch"])
+@pytest.mark.parametrize(
+    "files",
+    [
+        [("a.txt", b"y" * 10), ("b.txt", b"z" * 10)],
+        [("a.txt", b"y" * BIG)],
+        [("a.txt", b"y" * BIG), ("b.txt", b"z" * BIG)],
+    ],
+    ids=["small-batch", "one-spooled", "spooled-batch"],
+)
 def test_with_a_replica_wait_ends_the_pipeline_of_a_batch_s_last_jobs(client, monkeypatch, files):
     replica = Replica(monkeypatch, attached=1)
     assert upload(client, *files).status_code == 202
@@ -123,8 +133,9 @@ def test_an_all_duplicate_upload_waits_too_behind_a_write_of_its_own(client, mon
     assert replica.waits == [["EXPIRE", "WAIT"]]  # WAIT counts its own connection's writes
 
 
-def test_unconfirmed_upload_is_a_503_and_its_resend_the_same_task(client, redis, monkeypatch,
-                                                                   run_jobs):
+def test_unconfirmed_upload_is_a_503_and_its_resend_the_same_task(
+    client, redis, monkeypatch, run_jobs
+):
     replica = Replica(monkeypatch, attached=1)
     replica.acks = 0
     refused = upload(client, ("a.txt", b"keep me"))
@@ -147,8 +158,12 @@ def test_unconfirmed_form_upload_shows_a_readable_error(make_app, monkeypatch):
     client = make_app(WTF_CSRF_ENABLED=False).test_client()
     replica = Replica(monkeypatch, attached=1)
     replica.acks = 0
-    answer = client.post("/upload", data={"files": [(io.BytesIO(b"form file"), "f.txt")]},
-                         content_type="multipart/form-data", follow_redirects=True)
+    answer = client.post(
+        "/upload",
+        data={"files": [(io.BytesIO(b"form file"), "f.txt")]},
+        content_type="multipart/form-data",
+        follow_redirects=True,
+    )
     assert answer.status_code == 200
     assert "no replica confirmed it within 500 ms" in answer.get_data(as_text=True)
 

@@ -31,6 +31,7 @@ def test_local_embedder_has_no_dense_model_and_keeps_its_version_name():
 
 # -- a loopback OpenAI-compatible service ------------------------------------------------------
 
+
 class FakeService:
     """Answers POST /v1/embeddings as `respond(body) -> (status, payload[, headers])` says;
     records calls."""
@@ -43,9 +44,10 @@ class FakeService:
 
     @staticmethod
     def embeddings(body):
-        data = [{"object": "embedding", "index": i,
-                 "embedding": [float(text.split()[-1]), 1.0, 0.0]}
-                for i, text in enumerate(body["input"])]
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(text.split()[-1]), 1.0, 0.0]}
+            for i, text in enumerate(body["input"])
+        ]
         return 200, {"object": "list", "data": data[::-1], "model": body["model"]}
 
     def slow(self, body):
@@ -69,8 +71,14 @@ def serving():
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.calls.append({"path": self.path, "headers": dict(self.headers), "body": body,
-                                "client": self.client_address})
+            state.calls.append(
+                {
+                    "path": self.path,
+                    "headers": dict(self.headers),
+                    "body": body,
+                    "client": self.client_address,
+                }
+            )
             status, payload, *headers = state.respond(body)
             raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             try:
@@ -89,8 +97,9 @@ def serving():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
@@ -133,10 +142,15 @@ def test_http_empty_input_makes_no_request(service):
     assert service.calls == []
 
 
-@pytest.mark.parametrize("status, code", [
-    (500, "embedding_unavailable"), (503, "embedding_unavailable"),
-    (429, "embedding_rate_limited"), (408, "embedding_timeout"),
-])
+@pytest.mark.parametrize(
+    "status, code",
+    [
+        (500, "embedding_unavailable"),
+        (503, "embedding_unavailable"),
+        (429, "embedding_rate_limited"),
+        (408, "embedding_timeout"),
+    ],
+)
 def test_http_retryable_statuses_are_transient(service, status, code):
     service.respond = lambda body: (status, {"error": {"message": "busy"}})
     error = http_error(HttpEmbedder(service.url, "m"))
@@ -145,10 +159,15 @@ def test_http_retryable_statuses_are_transient(service, status, code):
         assert f"answered {status}" in error.message
 
 
-@pytest.mark.parametrize("status, setting", [
-    (401, "INTAKE_EMBEDDING_API_KEY"), (403, "INTAKE_EMBEDDING_API_KEY"),
-    (400, "INTAKE_EMBEDDING_MODEL"), (404, "INTAKE_EMBEDDING_URL"),
-])
+@pytest.mark.parametrize(
+    "status, setting",
+    [
+        (401, "INTAKE_EMBEDDING_API_KEY"),
+        (403, "INTAKE_EMBEDDING_API_KEY"),
+        (400, "INTAKE_EMBEDDING_MODEL"),
+        (404, "INTAKE_EMBEDDING_URL"),
+    ],
+)
 def test_http_other_4xx_are_permanent_but_retryable_by_hand(service, status, setting):
     service.respond = lambda body: (status, {"error": {"message": "The model `m` is unknown"}})
     error = http_error(HttpEmbedder(service.url, "m", api_key="bad"), PermanentError)
@@ -166,20 +185,25 @@ def test_http_401_message():
             raise ValueError("no body")
 
     from jobs.embedding.embedders import _status_error
+
     assert _status_error(Response()).message == (
         "The embedding service refused the API key (HTTP 401). "
-        "Check INTAKE_EMBEDDING_API_KEY, then Retry.")
+        "Check INTAKE_EMBEDDING_API_KEY, then Retry."
+    )
 
 
-@pytest.mark.parametrize("payload", [
-    b"not json",
-    {"data": "nope"},
-    {"data": [{"index": 0, "embedding": []}]},
-    {"data": [{"index": 5, "embedding": [1.0, 2.0]}]},
-    {"data": [{"index": 0, "embedding": [1.0, "x"]}]},
-    {"data": []},
-    {"unexpected": True},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not json",
+        {"data": "nope"},
+        {"data": [{"index": 0, "embedding": []}]},
+        {"data": [{"index": 5, "embedding": [1.0, 2.0]}]},
+        {"data": [{"index": 0, "embedding": [1.0, "x"]}]},
+        {"data": []},
+        {"unexpected": True},
+    ],
+)
 def test_http_malformed_answers(service, payload):
     service.respond = lambda body: (200, payload)
     error = http_error(HttpEmbedder(service.url, "m"))
@@ -211,8 +235,9 @@ def test_http_connection_refused():
     url = f"http://user:secret@127.0.0.1:{port}/v1"
     error = http_error(HttpEmbedder(url, "m", timeout=2))
     assert error.code == "embedding_unavailable" and error.transient
-    assert error.message == (f"The embedding service at http://127.0.0.1:{port}/v1 "
-                             f"could not be reached.")
+    assert error.message == (
+        f"The embedding service at http://127.0.0.1:{port}/v1 could not be reached."
+    )
 
 
 def test_http_unusable_url_is_a_configuration_error():
@@ -223,16 +248,23 @@ def test_http_unusable_url_is_a_configuration_error():
 
 # -- make_embedder -----------------------------------------------------------------------------
 
+
 def test_make_embedder_defaults_to_local():
     assert isinstance(make_embedder(Settings()), LocalEmbedder)
 
 
 def test_make_embedder_http_from_settings():
-    embedder = make_embedder(Settings(embedding_url="http://127.0.0.1:9/v1", embedding_api_key="k",
-                                      embedding_timeout=7.5))
+    embedder = make_embedder(
+        Settings(
+            embedding_url="http://127.0.0.1:9/v1", embedding_api_key="k", embedding_timeout=7.5
+        )
+    )
     assert isinstance(embedder, HttpEmbedder)
     assert (embedder.model, embedder.timeout, embedder.batch_size) == (
-        "text-embedding-3-small", 7.5, 64)
+        "text-embedding-3-small",
+        7.5,
+        64,
+    )
     assert embedder.endpoint == "http://127.0.0.1:9/v1/embeddings"
     named = make_embedder(Settings(embedding_url="http://x/v1", embedding_model="bge-small"))
     assert named.model == "bge-small"

@@ -5,10 +5,11 @@ and the HTTP embedder's answers to Retry-After and to batches refused as too lar
 The window and the leases are made short here (constructor arguments; the settings keep the
 minute) so that a test sees them pass.
 """
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import fakeredis
@@ -19,8 +20,12 @@ from jobs.core import keys
 from jobs.core.failures import PermanentError, TransientError
 from jobs.core.settings import Settings
 from jobs.embedding.budget import EmbeddingBudget, NowGate, WaitingGate
-from jobs.embedding.embedders import (MAX_RETRY_AFTER_SECONDS, BudgetUnavailable, HttpEmbedder,
-                                      retry_after_seconds)
+from jobs.embedding.embedders import (
+    MAX_RETRY_AFTER_SECONDS,
+    BudgetUnavailable,
+    HttpEmbedder,
+    retry_after_seconds,
+)
 from jobs.kb.search import Searcher
 from tests.unit.conftest import upload
 from tests.unit.embedding.test_embedding import serving
@@ -47,6 +52,7 @@ def admitted(budget: EmbeddingBudget, count: int) -> list:
 
 # -- requests per minute: a sliding-window log ---------------------------------------------------
 
+
 def test_rpm_admits_n_in_a_window_then_says_how_long_to_wait(redis):
     """Timed on the clock, not hoped: each bound holds however late a sleep wakes up, as long
     as it wakes up within about a second."""
@@ -71,7 +77,7 @@ def test_rpm_is_a_sliding_window_not_a_fixed_minute(redis):
     admitted(budget, 1)
     time.sleep(0.6)
     admitted(budget, 1)
-    time.sleep(0.5)                       # the first left the window, the second has not
+    time.sleep(0.5)  # the first left the window, the second has not
     admitted(budget, 1)
     assert not budget.try_admit().admitted
 
@@ -85,6 +91,7 @@ def test_rpm_log_is_shared_by_every_client_of_the_redis(redis):
 
 # -- requests in flight: a leased semaphore ------------------------------------------------------
 
+
 def test_concurrency_holds_slots_until_released(redis):
     budget = EmbeddingBudget(redis, concurrency=2, lease_seconds=30)
     first, _ = admitted(budget, 2)
@@ -97,7 +104,7 @@ def test_concurrency_holds_slots_until_released(redis):
 
 def test_a_lease_frees_the_slot_of_a_holder_that_never_released(redis):
     budget = EmbeddingBudget(redis, concurrency=1, lease_seconds=0.3)
-    admitted(budget, 1)                    # a worker killed mid-request never releases
+    admitted(budget, 1)  # a worker killed mid-request never releases
     refused = budget.try_admit()
     assert refused.reason == "concurrency" and 0 < refused.wait <= 0.3
     time.sleep(0.35)
@@ -114,12 +121,14 @@ def test_both_limits_together(redis):
 
 
 def test_lease_follows_the_request_timeout():
-    budget = EmbeddingBudget.from_settings(fakeredis.FakeRedis(), Settings(
-        embedding_concurrency=3, embedding_timeout=5))
+    budget = EmbeddingBudget.from_settings(
+        fakeredis.FakeRedis(), Settings(embedding_concurrency=3, embedding_timeout=5)
+    )
     assert (budget.rpm, budget.concurrency, budget.lease_ms) == (0, 3, 20_000)
 
 
 # -- a pause asked for with Retry-After ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("limits", [{}, {"rpm": 100}, {"concurrency": 5}])
 def test_a_pause_stops_every_request_limited_or_not(redis, limits):
@@ -152,6 +161,7 @@ def test_unlimited_runs_no_script_and_keeps_no_log(redis):
 
 # -- the gates ---------------------------------------------------------------------------------
 
+
 def test_waiting_gate_waits_tells_and_releases(redis):
     budget = EmbeddingBudget(redis, rpm=1, concurrency=1, window_seconds=0.5)
     waits = []
@@ -165,8 +175,9 @@ def test_waiting_gate_waits_tells_and_releases(redis):
     assert time.monotonic() - started >= 0.4
     assert waits[-1] is None, "the end of the wait is told"
     texts = [w.text for w in waits if w is not None]
-    assert texts and all(t.startswith("Waiting for the embedding budget (1 requests/min): ")
-                         for t in texts), texts
+    assert texts and all(
+        t.startswith("Waiting for the embedding budget (1 requests/min): ") for t in texts
+    ), texts
 
 
 def test_waiting_gate_says_what_a_slot_and_a_pause_wait_for(redis):
@@ -174,10 +185,12 @@ def test_waiting_gate_says_what_a_slot_and_a_pause_wait_for(redis):
     budget.try_admit()
     refused = budget.try_admit()
     assert budget.describe(refused, 12.4) == (
-        "Waiting for the embedding budget (1 request at a time): 12 s so far")
+        "Waiting for the embedding budget (1 request at a time): 12 s so far"
+    )
     budget.hold_off(2.5, "HTTP 429")
     assert budget.describe(budget.try_admit(), 0) == (
-        "Waiting for the embedding service, which asked for a pause (HTTP 429): 3 s")
+        "Waiting for the embedding service, which asked for a pause (HTTP 429): 3 s"
+    )
 
 
 def test_waiting_gate_never_waits_past_its_deadline(redis):
@@ -212,8 +225,9 @@ def test_now_gate_never_waits(redis):
 
 # -- Retry-After -------------------------------------------------------------------------------
 
+
 def test_retry_after_seconds_and_dates():
-    now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert retry_after_seconds("3") == 3.0
     assert retry_after_seconds(" 120 ") == 120.0
     date = format_datetime(now + timedelta(seconds=90), usegmt=True)
@@ -230,6 +244,7 @@ def limited_once(service, status, retry_after, then=None):
 
     def respond(body):
         return answers.pop(0) if answers else (then or service.embeddings)(body)
+
     service.respond = respond
 
 
@@ -289,16 +304,38 @@ def test_a_429_without_retry_after_stays_a_transient_failure(service, redis):
 
 REFUSALS = {
     "413": (413, {"error": {"message": "Request Entity Too Large"}}),
-    "openai": (400, {"error": {"message": "'$.input' is invalid. Please check the API reference: "
-                                          "https://platform.openai.com/docs/api-reference."}}),
-    "openai-array": (400, {"error": {"message": "Invalid 'input': array too long. Expected an "
-                                                "array with maximum length 2048."}}),
+    "openai": (
+        400,
+        {
+            "error": {
+                "message": "'$.input' is invalid. Please check the API reference: "
+                "https://platform.openai.com/docs/api-reference."
+            }
+        },
+    ),
+    "openai-array": (
+        400,
+        {
+            "error": {
+                "message": "Invalid 'input': array too long. Expected an "
+                "array with maximum length 2048."
+            }
+        },
+    ),
     "voyage": (400, {"detail": "too many inputs"}),
-    "voyage-batch": (400, {"error": {"message": "The batch size limit is 8. Your batch size "
-                                                "is 32."}}),
+    "voyage-batch": (
+        400,
+        {"error": {"message": "The batch size limit is 8. Your batch size is 32."}},
+    ),
     "cohere": (400, {"message": "invalid request: total number of texts must be at most 8"}),
-    "dashscope": (400, {"error": {"message": "batch size is invalid, it should not be larger "
-                                             "than 8.: input.contents"}}),
+    "dashscope": (
+        400,
+        {
+            "error": {
+                "message": "batch size is invalid, it should not be larger than 8.: input.contents"
+            }
+        },
+    ),
     "gemini": (400, {"error": {"message": "at most 8 requests can be in one batch"}}),
 }
 
@@ -308,6 +345,7 @@ def refusing_over(service, limit, refusal):
         if len(body["input"]) > limit:
             return refusal
         return service.embeddings(body)
+
     service.respond = respond
 
 
@@ -328,7 +366,8 @@ def test_a_learnt_batch_limit_is_used_by_another_process(service, redis):
     redis.set(keys.embedding_batch_limit(), 8)
     refusing_over(service, 8, REFUSALS["413"])
     HttpEmbedder(service.url, "m", batch_size=32).embed(
-        [f"text {i}" for i in range(20)], gate=WaitingGate(EmbeddingBudget(redis)))
+        [f"text {i}" for i in range(20)], gate=WaitingGate(EmbeddingBudget(redis))
+    )
     assert [len(call["body"]["input"]) for call in service.calls] == [8, 8, 4]
 
 
@@ -352,21 +391,36 @@ def test_another_400_is_not_taken_for_too_many_inputs(service):
 
 def test_the_batch_size_is_a_setting():
     from jobs.embedding.embedders import make_embedder
-    embedder = make_embedder(Settings(embedding_url="http://127.0.0.1:9/v1",
-                                      embedding_batch_size=16))
+
+    embedder = make_embedder(
+        Settings(embedding_url="http://127.0.0.1:9/v1", embedding_batch_size=16)
+    )
     assert (embedder.batch_size, embedder.request_size) == (16, 16)
-    assert Settings.from_mapping({"INTAKE_EMBEDDING_BATCH_SIZE": "8", "INTAKE_EMBEDDING_RPM": "60",
-                                  "INTAKE_EMBEDDING_CONCURRENCY": "4"}).embedding_rpm == 60
-    for bad in ({"INTAKE_EMBEDDING_BATCH_SIZE": "0"}, {"INTAKE_EMBEDDING_RPM": "-1"},
-                {"INTAKE_EMBEDDING_CONCURRENCY": "-2"}):
+    assert (
+        Settings.from_mapping(
+            {
+                "INTAKE_EMBEDDING_BATCH_SIZE": "8",
+                "INTAKE_EMBEDDING_RPM": "60",
+                "INTAKE_EMBEDDING_CONCURRENCY": "4",
+            }
+        ).embedding_rpm
+        == 60
+    )
+    for bad in (
+        {"INTAKE_EMBEDDING_BATCH_SIZE": "0"},
+        {"INTAKE_EMBEDDING_RPM": "-1"},
+        {"INTAKE_EMBEDDING_CONCURRENCY": "-2"},
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             Settings.from_mapping(bad)
 
 
 # -- in the pipeline -------------------------------------------------------------------------
 
-def test_a_long_retry_after_schedules_the_next_attempt_after_it(client, run_jobs, redis, service,
-                                                                  monkeypatch):
+
+def test_a_long_retry_after_schedules_the_next_attempt_after_it(
+    client, run_jobs, redis, service, monkeypatch
+):
     monkeypatch.setenv("INTAKE_EMBEDDING_URL", service.url)
     limited_once(service, 429, "900")
     task_id = upload(client, ("a.txt", b"Words to embed. " * 20)).get_json()["tasks"][0]["id"]
@@ -375,14 +429,16 @@ def test_a_long_retry_after_schedules_the_next_attempt_after_it(client, run_jobs
     assert task["status"] == "retrying" and task["attempts"] == 1, task
     assert task["error"]["type"] == "embedding_rate_limited", task
     waits = datetime.fromisoformat(task["next_attempt_at"]) - datetime.fromisoformat(
-        task["updated_at"])
+        task["updated_at"]
+    )
     assert 899 <= waits.total_seconds() <= 901, task
 
 
 def searcher_of(redis, service, **limits) -> Searcher:
     embedder = HttpEmbedder(service.url, "m", timeout=2)
-    return Searcher(redis, embedder, vectors=MemoryVectors(),
-                    budget=EmbeddingBudget(redis, **limits))
+    return Searcher(
+        redis, embedder, vectors=MemoryVectors(), budget=EmbeddingBudget(redis, **limits)
+    )
 
 
 def test_search_answers_by_words_at_once_during_a_pause(redis, service):
@@ -400,7 +456,7 @@ def test_search_takes_a_free_place_or_answers_by_words(redis, service):
     searcher = searcher_of(redis, service, concurrency=1)
     assert searcher.search("default", "text 1").mode == "hybrid"
     assert redis.zcard(keys.embedding_holders()) == 0, "its slot was released"
-    EmbeddingBudget(redis, concurrency=1).try_admit()          # a worker holds the only slot
+    EmbeddingBudget(redis, concurrency=1).try_admit()  # a worker holds the only slot
     answer = searcher.search("default", "text 1")
     assert answer.mode == "lexical" and "is in use" in answer.notice, answer
     assert len(service.calls) == 1

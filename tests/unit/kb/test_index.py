@@ -1,5 +1,6 @@
 """The knowledge base on fakeredis: staged writes and flips, versions, removal, garbage, the
 search script's exactness and its budget. (tests/integration runs the same on a real Redis.)"""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,9 @@ class MemoryVectors:
         pass
 
 
-def put(redis, document_id, texts, version=1, tenant="default", vectors=None, places=None,
-        store=None):
+def put(
+    redis, document_id, texts, version=1, tenant="default", vectors=None, places=None, store=None
+):
     """Index one document as a finished task does; True when it became the indexed version."""
     return index.write(redis, IndexedDocument(
         tenant, document_id, f"{document_id}.txt", f"{version:032d}", version, texts,
@@ -64,7 +66,8 @@ def test_documents_are_found_by_their_words(redis):
     found = search(redis, "zebrafox")
     assert found.exact
     assert [(h["document_id"], h["chunk"], h["filename"], h["task_id"]) for h in found.hits] == [
-        ("notes", 0, "notes.txt", f"{1:032d}")]
+        ("notes", 0, "notes.txt", f"{1:032d}")
+    ]
     assert texts_of(redis, "quorblax", 1) == ["A quorblax lives in the docx."]
     assert texts_of(redis, "unheardofword") == []
     assert texts_of(redis, "") == [], "a query without words finds nothing"
@@ -75,30 +78,43 @@ def test_documents_are_found_by_their_words(redis):
     assert ranked[1]["text"] == "a zebrafox, zebrafoxes and zebrafox", "three times"
     assert len(ranked) == 3 and all(h["score"] > 0 for h in ranked)
     stored = redis.hgetall(keys.kb_document("default", "notes"))
-    assert stored[b"format"] == b"sparse" and int(stored[b"dim"]) == 2 ** 32
+    assert stored[b"format"] == b"sparse" and int(stored[b"dim"]) == 2**32
     assert b"texts" not in stored, "a document hash holds no chunk data any more"
 
 
 def test_scores_are_bm25l_as_bm25s_computes_it(redis):
     import bm25s
     import Stemmer
-    texts = ["Alpha beta gamma, the inspection of valves.", "alpha alpha delta valve",
-             "Inspected: a valve, a pump and a pipe with a long description of its parts",
-             "nothing in common", "gamma rays and delta waves inspected twice, inspected"]
+
+    texts = [
+        "Alpha beta gamma, the inspection of valves.",
+        "alpha alpha delta valve",
+        "Inspected: a valve, a pump and a pipe with a long description of its parts",
+        "nothing in common",
+        "gamma rays and delta waves inspected twice, inspected",
+    ]
     put(redis, "d", texts)
     query = "inspection of alpha valves"
     stemmer = Stemmer.Stemmer("english")
     model = bm25s.BM25(k1=1.5, b=0.75, delta=0.5, method="bm25l")
-    model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
-                show_progress=False)
-    expected = model.get_scores(bm25s.tokenize(query, stopwords="en", stemmer=stemmer,
-                                               return_ids=False, show_progress=False)[0])
+    model.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
+    expected = model.get_scores(
+        bm25s.tokenize(
+            query, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+        )[0]
+    )
     # bm25s gives every chunk what the query's words weigh when absent (f(0)); Intake leaves
     # that constant out, so a chunk without any of the words scores 0 (chunk 3 here).
     absent = float(expected[3])
     got = {h["chunk"]: h["score"] for h in search(redis, query).hits}
-    assert got == {n: pytest.approx(float(score) - absent, rel=1e-4)
-                   for n, score in enumerate(expected) if n != 3}
+    assert got == {
+        n: pytest.approx(float(score) - absent, rel=1e-4)
+        for n, score in enumerate(expected)
+        if n != 3
+    }
     assert set(got) == {0, 1, 2, 4}
 
 
@@ -179,8 +195,7 @@ def test_replacing_a_document_again_and_again_keeps_its_postings_compact(redis):
     texts = [f"stable words here number{n}" for n in range(40)]
     for version in range(1, 30):
         put(redis, "doc", texts, version=version)
-    sizes = [redis.strlen(k) // 4 for k in redis.scan_iter(
-        match=keys.kb_prefix("default") + "i:*")]
+    sizes = [redis.strlen(k) // 4 for k in redis.scan_iter(match=keys.kb_prefix("default") + "i:*")]
     # 29 versions wrote 29 × 40 ids under "stable"; compaction keeps under 4/3 of the live ones.
     assert max(sizes) <= 40 * 4 // 3 + 1, f"dead ids pile up: {max(sizes)} postings"
     assert redis.hlen(keys.kb_rows("default")) == 40
@@ -225,7 +240,10 @@ def test_dense_documents_go_to_the_vector_engine_and_keep_their_words(redis):
     assert len(store.rows) == 2
     stored = redis.hgetall(keys.kb_document("default", "a"))
     assert (stored[b"format"], stored[b"dim"], stored[b"vector_store"]) == (
-        b"dense", b"4", b"store")
+        b"dense",
+        b"4",
+        b"store",
+    )
     retriever = Retriever(redis)
     hits = retriever.hydrate("default", store.nearest("default", east, 5), 5)
     assert [h["text"] for h in hits] == ["east wind", "north wind"]
@@ -233,7 +251,8 @@ def test_dense_documents_go_to_the_vector_engine_and_keep_their_words(redis):
     put(redis, "a", ["only west"], vectors=np.stack([east]), version=2, store=store)
     assert len(store.rows) == 1, "the old version's vectors are deleted"
     assert [h["text"] for h in retriever.hydrate("default", [(0, 0.9), (8, 0.5)], 5)] == [
-        "only west"], "a dead chunk the engine still answers is skipped"
+        "only west"
+    ], "a dead chunk the engine still answers is skipped"
     index.remove_document(redis, "default", "a", store)
     assert store.rows == {}
 
@@ -243,6 +262,7 @@ class _Down:
 
     def embed(self, texts):
         from jobs.core.failures import TransientError
+
         raise TransientError("timed out after 2 s")
 
 
@@ -266,8 +286,10 @@ def test_search_hits_and_the_chunk_pages_carry_each_chunk_s_location(redis):
     assert (hit["chunk"], hit["location"]) == (1, {"page": 2, "heading": "Terms"})
     total, page = index.document_chunks(redis, "default", "contract", "t1", 1, 5)
     assert total == 3
-    assert page == [{"chunk": 1, "text": "refund terms apply", "location": places[1]},
-                    {"chunk": 2, "text": "delivery schedule", "location": {}}]
+    assert page == [
+        {"chunk": 1, "text": "refund terms apply", "location": places[1]},
+        {"chunk": 2, "text": "delivery schedule", "location": {}},
+    ]
     assert index.document_chunks(redis, "default", "contract", "t1", 3, 5) == (3, [])
     assert index.document_chunks(redis, "default", "contract", "an older task", 0, 5) is None
     assert index.document_chunks(redis, "other", "contract", "t1", 0, 5) is None
@@ -278,22 +300,42 @@ def test_documents_of_the_old_layout_are_migrated_and_stay_searchable(redis):
     rows = TERMS.count(texts)
     indptr, indices, values = rows.to_bytes()
     key = keys.kb_document("default", "old")
-    redis.hset(key, mapping={"version": 3, "task_id": "t", "document_id": "old",
-                             "filename": "old.txt", "texts": json.dumps(texts),
-                             "locations": json.dumps([{"page": 1}, {"page": 2}]),
-                             "format": "sparse", "dim": 2 ** 32, "indptr": indptr,
-                             "indices": indices, "values": values})
+    redis.hset(
+        key,
+        mapping={
+            "version": 3,
+            "task_id": "t",
+            "document_id": "old",
+            "filename": "old.txt",
+            "texts": json.dumps(texts),
+            "locations": json.dumps([{"page": 1}, {"page": 2}]),
+            "format": "sparse",
+            "dim": 2**32,
+            "indptr": indptr,
+            "indices": indices,
+            "values": values,
+        },
+    )
     redis.sadd(keys.kb_documents("default"), key)
     dense_key = keys.kb_document("default", "older")
-    redis.hset(dense_key, mapping={"version": 1, "task_id": "u", "document_id": "older",
-                                   "filename": "older.txt", "texts": '["dense quorblax"]',
-                                   "vectors": np.eye(2, dtype=np.float32)[0].tobytes(), "dim": 2})
+    redis.hset(
+        dense_key,
+        mapping={
+            "version": 1,
+            "task_id": "u",
+            "document_id": "older",
+            "filename": "older.txt",
+            "texts": '["dense quorblax"]',
+            "vectors": np.eye(2, dtype=np.float32)[0].tobytes(),
+            "dim": 2,
+        },
+    )
     redis.sadd(keys.kb_documents("default"), dense_key)
     redis.set(keys.tenant_chunks("default"), 3)
     store = MemoryVectors()
     assert kb_migration.migrate(redis, store) == 2
     assert kb_migration.migrate(redis, store) == 0, "once"
-    hit, = search(redis, "zebrafox").hits
+    (hit,) = search(redis, "zebrafox").hits
     assert (hit["document_id"], hit["task_id"], hit["location"]) == ("old", "t", {"page": 1})
     assert texts_of(redis, "quorblax") == ["dense quorblax"]
     assert len(store.rows) == 1
@@ -308,10 +350,21 @@ def test_the_old_fields_go_once_their_grace_is_over(redis, monkeypatch):
     texts = ["legacy words"]
     indptr, indices, values = TERMS.count(texts).to_bytes()
     key = keys.kb_document("default", "old")
-    redis.hset(key, mapping={"version": 1, "task_id": "t", "document_id": "old",
-                             "filename": "old.txt", "texts": json.dumps(texts),
-                             "format": "sparse", "dim": 2 ** 32, "indptr": indptr,
-                             "indices": indices, "values": values})
+    redis.hset(
+        key,
+        mapping={
+            "version": 1,
+            "task_id": "t",
+            "document_id": "old",
+            "filename": "old.txt",
+            "texts": json.dumps(texts),
+            "format": "sparse",
+            "dim": 2**32,
+            "indptr": indptr,
+            "indices": indices,
+            "values": values,
+        },
+    )
     redis.sadd(keys.kb_documents("default"), key)
     assert kb_migration.migrate(redis) == 1
     kb_migration.migrate(redis)
@@ -346,6 +399,7 @@ def test_a_staging_that_fails_midway_leaves_nothing_behind(redis):
     class Down(MemoryVectors):
         def write(self, tenant, first, vectors):
             raise TransientError("the vector database is unreachable")
+
     with pytest.raises(TransientError):
         put(redis, "a", ["east wind"], vectors=np.eye(4, dtype=np.float32)[:1], store=Down())
     index.collect_garbage(redis, "default")
@@ -355,7 +409,8 @@ def test_a_staging_that_fails_midway_leaves_nothing_behind(redis):
 
 def _counts(redis, *tenants):
     return [int(redis.get(keys.tenant_chunks(t)) or 0) for t in tenants], int(
-        redis.get(keys.kb_total_chunks()))
+        redis.get(keys.kb_total_chunks())
+    )
 
 
 def test_the_total_of_all_tenants_moves_with_every_flip_and_removal(redis):
@@ -388,7 +443,7 @@ def test_a_knowledge_base_indexed_before_the_total_was_kept_is_counted_once(redi
 def test_a_tenant_counted_late_adds_what_it_holds_to_the_total(redis):
     index.ensure_chunk_counts(redis)
     put(redis, "a", ["one zebrafox", "two zebrafox"], tenant="acme")
-    redis.delete(keys.tenant_chunks("acme"))        # indexed by a release before its count
+    redis.delete(keys.tenant_chunks("acme"))  # indexed by a release before its count
     redis.set(keys.kb_total_chunks(), 0)
     index.ensure_chunk_counts(redis)
     assert _counts(redis, "acme") == ([2], 2)
@@ -404,10 +459,12 @@ def test_the_chunk_limit_of_all_tenants_refuses_readably_at_indexing(redis):
     error = refused.value
     assert (error.code, error.step, error.retryable) == ("knowledge_base_full", "indexing", True)
     assert "service's knowledge base is full" in error.message and "4 of its 5" in error.message
-    assert index.check_chunk_limit(redis, "globex", "b", 2, limit=100, total_limit=5) == 1, \
+    assert index.check_chunk_limit(redis, "globex", "b", 2, limit=100, total_limit=5) == 1, (
         "a document's own indexed version is replaced: only the difference counts"
-    assert set(index.quota_keys("globex", "c")) >= {keys.kb_total_chunks()}, \
+    )
+    assert set(index.quota_keys("globex", "c")) >= {keys.kb_total_chunks()}, (
         "the total is watched until the write"
+    )
 
 
 def test_a_one_character_cjk_query_finds_the_character_inside_words(redis):
@@ -467,6 +524,7 @@ def test_one_collector_at_a_time_takes_a_run_out_of_the_statistics(redis):
 
 def test_a_search_goes_on_across_script_calls_to_the_same_exact_answer(redis, monkeypatch):
     from jobs.kb import retrieval
+
     rng = random.Random(11)
     vocabulary = [f"w{n}" for n in range(200)]
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
@@ -487,5 +545,6 @@ def test_a_search_goes_on_across_script_calls_to_the_same_exact_answer(redis, mo
         found = search(redis, query, k=20)
         assert found.exact and expected.exact
         assert [(h["chunk"], h["score"]) for h in found.hits] == [
-            (h["chunk"], pytest.approx(h["score"], rel=1e-12)) for h in expected.hits], query
+            (h["chunk"], pytest.approx(h["score"], rel=1e-12)) for h in expected.hits
+        ], query
     assert len(calls) > len(whole) and any(calls), "it went on from where a call stopped"

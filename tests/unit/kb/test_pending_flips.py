@@ -3,6 +3,7 @@ flip recorded with the task's `succeeded` is applied once whoever applies it, on
 did not live to apply is applied by housekeeping, and one still on its way when the document
 is deleted is refused by the delete's tombstone. (tests/integration/test_kb_apart.py runs the
 whole service that way on two real redis-servers.)"""
+
 from __future__ import annotations
 
 import fakeredis
@@ -52,7 +53,7 @@ def test_a_flip_is_searchable_once_applied_and_applying_it_again_changes_nothing
     assert pending_flips.apply(kb, queue, "t1", staged) is True
     assert found(kb, "hydraulic") == ["the hydraulic pump manual"]
     assert queue.hlen(keys.pending_flips()) == 0
-    assert pending_flips.apply(kb, queue, "t1", staged) is True   # housekeeping, say
+    assert pending_flips.apply(kb, queue, "t1", staged) is True  # housekeeping, say
     assert int(kb.get(keys.tenant_chunks(TENANT))) == 1, "counted once"
     assert not queue.keys("intake:kb:*"), "nothing of the knowledge base on the queue's Redis"
 

@@ -1,6 +1,7 @@
 """Searches on read replicas (jobs.kb.read_replicas): turns, a replica that refuses left alone
 while the primary answers, and a search that timed out on a replica not run again on the
 primary. (tests/integration/test_kb_apart.py runs them on a real replica, stalled by SIGSTOP.)"""
+
 from __future__ import annotations
 
 import pytest
@@ -30,10 +31,12 @@ def test_searches_take_turns_on_the_replicas_and_the_primary_only_without_any():
     assert ReadReplicas(Named("primary"), []).read(Named.answer) == "primary"
 
 
-@pytest.mark.parametrize("failure", [RedisConnectionError("refused"),
-                                     BusyLoadingError("loading its copy")])
+@pytest.mark.parametrize(
+    "failure", [RedisConnectionError("refused"), BusyLoadingError("loading its copy")]
+)
 def test_a_replica_that_does_not_answer_is_left_alone_while_the_primary_answers(
-        monkeypatch, failure):
+    monkeypatch, failure
+):
     now = [100.0]
     monkeypatch.setattr(read_replicas.time, "monotonic", lambda: now[0])
     down = Named("r1", fails=failure)
@@ -64,7 +67,7 @@ def test_a_search_that_timed_out_on_a_replica_is_not_run_again_on_the_primary(mo
     stalled = Counted("r1")
     stalled.fails = RedisTimeoutError("Timeout reading from 127.0.0.1:6380")
     readers = ReadReplicas(primary, [stalled])
-    with pytest.raises(Exception) as refused:   # SearchTimedOut: 503 (webapp.errors)
+    with pytest.raises(Exception) as refused:  # SearchTimedOut: 503 (webapp.errors)
         readers.read(Counted.answer)
     assert primary.reads == 0, "the timed-out search never reached the primary"
     assert type(refused.value).__name__ == "SearchTimedOut", refused.value

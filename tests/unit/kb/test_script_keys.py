@@ -1,6 +1,7 @@
 """Every Lua script names the keys it can know beforehand in KEYS: the only key names a script
 builds are those named by what a declared key holds (a term's postings by its levels, a hit's
 document by its text's digest), under the tenant's prefix."""
+
 from __future__ import annotations
 
 import re
@@ -21,8 +22,12 @@ def _scripts() -> list[tuple[str, int, str]]:
 
 
 def test_scripts_build_only_the_key_names_that_data_names():
-    built = [(path, line, name) for path, line, text in _scripts()
-             for name in _BUILT.findall(text) if name not in DERIVED]
+    built = [
+        (path, line, name)
+        for path, line, text in _scripts()
+        for name in _BUILT.findall(text)
+        if name not in DERIVED
+    ]
     assert built == []
 
 

@@ -5,6 +5,7 @@ and the answer by words, with a notice, where meaning was asked for and cannot b
 The lexical ranking is taken as it comes (its scoring is jobs.kb.retrieval's business): what is
 checked here is what the fusion makes of its ranks. The dense side is a dict-backed vector
 engine and a query embedder answering fixed vectors, so every dense rank is known."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,16 +14,20 @@ import pytest
 from jobs.core import keys
 from jobs.core.failures import TransientError
 from jobs.embedding.embedders import LocalEmbedder
-from jobs.kb.search import (MAX_SEARCH_K, RRF_K, SEARCH_MODES, Searcher, candidates, fuse,
-                            scored_by)
+from jobs.kb.search import MAX_SEARCH_K, RRF_K, SEARCH_MODES, Searcher, candidates, fuse, scored_by
 from tests.unit.kb.test_index import MemoryVectors, put
 
 AXES = np.eye(4, dtype=np.float32)
 
 
 def hit(task_id: str, chunk: int, score: float) -> dict:
-    return {"document_id": f"{task_id}.txt", "task_id": task_id, "chunk": chunk, "score": score,
-            "text": f"{task_id}/{chunk}"}
+    return {
+        "document_id": f"{task_id}.txt",
+        "task_id": task_id,
+        "chunk": chunk,
+        "score": score,
+        "text": f"{task_id}/{chunk}",
+    }
 
 
 def rrf(*ranks: int) -> float:
@@ -31,16 +36,21 @@ def rrf(*ranks: int) -> float:
 
 # -- fusion on constructed lists ---------------------------------------------------------------
 
+
 def test_fusion_sums_reciprocal_ranks_and_keeps_each_list_s_own_score():
     lexical = [hit("a", 0, 0.9), hit("b", 0, 0.5), hit("c", 0, 0.1)]
     dense = [hit("c", 0, 0.95), hit("a", 0, 0.8), hit("d", 0, 0.7)]
     fused = fuse({"lexical": lexical, "dense": dense}, 10)
     assert [h["task_id"] for h in fused] == ["a", "c", "b", "d"]
     assert [h["score"] for h in fused] == pytest.approx(
-        [rrf(1, 2), rrf(3, 1), rrf(2), rrf(3)], abs=1e-6)
+        [rrf(1, 2), rrf(3, 1), rrf(2), rrf(3)], abs=1e-6
+    )
     assert [h["scores"] for h in fused] == [
-        {"lexical": 0.9, "dense": 0.8}, {"lexical": 0.1, "dense": 0.95}, {"lexical": 0.5},
-        {"dense": 0.7}]
+        {"lexical": 0.9, "dense": 0.8},
+        {"lexical": 0.1, "dense": 0.95},
+        {"lexical": 0.5},
+        {"dense": 0.7},
+    ]
     assert fused[0]["text"] == "a/0", "the hit itself is kept"
     assert lexical[0] == hit("a", 0, 0.9), "the lists given are left as they were"
 
@@ -69,6 +79,7 @@ def test_each_list_is_read_deeper_than_k():
 
 
 # -- a searcher over a knowledge base with dense vectors ---------------------------------------
+
 
 class QueryEmbedder:
     """An embedding service answering each query's vector from a table, counting its calls."""
@@ -104,10 +115,12 @@ def searcher(redis, store):
     vector, "words" by its words only (an orthogonal vector), "meaning" by its vector only (no
     word in common), "neither" by nothing."""
     between = (AXES[0] + AXES[1]) / np.sqrt(2)
-    for name, text, vector in (("both", "ledger entries", AXES[0]),
-                               ("words", "ledger notes kept elsewhere", AXES[1]),
-                               ("meaning", "bookkeeping", between),
-                               ("neither", "river water", AXES[2])):
+    for name, text, vector in (
+        ("both", "ledger entries", AXES[0]),
+        ("words", "ledger notes kept elsewhere", AXES[1]),
+        ("meaning", "bookkeeping", between),
+        ("neither", "river water", AXES[2]),
+    ):
         put(redis, name, [text], vectors=np.stack([vector]), store=store)
     return Searcher(redis, QueryEmbedder({"ledger": AXES[0]}), vectors=store)
 
@@ -125,13 +138,16 @@ def test_a_default_search_fuses_words_and_meaning(searcher):
     assert set(found) == {"both", "words", "meaning"}
     lexical_rank = {h["document_id"]: n for n, h in enumerate(words, start=1)}
     dense_rank = {h["document_id"]: n for n, h in enumerate(meaning, start=1)}
-    assert found["both"]["scores"] == {"lexical": words[lexical_rank["both"] - 1]["score"],
-                                       "dense": pytest.approx(1.0, abs=1e-6)}
+    assert found["both"]["scores"] == {
+        "lexical": words[lexical_rank["both"] - 1]["score"],
+        "dense": pytest.approx(1.0, abs=1e-6),
+    }
     assert found["both"]["score"] == pytest.approx(
-        rrf(lexical_rank["both"], dense_rank["both"]), abs=1e-6)
+        rrf(lexical_rank["both"], dense_rank["both"]), abs=1e-6
+    )
     assert set(found["words"]["scores"]) == {"lexical"}
     assert found["words"]["score"] == pytest.approx(rrf(lexical_rank["words"]), abs=1e-6)
-    assert found["meaning"]["scores"] == {"dense": pytest.approx(2 ** -0.5, abs=1e-5)}
+    assert found["meaning"]["scores"] == {"dense": pytest.approx(2**-0.5, abs=1e-5)}
     assert found["meaning"]["score"] == pytest.approx(rrf(dense_rank["meaning"]), abs=1e-6)
     assert answer.results[0]["document_id"] == "both", "found by both lists: first"
     scores = [h["score"] for h in answer.results]
@@ -142,11 +158,14 @@ def test_a_default_search_fuses_words_and_meaning(searcher):
 def test_hybrid_reads_both_lists_deeper_than_k(searcher, store, monkeypatch):
     asked = []
     lexical = searcher.retriever.lexical
-    monkeypatch.setattr(searcher.retriever, "lexical",
-                        lambda tenant, row, k: asked.append(k) or lexical(tenant, row, k))
+    monkeypatch.setattr(
+        searcher.retriever,
+        "lexical",
+        lambda tenant, row, k: asked.append(k) or lexical(tenant, row, k),
+    )
     answer = searcher.search("default", "ledger", 1, "hybrid")
     assert asked == [candidates(1)] and store.limits[-1] >= candidates(1)
-    hit, = answer.results
+    (hit,) = answer.results
     assert hit["document_id"] == "both" and set(hit["scores"]) == {"lexical", "dense"}
 
 
@@ -161,7 +180,7 @@ def test_dense_and_lexical_each_answer_alone_with_their_own_scores(searcher):
     meaning = searcher.search("default", "ledger", 10, "dense")
     assert meaning.mode == "dense" and meaning.notice == "" and meaning.exact
     assert [h["document_id"] for h in meaning.results] == ["both", "meaning"]
-    assert [h["score"] for h in meaning.results] == pytest.approx([1.0, 2 ** -0.5], abs=1e-5)
+    assert [h["score"] for h in meaning.results] == pytest.approx([1.0, 2**-0.5], abs=1e-5)
     assert all(h["scores"] == {"dense": h["score"]} for h in meaning.results)
 
 
@@ -202,7 +221,8 @@ class _Down:
 def test_a_failing_service_makes_any_search_by_meaning_answer_by_words(redis, store, mode):
     put(redis, "doc", ["ledger entries"], vectors=AXES[:1], store=store)
     answer = Searcher(redis, _Down(), breaker_seconds=30, vectors=store).search(
-        "default", "ledger", 5, mode)
+        "default", "ledger", 5, mode
+    )
     assert answer.mode == "lexical" and "timed out" in answer.notice
     assert [h["scores"] for h in answer.results] == [{"lexical": answer.results[0]["score"]}]
     assert 0 < redis.ttl(keys.search_breaker()) <= 30

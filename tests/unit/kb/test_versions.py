@@ -1,5 +1,6 @@
 """The pipeline version (docs/architecture.md §9): what makes an already ingested file be ingested
 again. Each thing that changes what a document's entries would be changes it; nothing else does."""
+
 from jobs.core.settings import Settings
 from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb.versions import pipeline_version
@@ -10,7 +11,7 @@ def version(**env):
 
 
 def test_the_default_version_names_code_chunking_and_model():
-    assert version() == f"p2/chunk-1000-150/{LocalEmbedder.model}-{2 ** 32}"
+    assert version() == f"p2/chunk-1000-150/{LocalEmbedder.model}-{2**32}"
 
 
 def test_turning_ocr_off_or_back_on_re_ingests():

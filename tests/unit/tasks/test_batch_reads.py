@@ -1,5 +1,6 @@
 """A batch poll reads only the fields a task's JSON needs and reuses each task's JSON while its
 fields are unchanged: what it answers must stay exactly what polling each task answers."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,9 @@ def _batch(client, batch_id):
 
 
 def test_a_batch_answers_each_task_as_its_own_poll_does(client, run_jobs):
-    body = upload(client, ("a.txt", b"Alpha words."), ("b.txt", b"Beta words."),
-                  ("c.txt", b"")).get_json()
+    body = upload(
+        client, ("a.txt", b"Alpha words."), ("b.txt", b"Beta words."), ("c.txt", b"")
+    ).get_json()
     ids = [t["id"] for t in body["tasks"]]
     client.post(f"/api/tasks/{ids[1]}/cancel")
     run_jobs()
@@ -30,9 +32,9 @@ def test_a_batch_answers_each_task_as_its_own_poll_does(client, run_jobs):
 def test_a_batch_poll_sees_every_change_of_a_task(client, redis, run_jobs):
     body = upload(client, ("a.txt", b"Alpha words."), ("b.txt", b"Beta words.")).get_json()
     first = _batch(client, body["batch_id"])
-    assert _batch(client, body["batch_id"]).data == first.data        # unchanged: same JSON
+    assert _batch(client, body["batch_id"]).data == first.data  # unchanged: same JSON
     task_id = body["tasks"][0]["id"]
-    redis.hset(keys.task(task_id), "step_detail", "Moved on")         # any field, any writer
+    redis.hset(keys.task(task_id), "step_detail", "Moved on")  # any field, any writer
     moved = _batch(client, body["batch_id"])
     assert moved.headers["ETag"] != first.headers["ETag"]
     assert moved.get_json()["tasks"][0]["step_detail"] == "Moved on"
@@ -52,12 +54,16 @@ def test_the_api_text_is_the_batch_dict_serialised(app, client, run_jobs):
 
 
 def test_a_task_view_needs_only_the_view_fields(client, redis, run_jobs):
-    body = upload(client, ("a.txt", b"Alpha words."), ("b.txt", b"Beta words."),
-                  ("c.txt", b"   \n\n   ")).get_json()
+    body = upload(
+        client, ("a.txt", b"Alpha words."), ("b.txt", b"Beta words."), ("c.txt", b"   \n\n   ")
+    ).get_json()
     client.post(f"/api/tasks/{body['tasks'][1]['id']}/cancel")
     run_jobs()
     assert [t["status"] for t in _batch(client, body["batch_id"]).get_json()["tasks"]] == [
-        "succeeded", "canceled", "failed"]
+        "succeeded",
+        "canceled",
+        "failed",
+    ]
     for task in body["tasks"]:
         full = tasks.load(redis, task["id"])
         (raw,) = tasks.load_view_fields(redis, [task["id"]])
@@ -68,6 +74,7 @@ def test_a_task_view_needs_only_the_view_fields(client, redis, run_jobs):
 
 def test_the_task_json_cache_stays_bounded_and_right(client, redis):
     from jobs.tasks.batches import TaskJsonCache
+
     body = upload(client, *[(f"{n}.txt", f"Words {n}.".encode()) for n in range(10)]).get_json()
     ids = [t["id"] for t in body["tasks"]]
     cache = TaskJsonCache(limit=4)
@@ -81,6 +88,7 @@ def test_the_task_json_cache_stays_bounded_and_right(client, redis):
 def test_the_lean_read_answers_what_a_pipeline_does_and_survives_an_error(client, redis):
     import pytest
     from redis.exceptions import ResponseError
+
     body = upload(client, ("a.txt", b"Alpha words."), ("b.txt", b"Beta words.")).get_json()
     ids = [t["id"] for t in body["tasks"]] + ["0" * 32]
     pipe = redis.pipeline(transaction=False)

@@ -2,6 +2,7 @@
 GET /api/documents/<id> as a user reads them, the tenant's set of documents kept by uploads
 and deletes, and the backfill of documents uploaded before that set existed.
 (tests/integration/test_library.py runs the same on the real system.)"""
+
 from __future__ import annotations
 
 import fakeredis
@@ -15,9 +16,21 @@ from jobs.upgrades import library_backfill
 from jobs.worker.housekeeping import run as housekeeping
 from tests.unit.conftest import upload
 
-DOCUMENT_FIELDS = {"document_id", "filename", "status", "version", "pipeline_version", "chunks",
-                   "bytes", "content_type", "created_at", "updated_at", "task_id", "url",
-                   "original_url"}
+DOCUMENT_FIELDS = {
+    "document_id",
+    "filename",
+    "status",
+    "version",
+    "pipeline_version",
+    "chunks",
+    "bytes",
+    "content_type",
+    "created_at",
+    "updated_at",
+    "task_id",
+    "url",
+    "original_url",
+}
 KEYS = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
 ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
 GLOBEX = {"Authorization": "Bearer globex-key-456-0123456789ab"}
@@ -39,8 +52,12 @@ def one_by_one(client, *files, **form) -> list[dict]:
 
 
 def test_documents_are_listed_newest_first_with_every_field(client, run_jobs):
-    tasks = one_by_one(client, ("a.txt", b"First words."), ("reports/b.md", b"# Second"),
-                       ("c.txt", b"Third words."))
+    tasks = one_by_one(
+        client,
+        ("a.txt", b"First words."),
+        ("reports/b.md", b"# Second"),
+        ("c.txt", b"Third words."),
+    )
     page = listed(client)
     assert page["total"] == 3 and ids(page) == ["c.txt", "reports/b.md", "a.txt"]
     assert {d["status"] for d in page["documents"]} == {"pending"}
@@ -81,8 +98,12 @@ def test_q_filters_by_id_or_file_name_in_any_case(client):
     assert ids(page) == ["archive/2024/REPORT-scan", "Quarterly-Report.txt"]
     assert page["total"] == 2
     assert ids(listed(client, "?q=SCAN.TXT")) == ["archive/2024/REPORT-scan"], "by file name"
-    assert listed(client, "?q=nothing-like-it") == {"total": 0, "documents": [], "offset": 0,
-                                                    "limit": 50}
+    assert listed(client, "?q=nothing-like-it") == {
+        "total": 0,
+        "documents": [],
+        "offset": 0,
+        "limit": 50,
+    }
 
 
 def test_status_filters_by_the_latest_task(client, run_jobs):
@@ -109,8 +130,10 @@ def test_pages_by_offset_and_limit_with_and_without_a_filter(client):
     assert ids(filtered) == ["doc-1.txt", "doc-0.txt"] and filtered["total"] == 5
 
 
-@pytest.mark.parametrize("query", ["?limit=0", "?limit=101", "?offset=-1", "?limit=many",
-                                   "?status=done", "?status=Succeeded"])
+@pytest.mark.parametrize(
+    "query",
+    ["?limit=0", "?limit=101", "?offset=-1", "?limit=many", "?status=done", "?status=Succeeded"],
+)
 def test_bad_parameters_answer_400_json(client, query):
     answer = client.get(f"/api/documents{query}")
     assert answer.status_code == 400
@@ -181,7 +204,8 @@ def test_a_deleted_document_leaves_the_list(client, redis, run_jobs):
     run_jobs()
     assert client.delete("/api/documents/folder/gone.txt").status_code == 204
     assert redis.zscore(keys.tenant_documents("default"), "folder/gone.txt") is None, (
-        "taken out by the delete itself, not left for a read to find")
+        "taken out by the delete itself, not left for a read to find"
+    )
     page = listed(client)
     assert ids(page) == ["keep.txt"] and page["total"] == 1
     assert client.get("/api/documents/folder/gone.txt").status_code == 404
@@ -198,8 +222,11 @@ def test_a_document_kept_only_by_the_knowledge_base_is_still_listed(client, redi
     """After the retention its task records expire, while the knowledge base keeps it."""
     task = one_by_one(client, ("old.txt", b"Words indexed long ago."))[0]
     run_jobs()
-    redis.delete(keys.task(task["id"]), keys.document_latest("default", "old.txt"),
-                 keys.document_tasks("default", "old.txt"))
+    redis.delete(
+        keys.task(task["id"]),
+        keys.document_latest("default", "old.txt"),
+        keys.document_tasks("default", "old.txt"),
+    )
     page = listed(client)
     assert page["total"] == 1
     old = page["documents"][0]
@@ -222,7 +249,7 @@ def test_backfill_lists_what_was_uploaded_before_the_list_existed(client, redis,
     indexed_only = one_by_one(client, ("c.txt", b"Only indexed."))[0]
     run_jobs()
     redis.delete(keys.task(indexed_only["id"]), keys.document_latest("default", "c.txt"))
-    redis.delete(keys.tenant_documents("default"))   # as an earlier release left them
+    redis.delete(keys.tenant_documents("default"))  # as an earlier release left them
     assert listed(client)["total"] == 0
 
     housekeeping(redis, 86400)
@@ -233,7 +260,8 @@ def test_backfill_lists_what_was_uploaded_before_the_list_existed(client, redis,
     redis.delete(keys.tenant_documents("default"))
     housekeeping(redis, 86400)
     assert ids(listed(client)) == ["b.txt", "a.txt"], (
-        "within the grace, later passes look at latest tasks again, not the index")
+        "within the grace, later passes look at latest tasks again, not the index"
+    )
     redis.set(keys.tenant_documents_filled(), 1.0)
     redis.delete(keys.tenant_documents("default"))
     assert library_backfill.backfill(redis) == 0 and listed(client)["total"] == 0, (
@@ -261,8 +289,7 @@ def test_with_the_knowledge_base_apart_its_entries_stand_in_and_are_backfilled()
     page = library.page(queue, kb, "acme")
     assert page["total"] == 1
     kept = page["documents"][0]
-    assert (kept["document_id"], kept["status"], kept["chunks"]) == ("dir/kept.pdf",
-                                                                    "succeeded", 1)
+    assert (kept["document_id"], kept["status"], kept["chunks"]) == ("dir/kept.pdf", "succeeded", 1)
     assert kept["content_type"] == "application/pdf"
     assert kept["created_at"] == "2023-11-14T22:13:20.000Z"
     assert library.page(queue, kb, "acme", query="KEPT")["total"] == 1

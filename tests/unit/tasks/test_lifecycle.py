@@ -1,4 +1,5 @@
 """Cancel, retry, dead letters and the reconciler on fakeredis (docs/architecture.md §3, §8)."""
+
 from __future__ import annotations
 
 import json
@@ -71,10 +72,12 @@ def test_a_bad_file_is_a_dead_letter_that_cannot_be_retried(client, run_jobs):
     assert response.get_json()["error"]["code"] == "not_retryable"
 
 
-def test_retry_after_a_configuration_error_resumes_from_the_checkpoint(
-        client, run_jobs, redis):
-    rejected = PermanentError("The embedding service refused the API key (HTTP 401).",
-                              code="embedding_rejected", retryable=True)
+def test_retry_after_a_configuration_error_resumes_from_the_checkpoint(client, run_jobs, redis):
+    rejected = PermanentError(
+        "The embedding service refused the API key (HTTP 401).",
+        code="embedding_rejected",
+        retryable=True,
+    )
     task_id = _one(client, ("a.txt", TEXT))
     run_jobs(_FailingEmbedder(rejected))
     task = _task(client, task_id)
@@ -83,7 +86,9 @@ def test_retry_after_a_configuration_error_resumes_from_the_checkpoint(
 
     batch = task["batch_id"]
     assert client.post(f"/api/batches/{batch}/retry-failed").get_json() == {
-        "retried": 1, "skipped": 0}
+        "retried": 1,
+        "skipped": 0,
+    }
     run_jobs()
     task = _task(client, task_id)
     assert task["status"] == "succeeded" and task["attempts"] == 1
@@ -95,7 +100,8 @@ def test_retry_after_a_configuration_error_resumes_from_the_checkpoint(
 
 
 def test_a_transient_failure_after_a_quick_parse_keeps_the_parse_for_the_retry(
-        client, run_jobs, redis):
+    client, run_jobs, redis
+):
     # A quick parse's checkpoint is not sent on its own: it must travel with the failure.
     task_id = _one(client, ("a.txt", TEXT))
     run_jobs(_FailingEmbedder(TransientError("down", code="embedding_unavailable")))
@@ -153,8 +159,10 @@ def test_error_json_is_readable(client, run_jobs):
 
 
 def test_a_delete_of_one_version_leaves_an_upload_that_lands_between_its_check_and_exec(
-        client, run_jobs, monkeypatch):
+    client, run_jobs, monkeypatch
+):
     from jobs.tasks import lifecycle
+
     first = _one(client, ("readme.md", b"The folder's readme about ospreys."))
     run_jobs()
     check, landed = lifecycle.current_version, []

@@ -1,5 +1,6 @@
 """Backpressure on fakeredis: a batch is accepted whole or refused whole (docs/architecture.md §5,
 §18)."""
+
 from __future__ import annotations
 
 from jobs.core import keys
@@ -31,10 +32,13 @@ def test_tenant_limit_is_429_for_that_tenant_only(make_app):
     def as_tenant(key, *files):
         client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
         return upload(client, *files)
+
     assert as_tenant("acme-key-123-0123456789ab", *_files(2)).status_code == 202
     refused = as_tenant("acme-key-123-0123456789ab", *_files(1, size=30))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
-    assert as_tenant("globex-key-456-0123456789ab", *_files(2)).status_code == 202, "others still upload"
+    assert as_tenant("globex-key-456-0123456789ab", *_files(2)).status_code == 202, (
+        "others still upload"
+    )
 
 
 def test_blob_budget_counts_waiting_bytes_and_gives_them_back(make_app, redis, run_jobs):
@@ -65,12 +69,14 @@ def test_a_finished_or_canceled_task_frees_its_place(make_app, redis):
 
 def test_each_tenant_has_its_own_share_of_the_upload_storage(make_app, redis):
     keys_ = "acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
-    client = make_app(INTAKE_API_KEYS=keys_, INTAKE_TENANT_BLOB_BUDGET_BYTES=100,
-                      INTAKE_BLOB_BUDGET_BYTES=1000).test_client()
+    client = make_app(
+        INTAKE_API_KEYS=keys_, INTAKE_TENANT_BLOB_BUDGET_BYTES=100, INTAKE_BLOB_BUDGET_BYTES=1000
+    ).test_client()
 
     def as_tenant(key, *files):
         client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {key}"
         return upload(client, *files)
+
     assert as_tenant("acme-key-123-0123456789ab", *_files(1, size=80)).status_code == 202
     refused = as_tenant("acme-key-123-0123456789ab", *_files(1, size=30))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
@@ -90,8 +96,8 @@ def test_a_release_gives_bytes_back_once_however_often_it_runs(client, redis):
 
 def test_recount_moves_sizes_of_earlier_releases_to_their_tenant(client, redis):
     task_id = upload(client, *_files(1, size=30)).get_json()["tasks"][0]["id"]
-    redis.hdel(keys.tenant_blob_sizes("default"), task_id)   # as an earlier release wrote it:
-    redis.set(keys.tenant_blob_bytes("default"), 0)          # one all-tenant table
+    redis.hdel(keys.tenant_blob_sizes("default"), task_id)  # as an earlier release wrote it:
+    redis.set(keys.tenant_blob_bytes("default"), 0)  # one all-tenant table
     redis.hset(keys.legacy_blob_sizes(), task_id, 30)
     upload_sizes.move_to_tenants(redis)
     assert upload_budgets.recount(redis) == 30
@@ -110,8 +116,9 @@ def test_a_full_knowledge_base_refuses_uploads(make_app, redis, run_jobs):
 
 def _chunks_of(word, count):
     """A text of exactly `count` chunks (paragraphs of ~750 characters) with `word` in each."""
-    paragraphs = [f"Part {n}. " + " ".join([f"The {word} ledger of the office."] * 22)
-                  for n in range(count)]
+    paragraphs = [
+        f"Part {n}. " + " ".join([f"The {word} ledger of the office."] * 22) for n in range(count)
+    ]
     text = "\n\n".join(paragraphs)
     assert len(chunk_text(text, 1000, 150)) == count
     return text.encode()
@@ -126,12 +133,16 @@ def _as(client, key):
 
 
 def test_a_full_knowledge_base_of_all_tenants_refuses_every_upload_and_nothing_else(
-        make_app, redis, run_jobs, monkeypatch):
+    make_app, redis, run_jobs, monkeypatch
+):
     monkeypatch.setenv("INTAKE_KB_CHUNK_LIMIT", "2")  # the web's and the workers'
     client = make_app(INTAKE_API_KEYS=TWO_TENANTS).test_client()
     index.ensure_chunk_counts(redis)  # what a worker's housekeeping does as it starts
-    acme = upload(_as(client, "acme-key-123-0123456789ab"), ("a.txt", _chunks_of("zebrafox", 1)),
-                  ("b.txt", _chunks_of("quorblax", 1))).get_json()
+    acme = upload(
+        _as(client, "acme-key-123-0123456789ab"),
+        ("a.txt", _chunks_of("zebrafox", 1)),
+        ("b.txt", _chunks_of("quorblax", 1)),
+    ).get_json()
     run_jobs()
     refused = upload(_as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 1)))
     assert refused.status_code == 429 and refused.headers["Retry-After"]
@@ -152,7 +163,9 @@ def test_a_full_knowledge_base_of_all_tenants_refuses_every_upload_and_nothing_e
     assert acme_client.get("/api/search?q=zebrafox").get_json()["results"]
     assert acme_client.delete("/api/documents/a.txt").status_code == 204
 
-    accepted = upload(_as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 1)))
+    accepted = upload(
+        _as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 1))
+    )
     assert accepted.status_code == 202, accepted.get_json()
     run_jobs()
     task_id = accepted.get_json()["tasks"][0]["id"]
@@ -161,28 +174,42 @@ def test_a_full_knowledge_base_of_all_tenants_refuses_every_upload_and_nothing_e
 
 
 def test_a_document_that_would_pass_the_limit_of_all_tenants_fails_at_indexing(
-        make_app, redis, run_jobs, monkeypatch):
+    make_app, redis, run_jobs, monkeypatch
+):
     monkeypatch.setenv("INTAKE_KB_CHUNK_LIMIT", "3")
     client = make_app(INTAKE_API_KEYS=TWO_TENANTS).test_client()
     index.ensure_chunk_counts(redis)
-    assert upload(_as(client, "acme-key-123-0123456789ab"), ("a.txt", _chunks_of("zebrafox", 2))
-                  ).status_code == 202
+    assert (
+        upload(
+            _as(client, "acme-key-123-0123456789ab"), ("a.txt", _chunks_of("zebrafox", 2))
+        ).status_code
+        == 202
+    )
     run_jobs()
-    task_id = upload(_as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 2))
-                     ).get_json()["tasks"][0]["id"]   # 2 of 3 held: still accepted
+    task_id = upload(
+        _as(client, "globex-key-456-0123456789ab"), ("g.txt", _chunks_of("wombat", 2))
+    ).get_json()["tasks"][0]["id"]  # 2 of 3 held: still accepted
     run_jobs()
     failed = client.get(f"/api/tasks/{task_id}").get_json()
     assert failed["status"] == "failed", failed
     error = failed["error"]
     assert (error["type"], error["step"], error["retryable"]) == (
-        "knowledge_base_full", "indexing", True), error
+        "knowledge_base_full",
+        "indexing",
+        True,
+    ), error
     assert "service's knowledge base is full" in error["message"], error
     assert client.get("/api/search?q=wombat").get_json()["results"] == []
 
     assert client.post(f"/api/tasks/{task_id}/retry").status_code == 202
     assert client.post(f"/api/tasks/{task_id}/cancel").status_code == 202
-    assert _as(client, "acme-key-123-0123456789ab").delete("/api/documents/a.txt").status_code == 204
-    assert _as(client, "globex-key-456-0123456789ab").post(f"/api/tasks/{task_id}/retry").status_code == 202
+    assert (
+        _as(client, "acme-key-123-0123456789ab").delete("/api/documents/a.txt").status_code == 204
+    )
+    assert (
+        _as(client, "globex-key-456-0123456789ab").post(f"/api/tasks/{task_id}/retry").status_code
+        == 202
+    )
     run_jobs()
     done = client.get(f"/api/tasks/{task_id}").get_json()
     assert done["status"] == "succeeded" and done["result"]["chunks"] == 2, done
@@ -193,12 +220,14 @@ def test_two_tenants_at_their_own_limits_cannot_keep_a_third_out(make_app, redis
     """The queue limit is two tenants' worth here, as by default (10,000 = 2 × 5,000): the
     last tenth of it is kept for tenants whose backlog fits in it."""
     keys_ = ",".join(f"{t}:{t}-key-0123456789abcdefghij" for t in ("big", "huge", "small"))
-    client = make_app(INTAKE_API_KEYS=keys_, INTAKE_QUEUE_LIMIT=20,
-                      INTAKE_TENANT_QUEUE_LIMIT=10).test_client()
+    client = make_app(
+        INTAKE_API_KEYS=keys_, INTAKE_QUEUE_LIMIT=20, INTAKE_TENANT_QUEUE_LIMIT=10
+    ).test_client()
 
     def as_tenant(tenant, count, size=10):
         client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {tenant}-key-0123456789abcdefghij"
         return upload(client, *_files(count, size))
+
     assert as_tenant("big", 10).status_code == 202
     refused = as_tenant("huge", 10, size=20)
     assert refused.status_code == 503 and refused.get_json()["error"]["code"] == "queue_full"

@@ -3,6 +3,7 @@ enqueue of its job and the claim travel together (jobs.tasks.submit._submit_one)
 pushes the job onto its queue only when it created the task: a duplicate, a refusal or a
 server without the script queues nothing, and what went ahead (the original, the job's hash)
 is taken back."""
+
 from __future__ import annotations
 
 import pytest
@@ -47,7 +48,8 @@ def _jobs(redis) -> list[bytes]:
 
 
 def test_a_one_file_upload_is_one_round_trip_holding_the_claim_and_the_job(
-        client, redis, round_trips):
+    client, redis, round_trips
+):
     assert upload(client, ("warm.txt", b"RQ asks the server's version once.")).status_code == 202
     round_trips.clear()
     response = upload(client, ("memo-one-trip.txt", b"The valve was replaced."))
@@ -55,8 +57,9 @@ def test_a_one_file_upload_is_one_round_trip_holding_the_claim_and_the_job(
     [trip] = round_trips
     assert trip[-1] == "EVALSHA" and "RPUSH" not in trip, "the claim pushes the job"
     [task] = response.get_json()["tasks"]
-    assert _stored("memo-one-trip.txt") == [originals.name("default", "memo-one-trip.txt",
-                                                           task["id"])]
+    assert _stored("memo-one-trip.txt") == [
+        originals.name("default", "memo-one-trip.txt", task["id"])
+    ]
     assert redis.lrange("rq:queue:intake-high", 0, -1)[-1] == task["id"].encode()
 
 
@@ -72,12 +75,12 @@ def test_a_duplicate_takes_back_its_job_and_its_original(client, redis, run_jobs
     assert client.get(f"/api/tasks/{first['id']}").get_json()["status"] == "succeeded"
 
 
-def test_a_server_that_lost_its_scripts_gets_the_upload_once(client, redis, run_jobs,
-                                                             monkeypatch):
+def test_a_server_that_lost_its_scripts_gets_the_upload_once(client, redis, run_jobs, monkeypatch):
     """A restart or a failover empties the script cache: the claim is refused (NOSCRIPT), and
     the job sent beside it is not queued, so no worker can run it before the claim is sent
     again. Checked at the moment the server refuses, not only after."""
     from jobs.tasks import submit
+
     assert upload(client, ("before.txt", b"The claim script is loaded now.")).status_code == 202
     redis.script_flush()
     queued_at_refusal: list[list[bytes]] = []

@@ -1,6 +1,7 @@
 """Originals on fakeredis and a real directory: stored once as uploaded, read by the worker,
 downloaded as an attachment by their tenant only, deleted with their document, swept when
 their task is gone (jobs.tasks.originals)."""
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,7 @@ def _as(client, key):
 def test_an_upload_is_stored_as_sent_and_downloaded_as_an_attachment(client, run_jobs):
     content = "Zürich minutes: the valve was replaced.\n".encode() * 50
     task_id = upload(client, ("Protokoll Zürich.txt", content)).get_json()["tasks"][0]["id"]
-    with originals.open_original(Settings(), "default", "Protokoll Zürich.txt",
-                                 task_id) as stream:
+    with originals.open_original(Settings(), "default", "Protokoll Zürich.txt", task_id) as stream:
         assert stream.read() == content, "stored before the answer, byte for byte"
     run_jobs()
     response = client.get("/api/originals/Protokoll Zürich.txt")
@@ -51,14 +51,21 @@ def test_an_id_with_slashes_downloads_its_own_original(client):
 
 def test_another_tenants_original_is_not_found(make_app):
     client = make_app(INTAKE_API_KEYS=KEYS).test_client()
-    assert upload(_as(client, "acme-key-123-0123456789ab"), ("plan.txt", b"acme's plan")).status_code == 202
+    assert (
+        upload(_as(client, "acme-key-123-0123456789ab"), ("plan.txt", b"acme's plan")).status_code
+        == 202
+    )
     response = _as(client, "globex-key-456-0123456789ab").get("/api/originals/plan.txt")
     assert response.status_code == 404 and response.get_json()["error"]["code"] == "not_found"
-    assert _as(client, "acme-key-123-0123456789ab").get("/api/originals/plan.txt").data == b"acme's plan"
+    assert (
+        _as(client, "acme-key-123-0123456789ab").get("/api/originals/plan.txt").data
+        == b"acme's plan"
+    )
 
 
-def test_a_new_version_is_what_downloads_and_a_delete_deletes_every_original(client, run_jobs,
-                                                                              redis):
+def test_a_new_version_is_what_downloads_and_a_delete_deletes_every_original(
+    client, run_jobs, redis
+):
     old = upload(client, ("notes.txt", b"first version")).get_json()["tasks"][0]["id"]
     run_jobs()
     new = upload(client, ("notes.txt", b"second version")).get_json()["tasks"][0]["id"]
@@ -69,8 +76,9 @@ def test_a_new_version_is_what_downloads_and_a_delete_deletes_every_original(cli
         assert not originals.stored(redis, Settings(), "default", "notes.txt", task_id)
 
 
-def test_the_sweep_removes_old_originals_neither_a_task_nor_the_index_holds(client, redis,
-                                                                             run_jobs):
+def test_the_sweep_removes_old_originals_neither_a_task_nor_the_index_holds(
+    client, redis, run_jobs
+):
     def stored(task_id, document_id="indexed.txt"):
         return originals.stored(redis, Settings(), "default", document_id, task_id)
 
@@ -86,13 +94,18 @@ def test_the_sweep_removes_old_originals_neither_a_task_nor_the_index_holds(clie
     orphan, young = "f" * 32, "d" * 32
     for task_id in (orphan, young):
         originals.put(Settings(), "default", "gone.txt", task_id, io.BytesIO(b"left behind"))
-    for task_id, document_id in ((indexed, "indexed.txt"), (replaced, "indexed.txt"),
-                                 (orphan, "gone.txt")):
+    for task_id, document_id in (
+        (indexed, "indexed.txt"),
+        (replaced, "indexed.txt"),
+        (orphan, "gone.txt"),
+    ):
         age(task_id, document_id)
     foreign = "tasks/default/ab/not-an-original-name"  # put there by hand: never ours to sweep
     originals.store(Settings()).put(foreign, io.BytesIO(b"an operator's file"))
-    os.utime(originals.store(Settings())._path(foreign),
-             (time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS,) * 2)
+    os.utime(
+        originals.store(Settings())._path(foreign),
+        (time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS,) * 2,
+    )
     redis.delete(keys.task(indexed), keys.task(replaced))  # records expired, after 30 days
     redis.delete(keys.originals_sweep())
     assert originals.sweep(redis, Settings()) == 2
@@ -149,15 +162,18 @@ def test_a_store_that_does_not_answer_is_a_transient_failure_that_names_it(redis
 def own_store(tmp_path, monkeypatch):
     """A store of this test's own: the sweep's counts see no other test's originals."""
     import jobs.core.settings
+
     monkeypatch.setattr(jobs.core.settings, "DEFAULT_STORAGE_DIR", tmp_path)
 
 
 def test_failed_and_canceled_uploads_keep_their_originals_only_for_the_upload_retention(
-        make_app, redis, run_jobs, own_store):
+    make_app, redis, run_jobs, own_store
+):
     """Failed uploads no longer fill the store: past INTAKE_UPLOAD_RETENTION_HOURS the sweep
     drops their originals (unless their version is indexed) and gives their bytes back to the
     tenant's quota; a Retry then answers upload_expired."""
     from tests.samples import make_pdf_no_text
+
     client = make_app(INTAKE_OCR="off").test_client()
     failed = upload(client, ("scan.pdf", make_pdf_no_text())).get_json()["tasks"][0]["id"]
     canceled = upload(client, ("later.txt", b"Canceled before it ran.")).get_json()["tasks"][0]
@@ -183,7 +199,8 @@ def test_failed_and_canceled_uploads_keep_their_originals_only_for_the_upload_re
     assert not originals.stored(redis, Settings(), "default", "later.txt", canceled["id"])
     assert originals.stored(redis, Settings(), "default", "kept.txt", kept["id"])
     assert int(redis.get(keys.tenant_stored_bytes("default"))) == int(
-        redis.hget(keys.task(kept["id"]), "size")), "their bytes given back"
+        redis.hget(keys.task(kept["id"]), "size")
+    ), "their bytes given back"
     retried = client.post(f"/api/tasks/{canceled['id']}/retry")
     assert retried.status_code == 409 and retried.get_json()["error"]["code"] == "upload_expired"
 
@@ -192,8 +209,10 @@ def test_the_sweep_counts_originals_the_quota_did_not_know(client, redis, own_st
     """Originals an older release stored count against the quota once the sweep lists them."""
     originals.put(Settings(), "default", "old.txt", "a" * 32, io.BytesIO(b"x" * 300))
     redis.hset(keys.task("a" * 32), mapping={"tenant": "default", "status": "succeeded"})
-    os.utime(originals.store(Settings())._path(originals.name("default", "old.txt", "a" * 32)),
-             (time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS,) * 2)
+    os.utime(
+        originals.store(Settings())._path(originals.name("default", "old.txt", "a" * 32)),
+        (time.time() - 2 * originals.SWEEP_MIN_AGE_SECONDS,) * 2,
+    )
     assert originals.sweep(redis, Settings()) == 0
     assert int(redis.get(keys.tenant_stored_bytes("default"))) == 300
     redis.delete(keys.originals_sweep())

@@ -1,6 +1,7 @@
 """The task hash has one owner (jobs.tasks.record): every state change writes the pairs it
 returns, no Lua script spells a field of the task hash, and the retry rule is
 states.can_retry wherever a Retry is judged."""
+
 from __future__ import annotations
 
 import json
@@ -23,14 +24,39 @@ ROOT = Path(__file__).resolve().parents[3]
 # Field names other hashes of Intake have too (a batch: id, tenant, created_at; a webhook
 # event: those and status, attempts; a document of the knowledge base: document_id, filename,
 # version; a tenant's upload sizes: size). A script may spell these for its own hash.
-SHARED = {"id", "tenant", "created_at", "status", "attempts", "document_id", "filename",
-          "version", "size"}
+SHARED = {
+    "id",
+    "tenant",
+    "created_at",
+    "status",
+    "attempts",
+    "document_id",
+    "filename",
+    "version",
+    "size",
+}
 # The modules whose scripts change a task's state: they spell no field of it at all.
-WRITERS = ("jobs/tasks/lifecycle.py", "jobs/worker/attempts.py", "jobs/worker/reconcile.py",
-           "jobs/worker/progress.py", "jobs/worker/pipeline.py")
+WRITERS = (
+    "jobs/tasks/lifecycle.py",
+    "jobs/worker/attempts.py",
+    "jobs/worker/reconcile.py",
+    "jobs/worker/progress.py",
+    "jobs/worker/pipeline.py",
+)
 # Every writer of record.py: each adds a field of its own name, so a test sees who wrote.
-WRITES = ("created", "started", "progressed", "succeeded", "retrying", "failed",
-          "lost", "canceled", "canceled_elsewhere", "cancel_noted", "retried")
+WRITES = (
+    "created",
+    "started",
+    "progressed",
+    "succeeded",
+    "retrying",
+    "failed",
+    "lost",
+    "canceled",
+    "canceled_elsewhere",
+    "cancel_noted",
+    "retried",
+)
 
 
 def _lua_literals(path: Path) -> list[tuple[int, set[str]]]:
@@ -80,6 +106,7 @@ def marked(monkeypatch):
 
         def marking(*args, _name=name, _original=original, **kwargs):
             return {**_original(*args, **kwargs), f"by_{_name}": "1"}
+
         monkeypatch.setattr(task_record, name, marking)
 
 
@@ -99,8 +126,14 @@ def test_a_cancel_a_retry_and_a_run_write_what_record_returns(client, redis, run
     assert client.post(f"/api/tasks/{task_id}/retry").status_code == 202
     run_jobs()
     assert client.get(f"/api/tasks/{task_id}").get_json()["status"] == "succeeded"
-    assert _written_by(redis, task_id) == {"created", "canceled", "retried", "started",
-                                           "progressed", "succeeded"}
+    assert _written_by(redis, task_id) == {
+        "created",
+        "canceled",
+        "retried",
+        "started",
+        "progressed",
+        "succeeded",
+    }
 
 
 def test_failures_write_what_record_returns(client, redis, run_jobs, marked, monkeypatch):
@@ -123,6 +156,7 @@ def test_the_reconciler_writes_what_record_returns(client, redis, marked):
 def _failed_retryable(client, redis, run_jobs):
     """A task failed for good with a retryable error, its upload kept for a Retry."""
     from jobs.core.failures import PermanentError
+
     rejected = PermanentError("Refused.", code="embedding_rejected", retryable=True)
     task_id = _one(client, ("a.txt", TEXT))
     run_jobs(_FailingEmbedder(rejected))
@@ -151,11 +185,11 @@ def test_a_retry_refused_by_can_retry_changes_nothing(client, redis, run_jobs, m
     assert redis.hgetall(keys.task(task_id)) == before
 
 
-def test_a_retry_that_finds_its_task_changed_judges_it_again(client, redis, run_jobs,
-                                                             monkeypatch):
+def test_a_retry_that_finds_its_task_changed_judges_it_again(client, redis, run_jobs, monkeypatch):
     """Another Retry lands between this one's read and its script: this one is judged again
     on what the task now holds (pending: nothing to retry)."""
     from jobs.tasks import lifecycle
+
     task_id = _failed_retryable(client, redis, run_jobs)
     judge = lifecycle._judge_retry
     calls = []
@@ -166,6 +200,7 @@ def test_a_retry_that_finds_its_task_changed_judges_it_again(client, redis, run_
             redis.hset(keys.task(task_id), mapping={"status": states.PENDING, "run": 1})
         calls.append(judged.status)
         return judged
+
     monkeypatch.setattr(lifecycle, "_judge_retry", judge_then_change)
     response = client.post(f"/api/tasks/{task_id}/retry")
     assert response.status_code == 409 and calls == ["failed"]
@@ -179,6 +214,7 @@ def test_start_goes_through_states_changed(client, redis, run_jobs, monkeypatch)
     def noting(pipe, tenant, task_id, status, *, settings):
         seen.append(status)
         changed(pipe, tenant, task_id, status, settings=settings)
+
     monkeypatch.setattr(states, "changed", noting)
     _one(client, ("a.txt", TEXT))
     run_jobs()

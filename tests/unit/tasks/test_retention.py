@@ -1,5 +1,6 @@
 """Retention (docs/architecture.md §19): every record Intake writes for a task expires; lists are
 trimmed."""
+
 from __future__ import annotations
 
 import time
@@ -9,12 +10,23 @@ from jobs.worker.housekeeping import run as housekeeping
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
 
-KEPT_FOR_GOOD = ("intake:kb:", "intake:metrics", "intake:blob-bytes",
-                 "intake:tenant:default:blob-bytes", "intake:tenant:default:blob-sizes",
-                 "intake:tenant:default:documents",  # a document stays until deleted
-                 "intake:tenant:default:stored-")  # and so do its originals
-LISTS = ("intake:active", "intake:failed", "intake:tenant:default:batches",
-         "intake:tenant:default:failed", "intake:tenant:default:active", "intake:canceling")
+KEPT_FOR_GOOD = (
+    "intake:kb:",
+    "intake:metrics",
+    "intake:blob-bytes",
+    "intake:tenant:default:blob-bytes",
+    "intake:tenant:default:blob-sizes",
+    "intake:tenant:default:documents",  # a document stays until deleted
+    "intake:tenant:default:stored-",
+)  # and so do its originals
+LISTS = (
+    "intake:active",
+    "intake:failed",
+    "intake:tenant:default:batches",
+    "intake:tenant:default:failed",
+    "intake:tenant:default:active",
+    "intake:canceling",
+)
 
 
 def test_every_task_record_expires_within_the_retention(make_app, redis, run_jobs, monkeypatch):

@@ -1,6 +1,7 @@
 """The task state machine (docs/architecture.md §3) as a person meets it: which statuses can be
 canceled or retried, and the `can_cancel`/`can_retry` the task and batch JSON carry, which the
 pages' buttons follow (jobs.tasks.states is the one place that decides)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,17 +17,20 @@ RETRYABLE = {"type": "embedding_rejected", "retryable": True}
 BAD_FILE = {"type": "no_text", "retryable": False}
 
 
-@pytest.mark.parametrize("status, error, cancel, retry", [
-    ("pending", None, True, False),
-    ("running", None, True, False),
-    ("retrying", RETRYABLE, True, False),
-    ("succeeded", None, False, False),
-    ("failed", RETRYABLE, False, True),
-    ("failed", BAD_FILE, False, False),
-    ("failed", None, False, False),
-    ("canceled", None, False, True),
-    (None, None, False, False),
-])
+@pytest.mark.parametrize(
+    "status, error, cancel, retry",
+    [
+        ("pending", None, True, False),
+        ("running", None, True, False),
+        ("retrying", RETRYABLE, True, False),
+        ("succeeded", None, False, False),
+        ("failed", RETRYABLE, False, True),
+        ("failed", BAD_FILE, False, False),
+        ("failed", None, False, False),
+        ("canceled", None, False, True),
+        (None, None, False, False),
+    ],
+)
 def test_who_can_be_canceled_and_retried(status, error, cancel, retry):
     assert (states.can_cancel(status), states.can_retry(status, error)) == (cancel, retry)
 
@@ -45,8 +49,11 @@ class _Refusing:
     model, dimension, batch_size = LocalEmbedder.model, LocalEmbedder().dimension, 4
 
     def embed(self, texts):
-        raise PermanentError("The embedding service refused the API key (HTTP 401).",
-                             code="embedding_rejected", retryable=True)
+        raise PermanentError(
+            "The embedding service refused the API key (HTTP 401).",
+            code="embedding_rejected",
+            retryable=True,
+        )
 
 
 def _flags(client, task_id):
@@ -67,8 +74,8 @@ def test_the_task_and_batch_json_say_what_a_person_can_do(client, run_jobs):
     assert _batch_flags(client, batch) == (True, False)
 
     run_jobs(_Refusing())
-    assert _flags(client, text) == ("failed", False, True)       # a Retry can help
-    assert _flags(client, scan) == ("failed", False, False)      # a bad file: it cannot
+    assert _flags(client, text) == ("failed", False, True)  # a Retry can help
+    assert _flags(client, scan) == ("failed", False, False)  # a bad file: it cannot
     assert _batch_flags(client, batch) == (False, True)
 
     assert client.post(f"/api/tasks/{text}/retry").status_code == 202

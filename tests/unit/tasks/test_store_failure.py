@@ -2,6 +2,7 @@
 original (jobs.tasks.unclaim): the files stored keep their tasks, the claims of the others are
 taken back, the resend the 503 advises makes new tasks of them, and each document's current
 version is again one whose original exists."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,19 +26,23 @@ def store_fails_after(monkeypatch):
                 raise ConnectionRefusedError(111, "Connection refused")
             calls["left"] -= 1
             return real_put(*args, **kwargs)
+
         monkeypatch.setattr(originals, "put", put)
 
     yield arm
     monkeypatch.setattr(originals, "put", real_put)
 
 
-FILES = [("kept.txt", b"The first file was stored."),
-         ("lost-a.txt", b"The store failed on this one."),
-         ("lost-b.txt", b"And never saw this one.")]
+FILES = [
+    ("kept.txt", b"The first file was stored."),
+    ("lost-a.txt", b"The store failed on this one."),
+    ("lost-b.txt", b"And never saw this one."),
+]
 
 
-def test_a_store_failure_takes_back_the_files_it_did_not_store(client, redis, run_jobs,
-                                                                store_fails_after):
+def test_a_store_failure_takes_back_the_files_it_did_not_store(
+    client, redis, run_jobs, store_fails_after
+):
     store_fails_after(1)
     refused = upload(client, *FILES)
     assert refused.status_code == 503, refused.get_json()
@@ -61,13 +66,17 @@ def test_a_store_failure_takes_back_the_files_it_did_not_store(client, redis, ru
     assert all(d["status"] == "succeeded" for d in listed["documents"]), listed
 
 
-def test_a_version_not_stored_never_becomes_the_current_one(client, redis, run_jobs,
-                                                            store_fails_after):
+def test_a_version_not_stored_never_becomes_the_current_one(
+    client, redis, run_jobs, store_fails_after
+):
     first = upload(client, ("handbook.txt", b"The first edition of the handbook."))
     run_jobs()
     store_fails_after(0)
-    refused = upload(client, ("handbook.txt", b"The second edition, never stored."),
-                     ("other.txt", b"Another file of the same upload."))
+    refused = upload(
+        client,
+        ("handbook.txt", b"The second edition, never stored."),
+        ("other.txt", b"Another file of the same upload."),
+    )
     assert refused.status_code == 503, refused.get_json()
 
     document = client.get("/api/documents/handbook.txt").get_json()
@@ -82,7 +91,8 @@ def test_a_version_not_stored_never_becomes_the_current_one(client, redis, run_j
 
 
 def test_a_download_falls_back_to_the_newest_version_whose_original_is_stored(
-        client, redis, run_jobs):
+    client, redis, run_jobs
+):
     first = upload(client, ("guide.txt", b"Version one of the guide.")).get_json()["tasks"][0]
     run_jobs()
     second = upload(client, ("guide.txt", b"Version two, whose original was lost."))
@@ -104,8 +114,9 @@ def test_a_reindex_runs_the_newest_version_whose_original_is_stored(client, redi
     second_id = second["tasks"][0]["id"]
     assert client.post(f"/api/tasks/{second_id}/cancel").status_code == 202
     originals.delete(Settings(), "default", "manual.txt", [second_id])  # as the sweep would
-    answer = client.post("/api/documents/reindex", json={"document_ids": ["manual.txt"],
-                                                          "force": True})
+    answer = client.post(
+        "/api/documents/reindex", json={"document_ids": ["manual.txt"], "force": True}
+    )
     assert answer.status_code == 202, answer.get_json()
     [task] = answer.get_json()["tasks"]
     run_jobs()

@@ -14,7 +14,7 @@ def words_text(n_words, seed=7):
         length = rng.randint(5, 20)
         sentences.append(" ".join(rng.choice(vocabulary) for _ in range(length)).capitalize() + ".")
         n_words -= length
-    paragraphs = [" ".join(sentences[i:i + 5]) for i in range(0, len(sentences), 5)]
+    paragraphs = [" ".join(sentences[i : i + 5]) for i in range(0, len(sentences), 5)]
     return "\n\n".join(paragraphs)
 
 
@@ -59,7 +59,7 @@ def test_consecutive_chunks_overlap_from_a_word_start():
     for previous, current in zip(chunks, chunks[1:]):
         head = current.split(" ")[0]
         assert head.startswith("word") and len(head) == 8, "starts on a whole word"
-        shared = previous[previous.rindex(head):]
+        shared = previous[previous.rindex(head) :]
         assert current.startswith(shared)
         assert 70 <= len(shared) <= 150
 
@@ -145,8 +145,10 @@ def test_a_chunk_is_located_in_the_block_it_starts_in():
 
 
 def test_a_chunk_after_a_page_break_starts_on_the_new_page_not_in_the_overlap():
-    pages = [Block("Harbour tides are listed daily. " * 20, {"page": 1}),
-             Block("Walrus sightings near the lighthouse. " * 3, {"page": 2})]
+    pages = [
+        Block("Harbour tides are listed daily. " * 20, {"page": 1}),
+        Block("Walrus sightings near the lighthouse. " * 3, {"page": 2}),
+    ]
     chunks = chunk_blocks(pages, size=700, overlap=150)
     assert [c.location for c in chunks] == [{"page": 1}, {"page": 2}]
     assert chunks[1].text == pages[1].text.strip()
@@ -155,19 +157,25 @@ def test_a_chunk_after_a_page_break_starts_on_the_new_page_not_in_the_overlap():
 
 
 def test_a_chunk_that_runs_over_a_page_break_says_the_page_it_ends_on():
-    pages = [Block("Harbour tides are listed daily. " * 4, {"page": 1}),
-             Block("Walrus sightings near the lighthouse. " * 20, {"page": 2})]
+    pages = [
+        Block("Harbour tides are listed daily. " * 4, {"page": 1}),
+        Block("Walrus sightings near the lighthouse. " * 20, {"page": 2}),
+    ]
     chunks = chunk_blocks(pages, size=400, overlap=60)
     assert chunks[0].text.startswith("Harbour") and "Walrus" in chunks[0].text
     assert chunks[0].location == {"page": 1, "page_end": 2}
-    assert [c.location for c in chunks[1:]] == [{"page": 2}] * (len(chunks) - 1), \
+    assert [c.location for c in chunks[1:]] == [{"page": 2}] * (len(chunks) - 1), (
         "a chunk within one page has no page_end"
+    )
     assert pages[0].location == {"page": 1}, "the block's own location is left alone"
 
 
 def test_a_chunk_over_a_short_page_says_the_last_page_it_reaches():
-    pages = [Block("Cover page. " * 5, {"page": 1}), Block("Contents. " * 6, {"page": 2}),
-             Block("The ferry timetable changes in winter. " * 20, {"page": 3})]
+    pages = [
+        Block("Cover page. " * 5, {"page": 1}),
+        Block("Contents. " * 6, {"page": 2}),
+        Block("The ferry timetable changes in winter. " * 20, {"page": 3}),
+    ]
     chunks = chunk_blocks(pages, size=400, overlap=60)
     assert chunks[0].location == {"page": 1, "page_end": 3}
     assert all(c.location == {"page": 3} for c in chunks[1:])
@@ -176,25 +184,35 @@ def test_a_chunk_over_a_short_page_says_the_last_page_it_reaches():
 def test_a_chunk_cut_at_a_page_break_does_not_reach_the_next_page():
     """The cut is at the separator between the pages (trailing spaces of page 1 dropped): the
     first chunk ends on page 1, and the next starts at the top of page 2 with no page_end."""
-    pages = [Block("Harbour tides are listed daily. " * 10 + "  \n", {"page": 1}),
-             Block("Walrus sightings near the lighthouse. " * 20, {"page": 2})]
+    pages = [
+        Block("Harbour tides are listed daily. " * 10 + "  \n", {"page": 1}),
+        Block("Walrus sightings near the lighthouse. " * 20, {"page": 2}),
+    ]
     chunks = chunk_blocks(pages, size=400, overlap=60)
     assert chunks[0].text == pages[0].text.rstrip()
     assert chunks[0].location == {"page": 1}
     assert chunks[1].text.startswith("Walrus") and chunks[1].location == {"page": 2}
 
 
-@pytest.mark.parametrize("first, second, expected", [
-    ({"heading": "Intro"}, {"heading": "Terms"}, {"heading": "Intro"}),
-    ({"page": 1, "heading": "Terms"}, {"page": 2, "heading": "Terms"},
-     {"page": 1, "heading": "Terms", "page_end": 2}),
-    ({"page": 1}, {}, {"page": 1}),
-    ({}, {"page": 2}, {}),
-    ({"page": 4}, {"page": 4, "heading": "Annex"}, {"page": 4}),
-])
+@pytest.mark.parametrize(
+    "first, second, expected",
+    [
+        ({"heading": "Intro"}, {"heading": "Terms"}, {"heading": "Intro"}),
+        (
+            {"page": 1, "heading": "Terms"},
+            {"page": 2, "heading": "Terms"},
+            {"page": 1, "heading": "Terms", "page_end": 2},
+        ),
+        ({"page": 1}, {}, {"page": 1}),
+        ({}, {"page": 2}, {}),
+        ({"page": 4}, {"page": 4, "heading": "Annex"}, {"page": 4}),
+    ],
+)
 def test_page_end_only_between_two_different_pages(first, second, expected):
-    blocks = [Block("Harbour tides are listed daily. " * 4, first),
-              Block("Walrus sightings near the lighthouse. " * 20, second)]
+    blocks = [
+        Block("Harbour tides are listed daily. " * 4, first),
+        Block("Walrus sightings near the lighthouse. " * 20, second),
+    ]
     chunks = chunk_blocks(blocks, size=400, overlap=60)
     assert "Walrus" in chunks[0].text
     assert chunks[0].location == expected
@@ -203,8 +221,10 @@ def test_page_end_only_between_two_different_pages(first, second, expected):
 @pytest.mark.parametrize("seed", range(20))
 def test_page_end_is_the_page_of_a_chunk_s_last_character(seed):
     rng = random.Random(seed)
-    pages = [Block(words_text(rng.choice([8, 30, 60, 200]), seed=seed * 10 + n), {"page": n})
-             for n in range(1, 8)]
+    pages = [
+        Block(words_text(rng.choice([8, 30, 60, 200]), seed=seed * 10 + n), {"page": n})
+        for n in range(1, 8)
+    ]
     chunks = chunk_blocks(pages, size=rng.choice([150, 300, 500]), overlap=40)
     text = "\n\n".join(block.text for block in pages)
     page_starts = [text.find(block.text) for block in pages]
@@ -213,14 +233,16 @@ def test_page_end_is_the_page_of_a_chunk_s_last_character(seed):
         start = text.find(chunk.text, position)
         last = max(n for n, s in enumerate(page_starts, 1) if s <= start + len(chunk.text) - 1)
         first = chunk.location["page"]
-        assert chunk.location == ({"page": first} if last == first else
-                                  {"page": first, "page_end": last})
+        assert chunk.location == (
+            {"page": first} if last == first else {"page": first, "page_end": last}
+        )
         position = start + 1
 
 
 def test_no_chunk_spans_a_boundary_block():
-    slides = [Block(f"Slide {n} says word{n}. " * 30, {"slide": n}, boundary=True)
-              for n in (1, 2, 3)]
+    slides = [
+        Block(f"Slide {n} says word{n}. " * 30, {"slide": n}, boundary=True) for n in (1, 2, 3)
+    ]
     chunks = chunk_blocks(slides, size=300, overlap=50)
     for chunk in chunks:
         number = chunk.location["slide"]

@@ -6,6 +6,7 @@ and text or cells out of all proportion to a file are refused as ``too_large`` (
 Bounds are asserted with wide margins (a linear parse of these inputs takes well under a
 second; the backtracking one they guard against takes minutes), never as speed figures.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +15,7 @@ import re
 import resource
 import signal
 import time
-import zipfile
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -33,8 +33,10 @@ BOUNDS = {"seconds": 20, "memory_bytes": 512 * MIB}
 def at_most(seconds: float) -> Iterator[None]:
     """Fail the test if the block runs longer than `seconds` (CPython's regex engine checks
     for signals as it runs, so a backtracking match is interrupted too)."""
+
     def expired(signum, frame):
         raise TimeoutError(f"still running after {seconds} s")
+
     previous = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -46,6 +48,7 @@ def at_most(seconds: float) -> Iterator[None]:
 
 # -- Markdown ------------------------------------------------------------------------------------
 
+
 def test_a_heading_of_a_third_of_a_megabyte_of_spaces_is_read_at_once():
     """One such line made the heading expression backtrack for minutes in the work-horse."""
     bomb = b"# a" + b" " * 300_000 + b"b\n\nBody text under it."
@@ -55,10 +58,15 @@ def test_a_heading_of_a_third_of_a_megabyte_of_spaces_is_read_at_once():
     assert "Body text under it." in parsed.text
 
 
-@pytest.mark.parametrize("line", ["#" * 6 + " " * 50_000 + "#" * 50_000 + "x",
-                                  "# " + "# " * 100_000 + "x",
-                                  "   #" + "\t" * 200_000,
-                                  "# x" + " #" * 100_000 + " " * 100_000])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "#" * 6 + " " * 50_000 + "#" * 50_000 + "x",
+        "# " + "# " * 100_000 + "x",
+        "   #" + "\t" * 200_000,
+        "# x" + " #" * 100_000 + " " * 100_000,
+    ],
+)
 def test_every_heading_shape_is_linear(line):
     with at_most(5):
         parsed = parse_document(line.encode() + b"\nbody", "md")
@@ -75,8 +83,10 @@ def test_a_file_of_nothing_but_headings_stays_within_the_memory_bound():
 
 
 def test_headings_of_an_ordinary_document_each_start_their_block():
-    doc = ("# Guide\n\nWhat this guide is for.\n\n## Install\n\nRun the installer.\n\n"
-           "### Closing #\n\nDone. A C# note.\n\n#NotAHeading\n").encode()
+    doc = (
+        b"# Guide\n\nWhat this guide is for.\n\n## Install\n\nRun the installer.\n\n"
+        b"### Closing #\n\nDone. A C# note.\n\n#NotAHeading\n"
+    )
     parsed = parse_document(doc, "md")
     assert [b.location.get("heading") for b in parsed.blocks] == ["Guide", "Install", "Closing"]
     assert "#NotAHeading" in parsed.blocks[-1].text
@@ -94,37 +104,57 @@ def test_markdown_and_plain_text_parse_under_the_deadline(monkeypatch, kind):
     monkeypatch.setattr(in_process, "parse_document", _spin)
     started = time.monotonic()
     with pytest.raises(PermanentError) as failure:
-        pipeline._parse(b"# Title\n\ntext", kind, Settings(parse_timeout=0.5),
-                        lambda progress, detail: None)
+        pipeline._parse(
+            b"# Title\n\ntext", kind, Settings(parse_timeout=0.5), lambda progress, detail: None
+        )
     assert failure.value.code == "parse_timeout"
     assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize("kind", ["md", "txt"])
 def test_markdown_and_plain_text_parse_under_the_memory_bound(monkeypatch, kind):
-    monkeypatch.setattr(in_process, "parse_document",
-                        lambda data, kind, options: bytearray(400 * MIB))
+    monkeypatch.setattr(
+        in_process, "parse_document", lambda data, kind, options: bytearray(400 * MIB)
+    )
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"text", kind, seconds=30, memory_bytes=64 * MIB)
     assert failure.value.code == "too_large" and "memory" in failure.value.message
-    assert len(bytearray(400 * MIB)) == 400 * MIB      # the bound is lifted again afterwards
+    assert len(bytearray(400 * MIB)) == 400 * MIB  # the bound is lifted again afterwards
 
 
 def test_the_bounds_of_an_in_process_parse_are_put_back(monkeypatch):
-    before = (resource.getrlimit(resource.RLIMIT_AS), signal.getsignal(signal.SIGPROF),
-              signal.getitimer(signal.ITIMER_PROF))
+    before = (
+        resource.getrlimit(resource.RLIMIT_AS),
+        signal.getsignal(signal.SIGPROF),
+        signal.getitimer(signal.ITIMER_PROF),
+    )
     sandbox.parse_bounded(b"# T\n\nbody", "md", **BOUNDS)
     with pytest.raises(PermanentError):
         sandbox.parse_bounded(b"", "txt", **BOUNDS)
-    assert (resource.getrlimit(resource.RLIMIT_AS), signal.getsignal(signal.SIGPROF),
-            signal.getitimer(signal.ITIMER_PROF)) == before
+    assert (
+        resource.getrlimit(resource.RLIMIT_AS),
+        signal.getsignal(signal.SIGPROF),
+        signal.getitimer(signal.ITIMER_PROF),
+    ) == before
 
 
 # -- the other expressions of the text layer -----------------------------------------------------
 
-HOSTILE = [" " * 400_000, "\n" * 400_000, "." * 400_000, '."' * 200_000, "。" * 400_000,
-           ". " * 200_000, "#" * 400_000, "a" * 400_000, "\t \n" * 130_000, "中" * 400_000,
-           '"' * 400_000 + ".", "x." + " " * 400_000, "<meta " * 70_000]
+HOSTILE = [
+    " " * 400_000,
+    "\n" * 400_000,
+    "." * 400_000,
+    '."' * 200_000,
+    "。" * 400_000,
+    ". " * 200_000,
+    "#" * 400_000,
+    "a" * 400_000,
+    "\t \n" * 130_000,
+    "中" * 400_000,
+    '"' * 400_000 + ".",
+    "x." + " " * 400_000,
+    "<meta " * 70_000,
+]
 
 
 @pytest.mark.parametrize("sample", HOSTILE, ids=lambda s: repr(s[:6]))
@@ -147,8 +177,13 @@ def test_text_formats_are_linear_on_hostile_text(sample):
 def test_every_expression_of_the_parsers_is_listed_here():
     """A new expression in the text layer must join the hostile samples above (or prove it
     cannot backtrack): this list is the audit."""
-    audited = {"jobs/text/parsers/text.py": 4, "jobs/text/parsers/ebook.py": 1, "jobs/text/chunking.py": 5,
-               "jobs/text/tokens.py": 3, "jobs/text/ocr.py": 1}
+    audited = {
+        "jobs/text/parsers/text.py": 4,
+        "jobs/text/parsers/ebook.py": 1,
+        "jobs/text/chunking.py": 5,
+        "jobs/text/tokens.py": 3,
+        "jobs/text/ocr.py": 1,
+    }
     found = {}
     for path in audited:
         with open(path, encoding="utf-8") as source:
@@ -158,6 +193,7 @@ def test_every_expression_of_the_parsers_is_listed_here():
 
 # -- packages and proportions --------------------------------------------------------------------
 
+
 def _docx_with_body(paragraphs: int) -> bytes:
     w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
     body = "<w:p><w:r><w:t>Repeated words.</w:t></w:r></w:p>" * paragraphs
@@ -166,7 +202,7 @@ def _docx_with_body(paragraphs: int) -> bytes:
 
 
 def test_a_document_that_expands_hundreds_of_times_its_size_is_refused_unopened(monkeypatch):
-    bomb = _docx_with_body(800_000)                 # ~40 MiB of XML in well under 1 MiB
+    bomb = _docx_with_body(800_000)  # ~40 MiB of XML in well under 1 MiB
     opened: list[bytes] = []
     monkeypatch.setattr("docx.Document", lambda stream: opened.append(stream) or 1 / 0)
     assert len(bomb) * office.ZIP_MAX_EXPANSION < 40 * MIB
@@ -181,14 +217,15 @@ def test_an_ordinary_document_of_many_pages_is_read():
     assert parsed.text.count("Repeated words.") == 20_000
 
 
-def test_a_reader_that_runs_out_of_memory_says_so_even_when_a_library_calls_it_damage(
-        monkeypatch):
+def test_a_reader_that_runs_out_of_memory_says_so_even_when_a_library_calls_it_damage(monkeypatch):
     def lxml_like(data, kind, options):
         try:
             raise SyntaxError("Memory allocation failed : growing buffer")
         except SyntaxError:
-            raise PermanentError("This Word document is damaged or truncated and cannot be "
-                                 "read.", code="corrupt") from None
+            raise PermanentError(
+                "This Word document is damaged or truncated and cannot be read.", code="corrupt"
+            ) from None
+
     monkeypatch.setattr(sandbox, "parse_document", lxml_like)
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"PK", "docx", **BOUNDS)
@@ -197,6 +234,7 @@ def test_a_reader_that_runs_out_of_memory_says_so_even_when_a_library_calls_it_d
 
 def _xlsx(write: Callable) -> bytes:
     import openpyxl
+
     workbook = openpyxl.Workbook()
     write(workbook.active)
     out = io.BytesIO()
@@ -207,6 +245,7 @@ def _xlsx(write: Callable) -> bytes:
 def test_one_long_shared_string_repeated_by_every_row_is_refused():
     """4.8 kB that read as 30 M characters and 35,433 chunks."""
     import xlsxwriter  # stores each distinct string once, as Excel does
+
     out = io.BytesIO()
     workbook = xlsxwriter.Workbook(out, {"in_memory": True})
     sheet, long = workbook.add_worksheet(), "word " * 10_800
@@ -225,6 +264,7 @@ def test_rows_padded_to_column_xfd_are_refused_early():
     def rows(sheet):
         for row in range(1, 2001):
             sheet.cell(row=row, column=16384, value="x")
+
     bomb = _xlsx(rows)
     # Refused after ~20 M cells, ~3 s alone (reading all 33 M took a worker 120 s); 30 s is the
     # margin for a loaded machine, where the alarm would turn into a "damaged" reading.
@@ -236,11 +276,11 @@ def test_rows_padded_to_column_xfd_are_refused_early():
 
 def test_text_out_of_proportion_is_refused_for_every_format(monkeypatch):
     from jobs.text.parsers import document
+
     small = b"%PDF-1.4 tiny"
-    big = document.ParsedDocument.of_text("words " * 200_000)   # 1.2 M characters
+    big = document.ParsedDocument.of_text("words " * 200_000)  # 1.2 M characters
     monkeypatch.setattr("jobs.text.parsers.pdf.parse_pdf", lambda data, options: big)
     with pytest.raises(PermanentError) as failure:
         parse_document(small, "pdf")
     assert failure.value.code == "too_large" and "1,199,999 characters" in failure.value.message
     assert parse_document(b"x" * 20_000, "txt").characters == 20_000
-

@@ -1,6 +1,7 @@
 """OCR through the real sandbox: scans and images read by the real engine (few and small: each
 costs seconds), and the bounds around it (page count, damaged files, the per-page deadline),
 where a fake engine in the child stands in for a slow or unneeded one."""
+
 from __future__ import annotations
 
 import io
@@ -60,8 +61,10 @@ def test_a_scan_in_which_ocr_finds_nothing_fails_saying_what_it_read():
     page.save(out, "PDF", resolution=100)
     error = failure(out.getvalue(), "pdf")
     assert error.code == "no_text"
-    assert error.message == ("This PDF has no text layer, and OCR read its page without finding "
-                             "any text (blank pages, or a scan too faint to read?).")
+    assert error.message == (
+        "This PDF has no text layer, and OCR read its page without finding "
+        "any text (blank pages, or a scan too faint to read?)."
+    )
 
 
 def test_a_blank_scan_fails_as_no_text_without_running_the_engine(monkeypatch):
@@ -82,7 +85,8 @@ def test_a_10000_page_scan_fails_at_once_without_ocr(monkeypatch):
     started = time.monotonic()
     error = failure(make_pdf_pages([None] * 10_000), "pdf")
     assert error.code == "too_large" and error.message == (
-        "This scan has 10,000 pages without text; OCR reads at most 200 pages per document.")
+        "This scan has 10,000 pages without text; OCR reads at most 200 pages per document."
+    )
     assert time.monotonic() - started < 10
 
 
@@ -99,18 +103,22 @@ def test_a_page_that_hangs_is_killed_at_the_page_deadline_saying_which(monkeypat
             time.sleep(60)
         hang_on_the_second_page.calls += 1
         return "First page words."
+
     hang_on_the_second_page.calls = 0
     monkeypatch.setattr(ocr, "read_image", hang_on_the_second_page)
     started = time.monotonic()
     error = failure(make_scan_pdf([["one"], ["two"], ["three"]]), "pdf", ocr_page_seconds=1.0)
     assert time.monotonic() - started < 10
     assert error.code == "parse_timeout" and error.message.startswith(
-        "OCR stopped at “OCR page 2 of 3”: that page took longer than 1 s")
+        "OCR stopped at “OCR page 2 of 3”: that page took longer than 1 s"
+    )
 
 
 def test_ocr_languages_must_be_ones_the_bundled_models_read():
     assert Settings.from_mapping({"INTAKE_OCR_LANGUAGES": "zh, EN"}).ocr_language_list == (
-        "zh", "en")
+        "zh",
+        "en",
+    )
     with pytest.raises(ValueError, match="read en and zh, not fr"):
         Settings.from_mapping({"INTAKE_OCR_LANGUAGES": "en,fr"})
 
@@ -144,6 +152,7 @@ REPORT = [
 def _clean_scan(lines, upside_down=False):
     """A PNG of `lines` on a page-sized image (1400 × 1980: read at the size it is drawn)."""
     from PIL import ImageFont
+
     font = ImageFont.truetype(str(DEJAVU), 26)
     page = Image.new("L", (1400, 1980), "white")
     draw = ImageDraw.Draw(page)
@@ -163,13 +172,17 @@ def test_a_clean_english_scan_comes_back_with_its_words_apart():
 
 
 def test_a_page_scanned_upside_down_is_read_upright_in_order():
-    lines = ["Quarterly maintenance report", "Turbine 4 passed its inspection",
-             "Signed by Anna Okafor"]
+    lines = [
+        "Quarterly maintenance report",
+        "Turbine 4 passed its inspection",
+        "Signed by Anna Okafor",
+    ]
     assert parse(_clean_scan(lines, upside_down=True), "png").text.split("\n") == lines
 
 
 def test_a_short_text_layer_beside_an_image_is_kept_and_the_image_read_too():
     import pypdf
+
     writer = pypdf.PdfWriter(clone_from=io.BytesIO(make_scan_pdf([["Total due 250 EUR"]])))
     stamp = pypdf.PdfReader(io.BytesIO(make_pdf_pages(["Received"])))  # a one-word text layer
     writer.pages[0].merge_page(stamp.pages[0])
@@ -184,8 +197,9 @@ def test_an_eight_page_letter_scan_is_read_in_one_go_within_the_memory_bound():
     # Each page a letter-size image at 200 dpi: with every freed block kept in the heap, the
     # reader grew by ~300 MiB a page and the eighth broke the default bound (jobs.text.ocr,
     # `_keep_freed_memory`).
-    scan = make_scan_pdf([[f"Survey page {n}", "The harbour was recorded here"]
-                          for n in range(1, 9)])
+    scan = make_scan_pdf(
+        [[f"Survey page {n}", "The harbour was recorded here"] for n in range(1, 9)]
+    )
     parsed = parse(scan, "pdf")
     assert parsed.ocr_pages == 8
     assert [block.location["page"] for block in parsed.blocks] == list(range(1, 9))

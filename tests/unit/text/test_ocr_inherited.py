@@ -6,6 +6,7 @@ process makes them, around real parses of real images by the real engine; and th
 the inherited engine leaves the child's memory bound as tight as it was. And only a worker with
 OCR on loads it: not the web, not a worker with INTAKE_OCR=off (real processes, their modules).
 """
+
 from __future__ import annotations
 
 import functools
@@ -65,25 +66,31 @@ def test_without_a_loaded_engine_each_parse_child_builds_its_own(builds):
 
 def test_the_inherited_engine_gives_a_document_no_more_memory(builds, monkeypatch):
     ocr.load()
-    monkeypatch.setattr(sandbox, "parse_document",
-                        lambda data, kind, options: bytearray(400 * sandbox.MIB))
+    monkeypatch.setattr(
+        sandbox, "parse_document", lambda data, kind, options: bytearray(400 * sandbox.MIB)
+    )
     with pytest.raises(PermanentError) as failure:
         parse(b"%PDF-", "pdf", memory_bytes=64 * sandbox.MIB)
     assert failure.value.code == "too_large" and failure.value.message == (
-        "Reading this document needed more than the 64 MiB of memory allowed per document.")
+        "Reading this document needed more than the 64 MiB of memory allowed per document."
+    )
 
 
 def test_a_page_past_the_bound_and_ocr_s_room_fails_as_too_large(builds, monkeypatch):
     # The real engine reads the page; then its result takes more than the bound and OCR's room.
     ocr.load()
     real = ocr._lines
-    monkeypatch.setattr(ocr, "_lines", lambda found: real(found) + str(bytearray(
-        (64 + ocr_room() + 64) * sandbox.MIB)))
+    monkeypatch.setattr(
+        ocr,
+        "_lines",
+        lambda found: real(found) + str(bytearray((64 + ocr_room() + 64) * sandbox.MIB)),
+    )
     with pytest.raises(PermanentError) as failure:
         parse(IMAGE, "png", memory_bytes=64 * sandbox.MIB)
     assert failure.value.code == "too_large" and failure.value.message == (
         "Reading this document needed more than the 64 MiB of memory allowed per document and "
-        f"{ocr_room()} MiB more for OCR.")
+        f"{ocr_room()} MiB more for OCR."
+    )
     assert builds() == [os.getpid()]
 
 
@@ -96,7 +103,7 @@ import logging, sys
 import fakeredis
 {build}
 print(sorted(name for name in ("cv2", "onnxruntime", "rapidocr_onnxruntime") if name in sys.modules))
-"""
+"""  # noqa: E501  (the child's source)
 _WEB = "import webapp\nwebapp.create_app()"
 _WORKER = """
 from jobs.worker.workers import IntakeWorker
@@ -106,14 +113,23 @@ warm_up_or_warn(logging.getLogger("test"), worker.parts.settings)  # what work()
 """
 
 
-@pytest.mark.parametrize("who, ocr_setting, loaded", [
-    ("web", "auto", []),
-    ("worker", "off", []),
-    ("worker", "auto", ["cv2", "onnxruntime", "rapidocr_onnxruntime"]),
-])
+@pytest.mark.parametrize(
+    "who, ocr_setting, loaded",
+    [
+        ("web", "auto", []),
+        ("worker", "off", []),
+        ("worker", "auto", ["cv2", "onnxruntime", "rapidocr_onnxruntime"]),
+    ],
+)
 def test_only_a_worker_with_ocr_on_loads_the_engine(who, ocr_setting, loaded):
     script = _LOADED.format(build=_WEB if who == "web" else _WORKER)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "INTAKE_OCR": ocr_setting})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "INTAKE_OCR": ocr_setting},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == repr(loaded)

@@ -1,16 +1,18 @@
 """jobs.text.ocr_engine.SpacedDecode on made-up recognizer output: where a space goes."""
+
 from types import SimpleNamespace
 
 import numpy as np
 
 from jobs.text.ocr_engine import SpacedDecode
 
-CHARACTERS = ["blank", "a", "b", "中", "文", "."," "]
+CHARACTERS = ["blank", "a", "b", "中", "文", ".", " "]
 
 
 def decoder(spaces=True):
-    spaced = SpacedDecode(SimpleNamespace(character=CHARACTERS,
-                                          dict={c: i for i, c in enumerate(CHARACTERS)}))
+    spaced = SpacedDecode(
+        SimpleNamespace(character=CHARACTERS, dict={c: i for i, c in enumerate(CHARACTERS)})
+    )
     spaced.spaces = spaces
     return spaced
 

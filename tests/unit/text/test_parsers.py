@@ -28,12 +28,14 @@ def encrypted_pdf(user_password, owner_password=None):
 
 # -- samples -----------------------------------------------------------------------------------
 
+
 def test_sample_pdf_is_read_by_pypdf_itself():
     reader = pypdf.PdfReader(io.BytesIO(make_pdf(SENTENCE)), strict=True)
     assert reader.pages[0].extract_text() == SENTENCE
 
 
 # -- PDF ---------------------------------------------------------------------------------------
+
 
 def test_pdf_text_layer():
     parsed = parse_document(make_pdf(SENTENCE), "pdf")
@@ -54,8 +56,9 @@ def test_a_word_hyphenated_at_a_line_end_is_whole_again():
 def test_pdf_without_text_layer_and_ocr_off():
     error = error_of(make_pdf_no_text(), "pdf", ParseOptions(ocr="off"))
     assert error.code == "no_text"
-    assert error.message == ("This PDF has no text layer (scanned?). "
-                             "Intake cannot read images of text.")
+    assert error.message == (
+        "This PDF has no text layer (scanned?). Intake cannot read images of text."
+    )
 
 
 def test_pdf_with_user_password_is_encrypted_error():
@@ -68,12 +71,15 @@ def test_pdf_with_only_owner_password_is_read():
     assert parse_document(encrypted_pdf("", "owner"), "pdf").text == SENTENCE
 
 
-@pytest.mark.parametrize("data", [
-    make_pdf(SENTENCE)[: len(make_pdf(SENTENCE)) // 2],
-    b"%PDF-1.4\n",
-    b"%PDF-1.7 nothing else here at all",
-    b"",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        make_pdf(SENTENCE)[: len(make_pdf(SENTENCE)) // 2],
+        b"%PDF-1.4\n",
+        b"%PDF-1.7 nothing else here at all",
+        b"",
+    ],
+)
 def test_truncated_or_corrupt_pdf(data):
     error = error_of(data, "pdf")
     assert error.code == "corrupt"
@@ -82,6 +88,7 @@ def test_truncated_or_corrupt_pdf(data):
 
 # -- DOCX --------------------------------------------------------------------------------------
 
+
 def test_docx_paragraphs():
     parsed = parse_document(make_docx(["First paragraph.", "", "Second — ünïcode."]), "docx")
     assert (parsed.text, parsed.pages) == ("First paragraph.\n\nSecond — ünïcode.", 1)
@@ -89,6 +96,7 @@ def test_docx_paragraphs():
 
 def test_docx_tables_in_document_order():
     import docx
+
     document = docx.Document()
     document.add_paragraph("Before the table.")
     table = document.add_table(rows=2, cols=2)
@@ -102,11 +110,14 @@ def test_docx_tables_in_document_order():
     assert text == "Before the table.\n\nName\tQty\nApples\t3\n\nAfter the table."
 
 
-@pytest.mark.parametrize("data", [
-    make_docx(["Some text"])[:3000],
-    b"PK\x03\x04 not really a zip",
-    make_pdf("not a docx"),
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        make_docx(["Some text"])[:3000],
+        b"PK\x03\x04 not really a zip",
+        make_pdf("not a docx"),
+    ],
+)
 def test_truncated_or_corrupt_docx(data):
     error = error_of(data, "docx")
     assert error.code == "corrupt"
@@ -134,19 +145,25 @@ def test_empty_docx_has_no_text():
 
 # -- text and Markdown -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("data, text", [
-    (b"plain ascii", "plain ascii"),
-    ("naïve café ✓".encode("utf-8"), "naïve café ✓"),
-    ("\ufeffwith bom".encode("utf-8"), "with bom"),
-    ("wide café".encode("utf-16"), "wide café"),
-    ("wide café".encode("utf-16-be").join([b"\xfe\xff", b""]), "wide café"),
-    ("wider café".encode("utf-32"), "wider café"),
-    ("café".encode("latin-1"), "café"),
-    ("Le café est très bon, à bientôt.".encode("latin-1"), "Le café est très bon, à bientôt."),
-    ("Grüße aus München".encode("cp1252"), "Grüße aus München"),
-    ("Привет, как дела? Это тест кодировки.".encode("cp1251"),
-     "Привет, как дела? Это тест кодировки."),
-])
+
+@pytest.mark.parametrize(
+    "data, text",
+    [
+        (b"plain ascii", "plain ascii"),
+        ("naïve café ✓".encode(), "naïve café ✓"),
+        ("\ufeffwith bom".encode("utf-8"), "with bom"),
+        ("wide café".encode("utf-16"), "wide café"),
+        ("wide café".encode("utf-16-be").join([b"\xfe\xff", b""]), "wide café"),
+        ("wider café".encode("utf-32"), "wider café"),
+        ("café".encode("latin-1"), "café"),
+        ("Le café est très bon, à bientôt.".encode("latin-1"), "Le café est très bon, à bientôt."),
+        ("Grüße aus München".encode("cp1252"), "Grüße aus München"),
+        (
+            "Привет, как дела? Это тест кодировки.".encode("cp1251"),
+            "Привет, как дела? Это тест кодировки.",
+        ),
+    ],
+)
 def test_text_encodings(data, text):
     parsed = parse_document(data, "txt")
     assert (parsed.text, parsed.pages, parsed.warnings) == (text, 1, [])
@@ -163,7 +180,7 @@ def test_blank_text_has_no_text(data):
 
 
 def test_utf8_cut_in_its_last_character_is_read_with_a_warning():
-    data = "任务失败三次以后会被转入死信队列。".encode("utf-8")[:-1]
+    data = "任务失败三次以后会被转入死信队列。".encode()[:-1]
     parsed = parse_document(data, "txt")
     assert parsed.text == "任务失败三次以后会被转入死信队列\ufffd"
     assert parsed.warnings == ["2 bytes that could not be decoded were replaced with “\ufffd”."]
@@ -179,7 +196,8 @@ def test_a_few_bad_bytes_are_replaced_and_counted():
 def test_a_mostly_undecodable_file_fails():
     error = error_of(bytes(range(128, 256)) * 20, "txt")
     assert error.code == "undecodable" and error.message.endswith(
-        "save it as UTF-8 and upload it again.")
+        "save it as UTF-8 and upload it again."
+    )
 
 
 def test_broken_utf16_is_undecodable():
@@ -188,6 +206,7 @@ def test_broken_utf16_is_undecodable():
 
 
 # -- HTML --------------------------------------------------------------------------------------
+
 
 def test_html_sample():
     parsed = parse_document(make_html("My <Title>", "First & only.\n\nSecond one."), "html")
@@ -205,8 +224,10 @@ def test_html_visible_text_only():
     <pre>  indented
       code</pre><script src="x.js"></script>tail</body></html>"""
     text = parse_document(page, "html").text
-    assert text == ("Page\n\nHeading\n\nTom & Jerry \u263a went out.\n\none\ntwo\n\nalpha\n\nbeta"
-                    "\n\na b\n\n  indented\n      code\n\ntail")
+    assert text == (
+        "Page\n\nHeading\n\nTom & Jerry \u263a went out.\n\none\ntwo\n\nalpha\n\nbeta"
+        "\n\na b\n\n  indented\n      code\n\ntail"
+    )
     for hidden in ("secret", "color", "Enable JS", "templated"):
         assert hidden not in text
 

@@ -1,5 +1,6 @@
 """A PDF read in page ranges (jobs.text.parsers: `ocr_split_at`, `ocr_only`, `with_pages_read`)
 reads as the same PDF read in one go: the same blocks, pages, OCR'd pages and warnings."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,9 @@ from jobs.text.parsers import ParsedDocument, ParseOptions, parse_document, with
 from tests.samples import make_pdf_pages, make_scan_pdf, merge_pdfs
 
 TYPED = make_pdf_pages(["The harbour master keeps the tide tables."])
-SCANNED = make_scan_pdf([["Walrus sightings near the lighthouse"], None,
-                         ["Seals resting on the north rocks"]])
+SCANNED = make_scan_pdf(
+    [["Walrus sightings near the lighthouse"], None, ["Seals resting on the north rocks"]]
+)
 DOCUMENT = merge_pdfs(TYPED, SCANNED)  # page 1 typed, pages 2-4 scanned (page 3 blank)
 
 
@@ -19,7 +21,9 @@ def _ranges_read(data: bytes, plan: ParsedDocument, size: int) -> dict[int, str]
     read: dict[int, str] = {}
     pending = plan.ocr_pending
     for start in range(0, len(pending), size):
-        part = parse_document(data, "pdf", ParseOptions(ocr_only=tuple(pending[start:start + size])))
+        part = parse_document(
+            data, "pdf", ParseOptions(ocr_only=tuple(pending[start : start + size]))
+        )
         read.update({block.location["page"]: block.text for block in part.blocks})
     return read
 
@@ -29,7 +33,8 @@ def test_a_scan_split_at_its_pending_pages_is_its_text_layers_and_their_numbers(
     plan = parse_document(DOCUMENT, "pdf", ParseOptions(ocr_split_at=3, progress=told.append))
     assert plan.ocr_pending == [2, 3, 4]
     assert [(b.location, b.text) for b in plan.blocks] == [
-        ({"page": 1}, "The harbour master keeps the tide tables.")]
+        ({"page": 1}, "The harbour master keeps the tide tables.")
+    ]
     assert (plan.pages, plan.ocr_pages, told) == (4, 0, [])  # nothing read by OCR yet
 
 
@@ -44,9 +49,13 @@ def test_ranges_put_together_read_as_the_document_read_in_one_go(size):
     plan = parse_document(DOCUMENT, "pdf", ParseOptions(ocr_split_at=2))
     together = with_pages_read(DOCUMENT, plan, _ranges_read(DOCUMENT, plan, size), ParseOptions())
     assert [(b.location, b.text) for b in together.blocks] == [
-        (b.location, b.text) for b in whole.blocks]
-    assert (together.pages, together.ocr_pages, together.warnings) == (
-        whole.pages, whole.ocr_pages, whole.warnings) == (4, 3, ["OCR found no text on 1 page (3)."])
+        (b.location, b.text) for b in whole.blocks
+    ]
+    assert (
+        (together.pages, together.ocr_pages, together.warnings)
+        == (whole.pages, whole.ocr_pages, whole.warnings)
+        == (4, 3, ["OCR found no text on 1 page (3)."])
+    )
 
 
 def test_a_range_reads_only_its_pages_and_counts_them_in_its_progress():
@@ -54,7 +63,8 @@ def test_a_range_reads_only_its_pages_and_counts_them_in_its_progress():
     part = parse_document(DOCUMENT, "pdf", ParseOptions(ocr_only=(3, 4), progress=told.append))
     assert told == ["OCR page 1 of 2", "OCR page 2 of 2"]
     assert [(b.location, b.text) for b in part.blocks] == [
-        ({"page": 4}, "Seals resting on the north rocks")]  # a blank page gives no block
+        ({"page": 4}, "Seals resting on the north rocks")
+    ]  # a blank page gives no block
 
 
 def test_a_range_naming_a_page_the_pdf_lacks_is_refused():
@@ -77,4 +87,5 @@ def test_the_pending_pages_travel_in_the_reply_of_the_reading_child():
     decoded = parse_reply.decode(parse_reply.encode(plan, 10_000), 10_000)
     assert decoded.ocr_pending == [2, 3, 4]
     assert [(b.location, b.text) for b in decoded.blocks] == [
-        (b.location, b.text) for b in plan.blocks]
+        (b.location, b.text) for b in plan.blocks
+    ]

@@ -2,6 +2,7 @@
 LICENSE.md there), made by pdfTeX, LibreOffice, ImageMagick, a scanner's OCR and Acrobat: each
 is read with its pages located, or refused for the reason a person would give, and the words
 of every script in them are found by the search's own splitting (jobs.text.tokens)."""
+
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,18 @@ READABLE = {
 }
 # name: (code, message)
 REFUSED = {
-    "crazyones-encrypted-256.pdf": ("encrypted", "This PDF is password-protected; upload an "
-                                    "unprotected copy."),
-    "libreoffice-writer-password.pdf": ("encrypted", "This PDF is password-protected; upload "
-                                        "an unprotected copy."),
-    "r2-user-password.pdf": ("encrypted", "This PDF is password-protected; upload an "
-                             "unprotected copy."),
+    "crazyones-encrypted-256.pdf": (
+        "encrypted",
+        "This PDF is password-protected; upload an unprotected copy.",
+    ),
+    "libreoffice-writer-password.pdf": (
+        "encrypted",
+        "This PDF is password-protected; upload an unprotected copy.",
+    ),
+    "r2-user-password.pdf": (
+        "encrypted",
+        "This PDF is password-protected; upload an unprotected copy.",
+    ),
 }
 #: Six tiny images, four of them labelled "Background" in a text layer drawn outside the page's
 #: box (which PDFium's bounded extraction leaves out).
@@ -44,7 +51,8 @@ def test_a_one_word_text_layer_beside_an_image_is_kept_and_the_pages_without_are
     parsed = parse_document((REAL / IMAGES).read_bytes(), "pdf")
     assert parsed.pages == 6
     assert [(block.location, block.text) for block in parsed.blocks] == [
-        ({"page": n}, "Background") for n in (1, 2, 3, 6)]
+        ({"page": n}, "Background") for n in (1, 2, 3, 6)
+    ]
     assert parsed.ocr_pages == 6  # the two without text, and the four with a word and an image
     assert parsed.warnings == ["OCR found no text on 2 pages (4, 5)."]
 
@@ -53,12 +61,14 @@ def test_short_pages_past_the_ocr_page_limit_keep_their_text_layer():
     # The two pages without text fill the limit: the four with a word are not OCR'd, and say so.
     parsed = parse_document((REAL / IMAGES).read_bytes(), "pdf", ParseOptions(ocr_max_pages=2))
     assert [(block.location, block.text) for block in parsed.blocks] == [
-        ({"page": n}, "Background") for n in (1, 2, 3, 6)]
+        ({"page": n}, "Background") for n in (1, 2, 3, 6)
+    ]
     assert parsed.ocr_pages == 2
     assert parsed.warnings == [
         "OCR found no text on 2 pages (4, 5).",
         "4 pages with a few words beside an image were kept as their text layer, not read by "
-        "OCR: OCR reads at most 2 pages per document."]
+        "OCR: OCR reads at most 2 pages per document.",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(READABLE))
@@ -66,8 +76,7 @@ def test_a_real_pdf_is_read_with_its_pages_located(name):
     pages, words, page = READABLE[name]
     parsed = parse_document((REAL / name).read_bytes(), "pdf")
     assert (parsed.pages, parsed.ocr_pages, parsed.warnings) == (pages, 0, [])
-    assert [block.location for block in parsed.blocks] == [{"page": n}
-                                                           for n in range(1, pages + 1)]
+    assert [block.location for block in parsed.blocks] == [{"page": n} for n in range(1, pages + 1)]
     assert words in parsed.blocks[page - 1].text
 
 

@@ -3,6 +3,7 @@
 Some tests make the child misbehave by replacing the parser it runs, with one that writes to the
 reply pipe itself and dies (`_child_that`); the parent's side is always the real code.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,9 @@ def test_a_parse_past_its_deadline_is_killed(monkeypatch):
 
 
 def test_a_parse_past_its_memory_bound_fails_readably(monkeypatch):
-    monkeypatch.setattr(sandbox, "parse_document",
-                        lambda data, kind, options: bytearray(400 * sandbox.MIB))
+    monkeypatch.setattr(
+        sandbox, "parse_document", lambda data, kind, options: bytearray(400 * sandbox.MIB)
+    )
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"%PDF-", "pdf", seconds=30, memory_bytes=64 * sandbox.MIB)
     assert failure.value.code == "too_large" and "memory" in failure.value.message
@@ -58,8 +60,9 @@ def test_a_text_longer_than_the_bound_is_refused_with_both_numbers():
 
 def test_the_bound_counts_characters_not_bytes(monkeypatch):
     text = 'ü😀 "quoted" \\ \x00 \n 中文 \udc80 end'  # 4-byte, escaped, control and lone surrogate
-    monkeypatch.setattr(sandbox, "parse_document",
-                        lambda data, kind, options: ParsedDocument.of_text(text, pages=3))
+    monkeypatch.setattr(
+        sandbox, "parse_document", lambda data, kind, options: ParsedDocument.of_text(text, pages=3)
+    )
     parsed = sandbox.parse_bounded(b"x", "html", **BOUNDS, max_chars=len(text))
     assert parsed == ParsedDocument.of_text(text, pages=3)
 
@@ -81,28 +84,38 @@ def test_a_child_sending_more_than_the_bound_allows_is_cut_off(monkeypatch):
     started = time.monotonic()
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"x", "html", **BOUNDS, max_chars=1000)
-    assert failure.value.code == "too_large" and "more than 1,000 characters" in failure.value.message
+    assert (
+        failure.value.code == "too_large" and "more than 1,000 characters" in failure.value.message
+    )
     assert time.monotonic() - started < 10, "stopped reading at the bound, not at the deadline"
     assert sum(received) <= sandbox.reply_limit(1000) + 1
-    assert sandbox.reply_limit(1000) <= parse_reply.HEADER_MAX_BYTES + parse_reply.META_BASE_BYTES + 8000
+    assert (
+        sandbox.reply_limit(1000)
+        <= parse_reply.HEADER_MAX_BYTES + parse_reply.META_BASE_BYTES + 8000
+    )
 
 
 def test_a_child_killed_before_answering_says_by_what(monkeypatch):
-    monkeypatch.setattr(sandbox, "parse_document",
-                        lambda data, kind, options: os.kill(os.getpid(), signal.SIGKILL))
+    monkeypatch.setattr(
+        sandbox, "parse_document", lambda data, kind, options: os.kill(os.getpid(), signal.SIGKILL)
+    )
     with pytest.raises(PermanentError) as failure:
         sandbox.parse_bounded(b"%PDF-", "pdf", **BOUNDS)
     assert failure.value.code == "reader_crashed" and not failure.value.transient
     assert "killed by SIGKILL" in failure.value.message
 
 
-_REPLY = parse_reply.encode(ParsedDocument(
-    [Block("A line of words.\n" * 100, {"page": 1}), Block("Ünïcode 中文.", {"page": 2}, True)],
-    pages=2), max_chars=10_000)
+_REPLY = parse_reply.encode(
+    ParsedDocument(
+        [Block("A line of words.\n" * 100, {"page": 1}), Block("Ünïcode 中文.", {"page": 2}, True)],
+        pages=2,
+    ),
+    max_chars=10_000,
+)
 _HEADER_END = _REPLY.index(b"\n") + 1
 HALF_ANSWERS = {  # what a child may have sent when it died: any prefix of some reply
-    "cut-header": _REPLY[:_HEADER_END // 2],
-    "cut-meta": _REPLY[:_HEADER_END + 10],
+    "cut-header": _REPLY[: _HEADER_END // 2],
+    "cut-meta": _REPLY[: _HEADER_END + 10],
     "cut-text": _REPLY[:-3],
     "progress-only": parse_reply.progress_line("OCR page 1 of 2"),
 }
@@ -129,11 +142,17 @@ def test_a_child_dying_mid_answer_is_a_permanent_readable_failure(monkeypatch, s
     assert reason in failure.value.message and "damaged" in failure.value.message
 
 
-@pytest.mark.parametrize("answer", [
-    b"\xff\xfe\x00 not an answer",
-    json.dumps({"ok": True, "pages": 1, "ocr_pages": 0, "meta": 51, "bytes": 4}).encode()
-    + b"\n" + b'{"locations":[{}],"blocks":[[0,0,4]],"warnings":[]}' + b"\xff\xfe\xfd\xfc",
-], ids=["garbage", "undecodable-text"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"\xff\xfe\x00 not an answer",
+        json.dumps({"ok": True, "pages": 1, "ocr_pages": 0, "meta": 51, "bytes": 4}).encode()
+        + b"\n"
+        + b'{"locations":[{}],"blocks":[[0,0,4]],"warnings":[]}'
+        + b"\xff\xfe\xfd\xfc",
+    ],
+    ids=["garbage", "undecodable-text"],
+)
 def test_an_undecodable_answer_is_a_permanent_readable_failure(monkeypatch, answer):
     def garbled(fd):
         _write_all(fd, answer)
@@ -156,6 +175,7 @@ def _child_that(act):
         (fd,) = _open_pipes() - before
         act(fd)
         raise AssertionError("act() must not return")
+
     return parser
 
 
@@ -172,4 +192,4 @@ def _open_pipes() -> set[int]:
 
 def _write_all(fd: int, data: bytes) -> None:
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]

@@ -1,6 +1,7 @@
 """CSV and TSV rows as ``header: value``, EML headers and bodies, EPUB chapters in spine order;
 and each hostile input (a zip bomb e-book, a truncated one, a file that is not mail) refused
 with a readable PermanentError, never another exception."""
+
 import random
 import struct
 
@@ -21,16 +22,19 @@ def error_of(data, kind):
 
 # -- CSV and TSV ---------------------------------------------------------------------------------
 
+
 def test_csv_rows_as_header_value_pairs():
-    data = b"Region,Q1,,Q2\r\nNorth,1200,x,1350\r\n,,,\r\nSouth,\"9,000\",,\"multi\nline\"\r\n"
+    data = b'Region,Q1,,Q2\r\nNorth,1200,x,1350\r\n,,,\r\nSouth,"9,000",,"multi\nline"\r\n'
     parsed = parse_document(data, "csv")
     assert parsed.blocks[0].location == {}
-    assert parsed.text == ("Region: North; Q1: 1200; C: x; Q2: 1350\n"
-                           "Region: South; Q1: 9,000; Q2: multi line")
+    assert parsed.text == (
+        "Region: North; Q1: 1200; C: x; Q2: 1350\nRegion: South; Q1: 9,000; Q2: multi line"
+    )
 
 
-@pytest.mark.parametrize("data", [b"name;city\nAda;London\n", b"name|city\nAda|London\n",
-                                  b"name\tcity\nAda\tLondon\n"])
+@pytest.mark.parametrize(
+    "data", [b"name;city\nAda;London\n", b"name|city\nAda|London\n", b"name\tcity\nAda\tLondon\n"]
+)
 def test_csv_delimiter_is_sniffed(data):
     assert parse_document(data, "csv").text == "name: Ada; city: London"
 
@@ -54,8 +58,10 @@ def test_csv_with_a_stray_quote_is_still_read():
     assert "a: last; b: row" in parse_document(data, "csv").text
     one_huge_field = b"a,b\n" + b"x" * 200_000 + b"\n"
     error = error_of(one_huge_field, "csv")
-    assert (error.code, error.message) == ("corrupt", "This table file has a field too long "
-                                           "to read as CSV; check its quotes and delimiters.")
+    assert (error.code, error.message) == (
+        "corrupt",
+        "This table file has a field too long to read as CSV; check its quotes and delimiters.",
+    )
 
 
 def test_a_table_with_only_a_header_row_keeps_its_words():
@@ -69,22 +75,33 @@ def test_blank_csv_has_no_text():
 
 # -- EML -----------------------------------------------------------------------------------------
 
+
 def test_eml_headers_then_the_text_body():
-    data = make_eml(subject="Quarterly numbers – café", body="Please find the figures.",
-                    html_body="<p>HTML version</p>", attachments=2)
+    data = make_eml(
+        subject="Quarterly numbers – café",
+        body="Please find the figures.",
+        html_body="<p>HTML version</p>",
+        attachments=2,
+    )
     parsed = parse_document(data, "eml")
     assert parsed.blocks[0].text == (
         "From: Ann Example <ann@example.org>\nTo: Bob Example <bob@example.org>\n"
         "Cc: Carol <carol@example.org>\nDate: Tue, 04 Mar 2025 10:15:00 +0000\n"
-        "Subject: Quarterly numbers – café")
+        "Subject: Quarterly numbers – café"
+    )
     assert parsed.blocks[1].text == "Please find the figures."
     assert "HTML version" not in parsed.text and "secret attachment" not in parsed.text
     assert parsed.warnings == ["2 attachments were not read."]
 
 
 def test_eml_html_body_keeps_its_headings():
-    data = make_eml(subject="Agenda", body="", html_body="<h1>Budget</h1><p>Numbers</p>",
-                    plain=False, attachments=1)
+    data = make_eml(
+        subject="Agenda",
+        body="",
+        html_body="<h1>Budget</h1><p>Numbers</p>",
+        plain=False,
+        attachments=1,
+    )
     parsed = parse_document(data, "eml")
     assert parsed.blocks[-1].text == "Budget\n\nNumbers"
     assert parsed.blocks[-1].location == {"heading": "Budget"}
@@ -92,23 +109,32 @@ def test_eml_html_body_keeps_its_headings():
 
 
 def test_eml_charsets_and_raw_8bit_headers():
-    latin = (b"Subject: x\nContent-Type: text/plain; charset=iso-8859-1\n"
-             b"Content-Transfer-Encoding: quoted-printable\n\ncaf=E9")
+    latin = (
+        b"Subject: x\nContent-Type: text/plain; charset=iso-8859-1\n"
+        b"Content-Transfer-Encoding: quoted-printable\n\ncaf=E9"
+    )
     assert parse_document(latin, "eml").text == "Subject: x\n\ncafé"
     raw = b"From: J\xc3\xbcrgen <j@example.de>\nSubject: Gr\xc3\xbc\xc3\x9fe\n\nHallo \xc3\xa4\n"
-    assert parse_document(raw, "eml").text == ("From: Jürgen <j@example.de>\nSubject: Grüße"
-                                               "\n\nHallo ä")
+    assert parse_document(raw, "eml").text == (
+        "From: Jürgen <j@example.de>\nSubject: Grüße\n\nHallo ä"
+    )
     unknown = b"Subject: x\nContent-Type: text/plain; charset=no-such-charset\n\nplain words"
     assert parse_document(unknown, "eml").text.endswith("plain words")
 
 
-@pytest.mark.parametrize("data", [b"Just some prose, not mail.\nSecond line.", b"\x00\x01\x02",
-                                  b"", b"Hello: world\n\nbody"])
+@pytest.mark.parametrize(
+    "data",
+    [b"Just some prose, not mail.\nSecond line.", b"\x00\x01\x02", b"", b"Hello: world\n\nbody"],
+)
 def test_a_file_that_is_not_mail(data):
     error = error_of(data, "eml")
-    assert (error.code, error.message) == ("unsupported_type", (
-        "This file is not an e-mail message: it has none of the From, To, Date or Subject "
-        "headers."))
+    assert (error.code, error.message) == (
+        "unsupported_type",
+        (
+            "This file is not an e-mail message: it has none of the From, To, Date or Subject "
+            "headers."
+        ),
+    )
 
 
 def test_malformed_mail_never_raises_anything_else():
@@ -117,21 +143,24 @@ def test_malformed_mail_never_raises_anything_else():
     for _ in range(100):
         damaged = bytearray(data)
         for _ in range(rng.randint(1, 20)):
-            damaged[rng.randrange(len(damaged))] = rng.choice(b"\x00\n:;<>=?\"\\-")
+            damaged[rng.randrange(len(damaged))] = rng.choice(b'\x00\n:;<>=?"\\-')
         try:
             parse_document(bytes(damaged), "eml")
         except PermanentError:
             pass
     deep = b"Subject: deep\nContent-Type: multipart/mixed; boundary=b\n\n" + (
-        b"--b\nContent-Type: multipart/mixed; boundary=b\n\n" * 1200)  # past the recursion limit
+        b"--b\nContent-Type: multipart/mixed; boundary=b\n\n" * 1200
+    )  # past the recursion limit
     assert parse_document(deep, "eml").text == "Subject: deep"
 
 
 # -- EPUB ----------------------------------------------------------------------------------------
 
-CHAPTERS = [("Chapter One", "The sun was shining on the sea."),
-            ("Chapter Two", "The time has come to talk of many things."),
-            ("Chapter Three", "Of shoes and ships and sealing wax.")]
+CHAPTERS = [
+    ("Chapter One", "The sun was shining on the sea."),
+    ("Chapter Two", "The time has come to talk of many things."),
+    ("Chapter Three", "Of shoes and ships and sealing wax."),
+]
 
 
 def test_epub_chapters_in_spine_order_under_their_headings():
@@ -145,24 +174,31 @@ def test_epub_chapters_in_spine_order_under_their_headings():
 def test_epub_bombs_and_damage():
     data = make_epub("T", "A", CHAPTERS)
     at = data.index(b"PK\x01\x02")
-    huge = data[:at + 24] + struct.pack("<I", 0xFFFFFFF0) + data[at + 28:]
+    huge = data[: at + 24] + struct.pack("<I", 0xFFFFFFF0) + data[at + 28 :]
     assert error_of(huge, "epub").code == "too_large"
     many = rewrite_zip(data, {f"x/{n}": (lambda _: b"") for n in range(office.ZIP_MAX_ENTRIES)})
     assert "e-book has" in error_of(many, "epub").message
-    for broken in (data[: len(data) // 2], b"PK\x03\x04", rewrite_zip(
-            data, {"META-INF/container.xml": lambda _: None})):
+    for broken in (
+        data[: len(data) // 2],
+        b"PK\x03\x04",
+        rewrite_zip(data, {"META-INF/container.xml": lambda _: None}),
+    ):
         error = error_of(broken, "epub")
         assert (error.code, error.message) == (
-            "corrupt", "This e-book is damaged or truncated and cannot be read.")
+            "corrupt",
+            "This e-book is damaged or truncated and cannot be read.",
+        )
 
 
 def test_epub_random_damage_is_a_permanent_error_or_readable():
     data, rng = make_epub("T", "A", CHAPTERS), random.Random(3)
     names = ["META-INF/container.xml", "EPUB/content.opf", "EPUB/chapter1.xhtml"]
     for _ in range(60):
+
         def damage(old):
             cut = rng.randrange(len(old))
-            return old[:cut] + bytes([rng.choice(b'<>"&/=')]) + old[cut + rng.randint(0, 30):]
+            return old[:cut] + bytes([rng.choice(b'<>"&/=')]) + old[cut + rng.randint(0, 30) :]
+
         try:
             parse_document(rewrite_zip(data, {rng.choice(names): damage}), "epub")
         except PermanentError as error:
@@ -170,20 +206,25 @@ def test_epub_random_damage_is_a_permanent_error_or_readable():
 
 
 def _with_encryption(data: bytes, algorithm: str) -> bytes:
-    xml = ('<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
-           'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
-           f'<enc:EncryptionMethod Algorithm="{algorithm}"/><enc:CipherData>'
-           '<enc:CipherReference URI="EPUB/chapter1.xhtml"/></enc:CipherData>'
-           '</enc:EncryptedData></encryption>')
+    xml = (
+        '<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+        'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
+        f'<enc:EncryptionMethod Algorithm="{algorithm}"/><enc:CipherData>'
+        '<enc:CipherReference URI="EPUB/chapter1.xhtml"/></enc:CipherData>'
+        "</enc:EncryptedData></encryption>"
+    )
     return rewrite_zip(data, {"META-INF/encryption.xml": lambda _: xml.encode()})
 
 
 def test_epub_with_drm_is_encrypted_but_obfuscated_fonts_are_fine():
     data = make_epub("T", "A", CHAPTERS)
-    error = error_of(_with_encryption(data, "http://www.w3.org/2001/04/xmlenc#aes128-cbc"),
-                     "epub")
-    assert (error.code, error.message) == ("encrypted", (
-        "This e-book is protected by DRM (its chapters are encrypted); upload a copy without "
-        "DRM."))
+    error = error_of(_with_encryption(data, "http://www.w3.org/2001/04/xmlenc#aes128-cbc"), "epub")
+    assert (error.code, error.message) == (
+        "encrypted",
+        (
+            "This e-book is protected by DRM (its chapters are encrypted); upload a copy without "
+            "DRM."
+        ),
+    )
     fonts = _with_encryption(data, "http://www.idpf.org/2008/embedding")
     assert "sealing wax" in parse_document(fonts, "epub").text

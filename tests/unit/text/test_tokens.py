@@ -1,5 +1,6 @@
 """Search terms in every language (jobs.text.tokens): words where a script has spaces, overlapping
 character pairs where it has none, the same for documents and queries."""
+
 from __future__ import annotations
 
 from jobs.text.terms import TermCounter
@@ -8,7 +9,14 @@ from tests.unit.sparse_reference import InvertedIndex
 
 
 def test_spaced_scripts_split_into_words_normalised():
-    assert terms("The Queue's QUEUES, Straße ＡＢＣ") == ["the", "queue", "s", "queues", "straße", "abc"]
+    assert terms("The Queue's QUEUES, Straße ＡＢＣ") == [
+        "the",
+        "queue",
+        "s",
+        "queues",
+        "straße",
+        "abc",
+    ]
     assert terms("Прывітанне свет") == ["прывітанне", "свет"]
 
 
@@ -23,9 +31,11 @@ def test_mixed_script_text_keeps_each_script_s_rule():
 
 
 def test_every_pair_of_a_query_word_is_in_a_sentence_holding_it():
-    for sentence, word in (("任务会被转入死信队列，运维人员可以重试。", "死信队列"),
-                           ("ระบบนี้เก็บเอกสารไว้ในฐานข้อมูลเพื่อค้นหา", "ฐานข้อมูล"),
-                           ("모든 문서를 데이터베이스에 저장합니다", "데이터베이스")):
+    for sentence, word in (
+        ("任务会被转入死信队列，运维人员可以重试。", "死信队列"),
+        ("ระบบนี้เก็บเอกสารไว้ในฐานข้อมูลเพื่อค้นหา", "ฐานข้อมูล"),
+        ("모든 문서를 데이터베이스에 저장합니다", "데이터베이스"),
+    ):
         assert set(terms(word)) <= set(terms(sentence)), word
 
 
@@ -45,8 +55,13 @@ def test_phrases_are_what_the_page_marks():
 
 def test_documents_and_queries_keep_what_lucene_s_english_analyzer_keeps():
     from jobs.text.tokens import document_terms, query_terms
+
     assert document_terms("The inspections of a Valve, inspected x2 y") == [
-        "inspect", "valv", "inspect", "x2"], "stemmed; stop words and one letter dropped"
+        "inspect",
+        "valv",
+        "inspect",
+        "x2",
+    ], "stemmed; stop words and one letter dropped"
     assert query_terms("inspection inspected the") == ["inspect", "inspect"], "repeats kept"
     assert document_terms("死信队列") == ["死信", "信队", "队列", "死", "信", "队", "列"]
     assert query_terms("死信队列 死") == ["死信", "信队", "队列", "死"]

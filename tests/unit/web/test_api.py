@@ -1,5 +1,6 @@
 """The JSON API on fakeredis: shapes, errors, idempotency, ETags (docs/architecture.md §4, §5,
 §9)."""
+
 from __future__ import annotations
 
 from tests.unit.conftest import upload
@@ -23,8 +24,9 @@ def test_upload_answers_202_with_location_and_tasks(client):
 
 
 def test_bad_files_are_listed_as_rejected_beside_good_ones(client):
-    response = upload(client, ("good.txt", TEXT), ("evil.pdf", b"MZ\x90\x00binary"),
-                      ("empty.txt", b""))
+    response = upload(
+        client, ("good.txt", TEXT), ("evil.pdf", b"MZ\x90\x00binary"), ("empty.txt", b"")
+    )
     assert response.status_code == 202
     rejected = {r["filename"]: r["code"] for r in response.get_json()["rejected"]}
     assert rejected == {"evil.pdf": "unsupported_type", "empty.txt": "empty_file"}
@@ -53,8 +55,12 @@ def test_no_files_and_bad_priority_are_400(client):
 
 
 def test_document_id_comes_from_the_form_or_the_relative_path(client):
-    body = upload(client, ("../../etc/x.txt", TEXT), ("y.txt", b"other text"),
-                  document_id=["reports/2024/x.txt"]).get_json()
+    body = upload(
+        client,
+        ("../../etc/x.txt", TEXT),
+        ("y.txt", b"other text"),
+        document_id=["reports/2024/x.txt"],
+    ).get_json()
     assert [t["document_id"] for t in body["tasks"]] == ["reports/2024/x.txt", "y.txt"]
     assert body["tasks"][0]["filename"] == "x.txt"
 
@@ -81,7 +87,9 @@ def test_only_new_files_get_a_job_and_every_new_task_is_queued(client, redis):
     assert queued == [first["id"], new["id"]]
     assert redis.hget(f"rq:job:{new['id']}", "status") == b"queued"
     assert redis.lrange(f"intake:batch:{mixed['batch_id']}:tasks", 0, -1) == [
-        first["id"].encode(), new["id"].encode()]
+        first["id"].encode(),
+        new["id"].encode(),
+    ]
 
 
 def test_a_server_that_lost_its_scripts_still_takes_uploads(client, redis):
@@ -123,8 +131,15 @@ def test_search_finds_only_succeeded_documents(client, run_jobs):
     run_jobs()
     results = client.get("/api/search?q=zanzibarquux&k=3").get_json()["results"]
     assert results and results[0]["document_id"] == "a.txt"
-    assert set(results[0]) >= {"text", "score", "scores", "task_id", "document_id", "filename",
-                               "chunk"}
+    assert set(results[0]) >= {
+        "text",
+        "score",
+        "scores",
+        "task_id",
+        "document_id",
+        "filename",
+        "chunk",
+    }
     assert client.get("/api/search?q=x&k=200").status_code == 200
     too_many = client.get("/api/search?q=x&k=201")
     assert too_many.status_code == 400 and "200" in too_many.get_json()["error"]["message"]
@@ -137,7 +152,7 @@ def test_search_takes_a_mode_and_answers_by_words_without_dense_vectors(client, 
     for asked in ("", "&mode=", "&mode=lexical"):
         answer = client.get(f"/api/search?q=zanzibarquux{asked}").get_json()
         assert answer["mode"] == "lexical" and "notice" not in answer, asked
-        hit, = answer["results"]
+        (hit,) = answer["results"]
         assert hit["scores"] == {"lexical": hit["score"]}
     for asked in ("dense", "hybrid"):
         answer = client.get(f"/api/search?q=zanzibarquux&mode={asked}").get_json()
@@ -151,8 +166,7 @@ def test_search_takes_a_mode_and_answers_by_words_without_dense_vectors(client, 
 
 
 def test_foreign_origin_is_refused(client):
-    response = client.post("/api/documents", headers={"Origin": "https://evil.example"},
-                           data={})
+    response = client.post("/api/documents", headers={"Origin": "https://evil.example"}, data={})
     assert response.status_code == 403
     assert response.get_json()["error"]["code"] == "foreign_origin"
 

@@ -4,6 +4,7 @@ shape of ids in URLs, operator basic auth beside tenant keys, Secure cookies and
 The cookie and session behaviour behind gunicorn and a real Redis is proven again in
 tests/integration/test_web_security.py.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,7 +22,7 @@ BAD_IDS = (f"{ID}:tasks", ID.upper(), ID[:31], ID + "0", "x" * 32, "..", "%2e%2e
 
 
 def basic(user: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{password}".encode("utf-8")).decode()
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
     return {"Authorization": f"Basic {token}"}
 
 
@@ -36,6 +37,7 @@ def sign_in(client, key: str = "acme-key-123-0123456789ab"):
 
 # 1. Non-ASCII passwords are compared as UTF-8 bytes: right is 200, wrong is 401, never 500.
 
+
 @pytest.mark.parametrize("configured", ["pässwörd-☃", "ascii-secret"])
 def test_operator_passwords_compare_as_utf8_bytes(make_app, configured):
     client = make_app(INTAKE_ADMIN_PASSWORD=configured).test_client()
@@ -48,23 +50,26 @@ def test_operator_passwords_compare_as_utf8_bytes(make_app, configured):
 
 def test_non_ascii_bearer_keys_are_refused_cleanly(make_app):
     client = make_app(INTAKE_API_KEYS=KEYS).test_client()
-    raw = "Bearer clé-ünïcode".encode("utf-8").decode("latin-1")  # as WSGI hands it over
+    raw = "Bearer clé-ünïcode".encode().decode("latin-1")  # as WSGI hands it over
     assert client.get("/api/batches", headers={"Authorization": raw}).status_code == 401
 
 
 # 2. Ids in URLs are 32 lowercase hex characters; anything else is a 404 before Redis is read.
 
+
 def test_malformed_ids_are_404_on_every_api_route(client):
     batch = upload(client, ("a.txt", b"Some words here.")).get_json()
     real_batch, real_task = batch["batch_id"], batch["tasks"][0]["id"]
     for bad in (f"{real_batch}:tasks", f"{real_task}:x", *BAD_IDS):
-        for method, path in (("GET", f"/api/batches/{bad}"),
-                             ("GET", f"/api/batches/{bad}/events"),
-                             ("POST", f"/api/batches/{bad}/cancel"),
-                             ("POST", f"/api/batches/{bad}/retry-failed"),
-                             ("GET", f"/api/tasks/{bad}"),
-                             ("POST", f"/api/tasks/{bad}/retry"),
-                             ("POST", f"/api/tasks/{bad}/cancel")):
+        for method, path in (
+            ("GET", f"/api/batches/{bad}"),
+            ("GET", f"/api/batches/{bad}/events"),
+            ("POST", f"/api/batches/{bad}/cancel"),
+            ("POST", f"/api/batches/{bad}/retry-failed"),
+            ("GET", f"/api/tasks/{bad}"),
+            ("POST", f"/api/tasks/{bad}/retry"),
+            ("POST", f"/api/tasks/{bad}/cancel"),
+        ):
             answer = client.open(path, method=method)
             assert answer.status_code == 404, (method, path, answer.status_code)
             assert answer.get_json()["error"]["code"] == "not_found", (method, path)
@@ -82,9 +87,14 @@ def test_malformed_ids_are_html_404_on_every_page(client):
     batch = upload(client, ("a.txt", b"Some words here.")).get_json()
     real_batch, real_task = batch["batch_id"], batch["tasks"][0]["id"]
     for bad in (f"{real_batch}:tasks", f"{real_task}:x", *BAD_IDS):
-        for method, path in (("GET", f"/batches/{bad}"), ("POST", f"/batches/{bad}/cancel"),
-                             ("POST", f"/batches/{bad}/retry-failed"), ("GET", f"/tasks/{bad}"),
-                             ("POST", f"/tasks/{bad}/retry"), ("POST", f"/tasks/{bad}/cancel")):
+        for method, path in (
+            ("GET", f"/batches/{bad}"),
+            ("POST", f"/batches/{bad}/cancel"),
+            ("POST", f"/batches/{bad}/retry-failed"),
+            ("GET", f"/tasks/{bad}"),
+            ("POST", f"/tasks/{bad}/retry"),
+            ("POST", f"/tasks/{bad}/cancel"),
+        ):
             answer = client.open(path, method=method)
             assert answer.status_code == 404, (method, path, answer.status_code)
             assert answer.mimetype == "text/html", (method, path)
@@ -92,6 +102,7 @@ def test_malformed_ids_are_html_404_on_every_page(client):
 
 
 # 3. Operators reach every tenant's dead letters with basic auth beside tenant keys.
+
 
 @pytest.fixture
 def keyed(make_app):
@@ -122,6 +133,7 @@ def test_a_tenant_key_is_not_an_operator(keyed):
 
 # 4. The session cookie is Secure over HTTPS, or everywhere with INTAKE_SECURE_COOKIES=1.
 
+
 def _session_cookie(response) -> str:
     found = [c for c in response.headers.getlist("Set-Cookie") if c.startswith("session=")]
     assert found, response.headers
@@ -135,8 +147,12 @@ def test_session_cookie_is_secure_over_https_only(make_app):
     secure, https = app.test_client(), "https://localhost"
     page = secure.get("/signin", base_url=https).get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    answer = secure.post("/signin", base_url=https, headers={"Referer": f"{https}/signin"},
-                         data={"key": "acme-key-123-0123456789ab", "csrf_token": token})
+    answer = secure.post(
+        "/signin",
+        base_url=https,
+        headers={"Referer": f"{https}/signin"},
+        data={"key": "acme-key-123-0123456789ab", "csrf_token": token},
+    )
     assert answer.status_code == 303
     assert "; Secure" in _session_cookie(answer)
 
@@ -148,6 +164,7 @@ def test_secure_cookies_setting(make_app, value, secure):
 
 
 # 5. Sessions live in Redis too: signing out revokes every copy of the cookie.
+
 
 def test_signing_in_stores_a_session_record_with_the_cookie_lifetime(make_app, redis):
     app = make_app(INTAKE_API_KEYS=KEYS)
@@ -186,8 +203,9 @@ def test_a_session_without_its_record_is_refused(make_app):
     assert client.get("/").status_code == 303
 
 
-def test_a_session_costs_one_read_and_bearer_keys_and_static_files_none(make_app, redis,
-                                                                       monkeypatch):
+def test_a_session_costs_one_read_and_bearer_keys_and_static_files_none(
+    make_app, redis, monkeypatch
+):
     client = make_app(INTAKE_API_KEYS=KEYS).test_client()
     sign_in(client)
     reads: list[str] = []

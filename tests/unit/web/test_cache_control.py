@@ -1,6 +1,7 @@
 """What a shared browser may keep after sign-out (webapp.security): authenticated answers are
 never stored; those validated by ETag are kept only to be revalidated; static files cache as
 they always did."""
+
 from __future__ import annotations
 
 import re
@@ -27,20 +28,34 @@ def batch(keyed):
 
 def upload_as(client, *files):
     import io
+
     data = {"files": [(io.BytesIO(content), name) for name, content in files]}
-    return client.post("/api/documents", data=data, headers=ACME,
-                       content_type="multipart/form-data")
+    return client.post(
+        "/api/documents", data=data, headers=ACME, content_type="multipart/form-data"
+    )
 
 
 def sign_in(client) -> None:
     page = client.get("/signin").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    assert client.post("/signin", data={"key": "acme-key-123-0123456789ab", "csrf_token": token}
-                       ).status_code == 303
+    assert (
+        client.post(
+            "/signin", data={"key": "acme-key-123-0123456789ab", "csrf_token": token}
+        ).status_code
+        == 303
+    )
 
 
-@pytest.mark.parametrize("path", ["/api/batches", "/api/search?q=words", "/api/documents",
-                                  "/api/documents?q=a&status=pending", "/api/documents/a.txt"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/batches",
+        "/api/search?q=words",
+        "/api/documents",
+        "/api/documents?q=a&status=pending",
+        "/api/documents/a.txt",
+    ],
+)
 def test_api_answers_are_never_stored(keyed, batch, path):
     answer = keyed.get(path, headers=ACME)
     assert answer.status_code == 200 and answer.headers["Cache-Control"] == NO_STORE

@@ -1,4 +1,5 @@
 """The CLI on fakeredis: ingest a folder, list dead letters, retry."""
+
 from __future__ import annotations
 
 import threading
@@ -10,8 +11,9 @@ from tests.unit.conftest import upload
 def _invoke_while_working(app, run_jobs, args):
     """Run the CLI in a thread while this (main) thread drains the queues, as workers would."""
     result = {}
-    thread = threading.Thread(target=lambda: result.update(
-        r=app.test_cli_runner().invoke(args=args)))
+    thread = threading.Thread(
+        target=lambda: result.update(r=app.test_cli_runner().invoke(args=args))
+    )
     thread.start()
     while thread.is_alive():
         run_jobs()
@@ -65,8 +67,9 @@ def test_ingest_writes_its_log_lines_to_a_file_not_between_the_bar_s_redraws(app
     import sys
 
     from jobs.core.logs import JsonFormatter
+
     logger = logging.getLogger("intake")
-    terminal = logging.StreamHandler(sys.__stderr__)   # as configure_logging() makes it
+    terminal = logging.StreamHandler(sys.__stderr__)  # as configure_logging() makes it
     terminal.setFormatter(JsonFormatter())
     logger.addHandler(terminal)
     level = logger.level
@@ -92,6 +95,7 @@ def test_without_redis_url_the_cli_finds_a_running_dev_runner_s_redis(tmp_path, 
     from webapp import create_app
     from webapp.cli.app import on_dev_runner
     from webapp.config import load_config
+
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.delenv("REDIS_SENTINELS", raising=False)
     monkeypatch.setattr("runner.record.INSTANCE_DIR", tmp_path)
@@ -120,7 +124,8 @@ def _found(service, word):
 
 
 def test_ingest_sync_submits_new_and_changed_files_skips_the_rest_and_removes_deleted_ones(
-        app, run_jobs, tmp_path):
+    app, run_jobs, tmp_path
+):
     folder = tmp_path / "kb"
     (folder / "notes").mkdir(parents=True)
     (folder / "keep.txt").write_text("Keep this note about albatrosses.")
@@ -144,16 +149,19 @@ def test_ingest_sync_submits_new_and_changed_files_skips_the_rest_and_removes_de
     assert _found(service, "dodos") == {"elsewhere.txt"}, "only what the sync brought is removed"
     assert _found(service, "albatrosses") == {"keep.txt"}
     batches = [b["id"] for b in service.batches.recent("default")["batches"]]
-    kept = [{t["document_id"]: t["id"] for t in service.batches.get("default", b)["tasks"]}
-            ["keep.txt"] for b in (batches[0], batches[-1])]
+    kept = [
+        {t["document_id"]: t["id"] for t in service.batches.get("default", b)["tasks"]}["keep.txt"]
+        for b in (batches[0], batches[-1])
+    ]
     assert kept[0] == kept[1], "the unchanged file is the same task, not ingested again"
 
     third = _invoke_while_working(app, run_jobs, ["ingest", "--sync", str(folder)])
     assert "sync: 0 new or changed, 3 unchanged, 0 removed" in third.output
 
 
-def test_ingest_sync_refuses_an_empty_folder_instead_of_removing_everything(app, run_jobs,
-                                                                             tmp_path):
+def test_ingest_sync_refuses_an_empty_folder_instead_of_removing_everything(
+    app, run_jobs, tmp_path
+):
     folder = tmp_path / "kb"
     folder.mkdir()
     (folder / "a.txt").write_text("Words about herons.")
@@ -168,6 +176,7 @@ def test_ingest_sync_refuses_an_empty_folder_instead_of_removing_everything(app,
 
 def _upload(name, data):
     from jobs.tasks.submit import Upload
+
     return Upload.from_bytes(name, name, data, "txt")
 
 
@@ -203,14 +212,16 @@ def test_ingest_sync_leaves_a_document_another_folder_replaced(app, run_jobs, tm
 
 
 def test_ingest_sync_leaves_a_document_an_upload_replaced_even_before_it_runs(
-        app, client, run_jobs, tmp_path):
+    app, client, run_jobs, tmp_path
+):
     folder = tmp_path / "a"
     folder.mkdir()
     (folder / "README.md").write_text("The folder's readme about ospreys.")
     (folder / "keep.txt").write_text("A file that stays, about terns.")
     _sync(app, run_jobs, folder)
-    uploaded = upload(client, ("README.md", b"The API's readme about kestrels."),
-                      document_id="README.md")
+    uploaded = upload(
+        client, ("README.md", b"The API's readme about kestrels."), document_id="README.md"
+    )
     assert uploaded.status_code == 202, uploaded.get_json()
     task_id = uploaded.get_json()["tasks"][0]["id"]
 
@@ -240,14 +251,21 @@ def test_ingest_sync_removes_its_own_version_still_pending(app, run_jobs, tmp_pa
 
 
 def test_ingest_sync_leaves_an_id_recorded_without_its_version_and_records_the_rest(
-        app, redis, run_jobs, tmp_path):
+    app, redis, run_jobs, tmp_path
+):
     from jobs.core import keys
+
     folder = tmp_path / "a"
     folder.mkdir()
     (folder / "kept.txt").write_text("A kept file about terns.")
     service = app.extensions["intake"]
-    service.submit("default", [_upload("gone.txt", b"A file about ospreys."),
-                               _upload("kept.txt", b"A kept file about terns.")])
+    service.submit(
+        "default",
+        [
+            _upload("gone.txt", b"A file about ospreys."),
+            _upload("kept.txt", b"A kept file about terns."),
+        ],
+    )
     run_jobs()
     source = str(folder.resolve())
     redis.sadd(keys.folder_sync("default", source), "gone.txt", "kept.txt")  # ids only
@@ -258,7 +276,8 @@ def test_ingest_sync_leaves_an_id_recorded_without_its_version_and_records_the_r
     assert _found(service, "ospreys") == {"gone.txt"}
     kept = service.batches.get("default", service.batches.recent("default")["batches"][0]["id"])
     assert redis.hgetall(keys.folder_sync_versions("default", source)) == {
-        b"kept.txt": kept["tasks"][0]["id"].encode()}
+        b"kept.txt": kept["tasks"][0]["id"].encode()
+    }
     assert not redis.exists(keys.folder_sync("default", source))
 
     (folder / "kept.txt").unlink()

@@ -1,6 +1,7 @@
 """The documents page on fakeredis (docs/architecture.md §6): the library newest first, its
 filters and pages of 50, and Download, Re-index and Delete as forms that work without
 JavaScript, each with its CSRF token, only on the tenant's own documents."""
+
 from __future__ import annotations
 
 import io
@@ -26,7 +27,7 @@ def _rows(html: str) -> list[str]:
 
 def _row(html: str, document_id: str) -> str:
     start = html.index(f'<tr data-document-id="{document_id}"')
-    return html[start:html.index("</tr>", start)]
+    return html[start : html.index("</tr>", start)]
 
 
 def _flashes(client) -> list[str]:
@@ -42,8 +43,10 @@ def _page(client, query: str = "") -> str:
 
 def _post(client, path: str, data: dict, headers: dict | None = None):
     """A form of the page sent as a browser sends it: with the CSRF token the page carries."""
-    token = re.search(r'name="csrf_token" value="([^"]+)"',
-                      client.get("/documents", headers=headers).get_data(as_text=True)).group(1)
+    token = re.search(
+        r'name="csrf_token" value="([^"]+)"',
+        client.get("/documents", headers=headers).get_data(as_text=True),
+    ).group(1)
     return client.post(path, data={**data, "csrf_token": token}, headers=headers)
 
 
@@ -53,8 +56,11 @@ def _exists(client, document_id: str, **headers) -> bool:
 
 def test_the_library_is_listed_newest_first_with_its_actions(client, run_jobs):
     upload(client, ("older.txt", b"Older words about tides."))
-    upload(client, ("newer.md", b"# Newer\n\n" + b"Words about harbours. " * 64),
-           document_id="notes/newer.md")  # 1,417 bytes
+    upload(
+        client,
+        ("newer.md", b"# Newer\n\n" + b"Words about harbours. " * 64),
+        document_id="notes/newer.md",
+    )  # 1,417 bytes
     run_jobs()
     html = _page(client)
     assert _rows(html) == ["notes/newer.md", "older.txt"]
@@ -63,16 +69,27 @@ def test_the_library_is_listed_newest_first_with_its_actions(client, run_jobs):
     assert '<span class="status status-succeeded">Succeeded</span>' in row
     assert '<td class="num">1</td>' in row, "its chunks"
     assert '<td class="num">24 B</td>' in row, "its size"
-    assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d'
-                     r'</time>', row), "its last change"
+    assert re.search(
+        r'<time datetime="\d{4}-\d\d-\d\dT[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d'
+        r"</time>",
+        row,
+    ), "its last change"
     assert re.search(r'<a [^>]*href="/api/originals/older.txt" download>Download', row)
-    assert re.search(r'<form method="post" action="/documents/reindex">.*?'
-                     r'name="document_id" value="older.txt"', row, re.S)
-    assert re.search(r'<form method="post" action="/documents/delete" data-confirm="'
-                     + re.escape(QUESTION.format("older.txt")), row)
+    assert re.search(
+        r'<form method="post" action="/documents/reindex">.*?'
+        r'name="document_id" value="older.txt"',
+        row,
+        re.S,
+    )
+    assert re.search(
+        r'<form method="post" action="/documents/delete" data-confirm="'
+        + re.escape(QUESTION.format("older.txt")),
+        row,
+    )
     newer = _row(html, "notes/newer.md")
-    assert ">newer.md</a><br><small class=\"muted\">notes/newer.md</small>" in newer, \
+    assert '>newer.md</a><br><small class="muted">notes/newer.md</small>' in newer, (
         "the file name, and the document id that differs from it"
+    )
     assert '<td class="num">1.4 KiB</td>' in newer
     assert 'name="all" value="1"' in html, "one Re-index all"
     assert 'src="/static/confirm.js"' in html
@@ -94,19 +111,23 @@ def test_a_document_id_that_is_not_a_path_is_quoted_in_its_download_link(client,
 
 
 def test_filters_by_name_and_by_status(client):
-    upload(client, ("Harbour-Notes.txt", b"One."), ("tides.txt", b"Two."),
-           ("harbour-map.txt", b"Three."))
+    upload(
+        client,
+        ("Harbour-Notes.txt", b"One."),
+        ("tides.txt", b"Two."),
+        ("harbour-map.txt", b"Three."),
+    )
     task = client.get("/api/documents/tides.txt").get_json()["tasks"][0]["id"]
     assert client.post(f"/api/tasks/{task}/cancel").status_code == 202
 
-    assert sorted(_rows(_page(client, "?q=HARBOUR"))) == ["Harbour-Notes.txt",
-                                                          "harbour-map.txt"]
+    assert sorted(_rows(_page(client, "?q=HARBOUR"))) == ["Harbour-Notes.txt", "harbour-map.txt"]
     assert _rows(_page(client, "?status=canceled")) == ["tides.txt"]
     assert _rows(_page(client, "?q=harbour&status=canceled")) == []
     html = _page(client, "?q=nothing-like-it")
     assert "No documents match." in html and "Upload some" not in html
-    assert '<option value="canceled" selected>Canceled</option>' in _page(client,
-                                                                            "?status=canceled")
+    assert '<option value="canceled" selected>Canceled</option>' in _page(
+        client, "?status=canceled"
+    )
     assert len(_rows(_page(client, "?status=<b>"))) == 3, "an unknown status shows all"
     assert 'value="harbour"' in _page(client, "?q=harbour"), "the filter stays filled in"
 
@@ -131,9 +152,10 @@ def test_names_are_escaped_everywhere(client, run_jobs):
     name = "<script>alert(1)</script>.txt"
     upload(client, ("a.txt", b"Some words."), document_id=name)
     run_jobs()
-    for html in (_page(client),
-                 _post(client, "/documents/delete", data={"document_id": name}
-                             ).get_data(as_text=True)):
+    for html in (
+        _page(client),
+        _post(client, "/documents/delete", data={"document_id": name}).get_data(as_text=True),
+    ):
         assert "<script>alert" not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;.txt" in html
     _post(client, "/documents/delete", data={"document_id": name, "confirmed": "1"})
@@ -144,21 +166,33 @@ def test_names_are_escaped_everywhere(client, run_jobs):
 def test_delete_without_javascript_asks_on_a_page_of_its_own(client, run_jobs):
     upload(client, ("keep.txt", b"Kept."), ("drop.txt", b"Dropped words."))
     run_jobs()
-    asked = _post(client, "/documents/delete", data={"document_id": "drop.txt", "q": ".txt",
-                                                   "page": "1"})
+    asked = _post(
+        client, "/documents/delete", data={"document_id": "drop.txt", "q": ".txt", "page": "1"}
+    )
     html = asked.get_data(as_text=True)
     assert asked.status_code == 200 and _exists(client, "drop.txt"), "nothing is deleted yet"
     assert QUESTION.format("drop.txt") in html
-    form = re.search(r'<form class="confirm" method="post" action="/documents/delete">(.*?)'
-                     r'</form>', html, re.S).group(1)
-    for field in ('name="confirmed" value="1"', 'name="document_id" value="drop.txt"',
-                  'name="q" value=".txt"', 'name="csrf_token"'):
+    form = re.search(
+        r'<form class="confirm" method="post" action="/documents/delete">(.*?)'
+        r"</form>",
+        html,
+        re.S,
+    ).group(1)
+    for field in (
+        'name="confirmed" value="1"',
+        'name="document_id" value="drop.txt"',
+        'name="q" value=".txt"',
+        'name="csrf_token"',
+    ):
         assert field in form
     assert '<a href="/documents?q=.txt">Cancel</a>' in form
     assert not INLINE_SCRIPT.search(html) and not INLINE_STYLE.search(html)
 
-    done = _post(client, "/documents/delete", data={"document_id": "drop.txt", "confirmed": "1",
-                                                  "q": ".txt", "status": "succeeded"})
+    done = _post(
+        client,
+        "/documents/delete",
+        data={"document_id": "drop.txt", "confirmed": "1", "q": ".txt", "status": "succeeded"},
+    )
     assert done.status_code == 303
     assert done.headers["Location"] == "/documents?q=.txt&status=succeeded"
     assert not _exists(client, "drop.txt") and _exists(client, "keep.txt")
@@ -168,12 +202,14 @@ def test_delete_without_javascript_asks_on_a_page_of_its_own(client, run_jobs):
 
 
 def test_deleting_what_is_not_there_says_so(client):
-    response = _post(client, "/documents/delete", data={"document_id": "ghost.txt",
-                                                      "confirmed": "1"})
+    response = _post(
+        client, "/documents/delete", data={"document_id": "ghost.txt", "confirmed": "1"}
+    )
     assert response.status_code == 303 and response.headers["Location"] == "/documents"
     assert _flashes(client) == ["No such document."]
-    assert _post(client, "/documents/delete", data={"document_id": "ghost.txt"}
-                       ).status_code == 303, "no question about a document that is not there"
+    assert (
+        _post(client, "/documents/delete", data={"document_id": "ghost.txt"}).status_code == 303
+    ), "no question about a document that is not there"
 
 
 def test_reindex_one_runs_it_again_and_shows_its_batch(client, run_jobs):
@@ -201,14 +237,16 @@ def test_reindex_all_says_how_many_were_already_up_to_date(client, run_jobs):
     assert response.status_code == 303 and response.headers["Location"] == "/documents?q=a"
     assert _flashes(client) == ["Nothing to re-index; 2 documents were already up to date."]
 
-    upload(client, ("scan.pdf", make_pdf_no_text()))   # fails: it would fail again
+    upload(client, ("scan.pdf", make_pdf_no_text()))  # fails: it would fail again
     run_jobs()
     assert client.get("/api/documents/scan.pdf").get_json()["status"] == "failed"
     response = _post(client, "/documents/reindex", data={"all": "1"})
     assert response.headers["Location"] == "/documents"
-    assert _flashes(client) == ["Nothing to re-index; 2 documents were already up to date; "
-                                "1 document whose last run failed was left out (Re-index each "
-                                "to run it again)."]
+    assert _flashes(client) == [
+        "Nothing to re-index; 2 documents were already up to date; "
+        "1 document whose last run failed was left out (Re-index each "
+        "to run it again)."
+    ]
     response = _post(client, "/documents/reindex", data={"document_id": "scan.pdf"})
     assert re.fullmatch(r"/batches/[0-9a-f]{32}", response.headers["Location"]), "by itself"
 
@@ -225,6 +263,7 @@ def test_a_refused_reindex_is_a_flash_on_the_list(app, client, run_jobs, monkeyp
 
     def refuse(*args, **kwargs):
         raise LimitReached("tenant_full")
+
     monkeypatch.setattr(app.extensions["intake"], "reindex", refuse)
     response = _post(client, "/documents/reindex", data={"document_id": "a.txt", "page": "2"})
     assert response.status_code == 303 and response.headers["Location"] == "/documents?page=2"
@@ -239,12 +278,15 @@ def test_reindex_of_a_document_that_is_not_there(client):
     assert _flashes(client) == ["No such document."]
 
 
-@pytest.mark.parametrize("path, form", [
-    ("/documents/delete", {"document_id": "a.txt"}),
-    ("/documents/delete", {"document_id": "a.txt", "confirmed": "1"}),
-    ("/documents/reindex", {"document_id": "a.txt"}),
-    ("/documents/reindex", {"all": "1"}),
-])
+@pytest.mark.parametrize(
+    "path, form",
+    [
+        ("/documents/delete", {"document_id": "a.txt"}),
+        ("/documents/delete", {"document_id": "a.txt", "confirmed": "1"}),
+        ("/documents/reindex", {"document_id": "a.txt"}),
+        ("/documents/reindex", {"all": "1"}),
+    ],
+)
 def test_every_form_needs_its_csrf_token(client, run_jobs, path, form):
     upload(client, ("a.txt", b"Some words."))
     run_jobs()
@@ -257,19 +299,27 @@ def test_every_form_needs_its_csrf_token(client, run_jobs, path, form):
 
 
 def test_another_tenants_document_can_be_neither_deleted_nor_reindexed(make_app, run_jobs):
-    client = make_app(INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab").test_client()
+    client = make_app(
+        INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab"
+    ).test_client()
     acme = {"Authorization": "Bearer acme-key-123-0123456789ab"}
     globex = {"Authorization": "Bearer globex-key-456-0123456789ab"}
-    client.post("/api/documents", headers=acme, content_type="multipart/form-data",
-                data={"files": [(io.BytesIO(b"Acme's secret words."), "secret.txt")]})
+    client.post(
+        "/api/documents",
+        headers=acme,
+        content_type="multipart/form-data",
+        data={"files": [(io.BytesIO(b"Acme's secret words."), "secret.txt")]},
+    )
     run_jobs()
     assert _rows(client.get("/documents", headers=globex).get_data(as_text=True)) == []
     assert _rows(client.get("/documents", headers=acme).get_data(as_text=True)) == ["secret.txt"]
 
     asked = _post(client, "/documents/delete", headers=globex, data={"document_id": "secret.txt"})
     assert asked.status_code == 303, "no question about another tenant's document"
-    for path, form in (("/documents/delete", {"document_id": "secret.txt", "confirmed": "1"}),
-                       ("/documents/reindex", {"document_id": "secret.txt"})):
+    for path, form in (
+        ("/documents/delete", {"document_id": "secret.txt", "confirmed": "1"}),
+        ("/documents/reindex", {"document_id": "secret.txt"}),
+    ):
         response = _post(client, path, form, headers=globex)
         assert response.status_code == 303 and response.headers["Location"] == "/documents"
     html = client.get("/documents", headers=globex).get_data(as_text=True)
@@ -280,6 +330,12 @@ def test_another_tenants_document_can_be_neither_deleted_nor_reindexed(make_app,
 
 
 def test_a_size_in_words():
-    assert [size_text(n) for n in (None, 0, 812, 1024, 14_540, 3 * 1024 ** 2 + 1,
-                                   5 * 1024 ** 3)] == \
-        ["", "0 B", "812 B", "1.0 KiB", "14.2 KiB", "3.0 MiB", "5.0 GiB"]
+    assert [size_text(n) for n in (None, 0, 812, 1024, 14_540, 3 * 1024**2 + 1, 5 * 1024**3)] == [
+        "",
+        "0 B",
+        "812 B",
+        "1.0 KiB",
+        "14.2 KiB",
+        "3.0 MiB",
+        "5.0 GiB",
+    ]

@@ -1,6 +1,7 @@
 """GET /api/batches/<id>/events on fakeredis: scope, first events, heartbeats, the time bound and
 the end at a terminal state (docs/architecture.md §5). The stream is proven again against gunicorn
 in tests/browser/test_live_events.py."""
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,11 @@ def parse(text: str) -> list[tuple[str, object]]:
     for block in text.split("\n\n"):
         if not block:
             continue
-        fields = dict(line.split(": ", 1) if ": " in line else (line, "")
-                      for line in block.split("\n") if not line.startswith(":"))
+        fields = dict(
+            line.split(": ", 1) if ": " in line else (line, "")
+            for line in block.split("\n")
+            if not line.startswith(":")
+        )
         if block.startswith(":"):
             messages.append(("comment", block[1:].strip()))
         elif "retry" in fields:
@@ -48,12 +52,17 @@ def test_unknown_batch_or_task_is_a_json_404(fast_client):
 
 
 def test_another_tenants_batch_is_a_404(make_app):
-    client = make_app(INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab", **FAST).test_client()
+    client = make_app(
+        INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab", **FAST
+    ).test_client()
     mine = {"Authorization": "Bearer acme-key-123-0123456789ab"}
     theirs = {"Authorization": "Bearer globex-key-456-0123456789ab"}
-    batch = client.post("/api/documents", headers=mine, content_type="multipart/form-data",
-                        data={"files": [(io.BytesIO(b"Secret words."), "a.txt")]}
-                        ).get_json()
+    batch = client.post(
+        "/api/documents",
+        headers=mine,
+        content_type="multipart/form-data",
+        data={"files": [(io.BytesIO(b"Secret words."), "a.txt")]},
+    ).get_json()
     assert client.get(f"{batch['url']}/events", headers=theirs).status_code == 404
     assert client.get(f"{batch['url']}/events").status_code == 401
     response = client.get(f"{batch['url']}/events", headers=mine)
@@ -91,8 +100,10 @@ def test_a_change_is_pushed_while_the_stream_is_open(fast_client, redis):
     seen = ""
     while "event: batch" not in seen:
         seen += next(chunks).decode()
-    redis.hset(f"intake:task:{task_id}", mapping={"status": "running", "progress": 40,
-                                                  "current_step": "embedding"})
+    redis.hset(
+        f"intake:task:{task_id}",
+        mapping={"status": "running", "progress": 40, "current_step": "embedding"},
+    )
     announce(redis, task_id)  # as every writer of a task does (jobs.tasks.announcements)
     while '"progress":40' not in seen:
         seen += next(chunks).decode()
@@ -127,6 +138,7 @@ def test_a_task_stream_ends_when_that_task_is_terminal(make_app, run_jobs, redis
 
 def test_streams_opened_together_end_at_different_moments():
     from webapp.events import BatchStream, Timing
+
     lifetimes = [BatchStream(Timing(max_seconds=25.0)).lifetime for _ in range(200)]
     assert all(21.0 <= t <= 25.0 for t in lifetimes)
     assert max(lifetimes) - min(lifetimes) > 3.0, "spread over the last 5 s of the bound"

@@ -2,14 +2,15 @@
 Redis, the knowledge base (apart or not, with its read replicas) and the store of originals.
 One that is not the queue's Redis may be down: health still answers 200, `degraded`, within its
 bound, naming no tenant and no address. /metrics has the same as gauges."""
+
 from __future__ import annotations
 
 import base64
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,9 +30,12 @@ def _health(client, headers=None):
 
 def _metrics(client) -> dict[tuple[str, str], float]:
     text = client.get("/metrics").get_data(as_text=True)
-    return {(sample.name, sample.labels.get("dependency", "")): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples
-            if sample.name.startswith("intake_dependency_")}
+    return {
+        (sample.name, sample.labels.get("dependency", "")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("intake_dependency_")
+    }
 
 
 def test_every_dependency_is_named_reachable_with_its_latency(client):
@@ -40,16 +44,20 @@ def test_every_dependency_is_named_reachable_with_its_latency(client):
     found = health["dependencies"]
     assert set(found) == {"redis", "kb", "store"}
     assert found["redis"]["up"] is True and found["redis"]["latency_ms"] >= 0
-    assert found["kb"] == {**found["redis"], "apart": False, "replicas": []}, \
+    assert found["kb"] == {**found["redis"], "apart": False, "replicas": []}, (
         "a knowledge base on the queue's Redis answers as that Redis does"
+    )
     assert found["store"]["kind"] == "file" and found["store"]["up"] is True
     assert found["store"]["latency_ms"] >= 0 and "error" not in found["store"]
 
 
 def test_a_knowledge_base_apart_that_does_not_answer_degrades_health_yet_answers_200(make_app):
-    client = make_app(INTAKE_API_KEYS=KEYS, INTAKE_ADMIN_PASSWORD="operator-secret",
-                      INTAKE_KB_URL=NOWHERE,
-                      INTAKE_KB_REPLICA_URLS=NOWHERE_REPLICA).test_client()
+    client = make_app(
+        INTAKE_API_KEYS=KEYS,
+        INTAKE_ADMIN_PASSWORD="operator-secret",
+        INTAKE_KB_URL=NOWHERE,
+        INTAKE_KB_REPLICA_URLS=NOWHERE_REPLICA,
+    ).test_client()
     for headers in ({}, ACME, OPERATOR):
         status, health, text = _health(client, headers)
         assert status == 200, text
@@ -68,8 +76,11 @@ def test_a_store_whose_directory_is_missing_is_down(make_app, tmp_path):
     status, health, text = _health(client)
     assert status == 200 and health["status"] == "degraded"
     assert health["dependencies"]["store"] == {
-        "kind": "file", "up": False, "error": "missing",
-        "latency_ms": health["dependencies"]["store"]["latency_ms"]}
+        "kind": "file",
+        "up": False,
+        "error": "missing",
+        "latency_ms": health["dependencies"]["store"]["latency_ms"],
+    }
     assert "not-mounted" not in text, "health gives no address"
     missing.mkdir()
     time.sleep(1.05)  # a probe's result stands for a second (jobs.core.dependencies)
@@ -100,9 +111,11 @@ def silent_s3(monkeypatch) -> Iterator[SilentS3]:
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
-    for name, value in (("AWS_ACCESS_KEY_ID", "key-id"),
-                        ("AWS_SECRET_ACCESS_KEY", "very-secret-key"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "key-id"),
+        ("AWS_SECRET_ACCESS_KEY", "very-secret-key"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
         monkeypatch.setenv(name, value)
     try:
         # A bucket of its own: a process keeps one store per address (jobs.tasks.originals).
@@ -133,8 +146,7 @@ def test_polls_within_a_second_share_one_probe(make_app, silent_s3):
     """Balancers polling at once while the store hangs: one probe in flight, not one each."""
     client = make_app(INTAKE_STORAGE_URL=silent_s3.url).test_client()
     answers: list[int] = []
-    polls = [threading.Thread(target=lambda: answers.append(_health(client)[0]))
-             for _ in range(8)]
+    polls = [threading.Thread(target=lambda: answers.append(_health(client)[0])) for _ in range(8)]
     started = time.monotonic()
     for poll in polls:
         poll.start()
@@ -146,14 +158,18 @@ def test_polls_within_a_second_share_one_probe(make_app, silent_s3):
 
 
 def test_metrics_give_each_dependencys_reachability_and_latency(make_app, tmp_path):
-    client = make_app(INTAKE_KB_URL=NOWHERE, INTAKE_KB_REPLICA_URLS=NOWHERE_REPLICA,
-                      INTAKE_STORAGE_URL=tmp_path.as_uri()).test_client()
+    client = make_app(
+        INTAKE_KB_URL=NOWHERE,
+        INTAKE_KB_REPLICA_URLS=NOWHERE_REPLICA,
+        INTAKE_STORAGE_URL=tmp_path.as_uri(),
+    ).test_client()
     values = _metrics(client)
     assert {name for _, name in values} == {"redis", "kb", "kb_replica_1", "store"}
     assert values[("intake_dependency_up", "redis")] == 1
     assert values[("intake_dependency_up", "store")] == 1
     assert values[("intake_dependency_up", "kb")] == 0
     assert values[("intake_dependency_up", "kb_replica_1")] == 0
-    assert all(0 <= values[("intake_dependency_latency_seconds", name)] < 1
-               for name in ("redis", "kb", "kb_replica_1", "store"))
-
+    assert all(
+        0 <= values[("intake_dependency_latency_seconds", name)] < 1
+        for name in ("redis", "kb", "kb_replica_1", "store")
+    )

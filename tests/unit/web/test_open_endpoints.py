@@ -1,6 +1,7 @@
 """What answers without credentials names no tenant: /api/health and /metrics fold each tenant's
 queues into their priority's shared name; an operator (basic auth `admin`, or the dev runner's
 local mode from loopback) still sees every tenant's queue."""
+
 from __future__ import annotations
 
 import base64
@@ -19,8 +20,9 @@ TENANTS = ("acme", "globex")
 
 def _upload(client, headers, count: int = 1) -> None:
     data = {"files": [(io.BytesIO(f"Words {n}.".encode()), f"{n}.txt") for n in range(count)]}
-    answer = client.post("/api/documents", data=data, headers=headers,
-                         content_type="multipart/form-data")
+    answer = client.post(
+        "/api/documents", data=data, headers=headers, content_type="multipart/form-data"
+    )
     assert answer.status_code == 202
 
 
@@ -52,7 +54,9 @@ def test_health_names_no_tenant_without_operator_credentials(busy, headers):
 
 def test_health_gives_operators_every_tenants_queue(busy):
     health = busy.get("/api/health", headers=OPERATOR).get_json()
-    assert health["queues"]["intake-high.acme"] == 1 and health["queues"]["intake-bulk.globex"] == 60
+    assert (
+        health["queues"]["intake-high.acme"] == 1 and health["queues"]["intake-bulk.globex"] == 60
+    )
     assert "intake-bulk.globex" in health["unscheduled"]
     assert health["priorities"] == {"high": 1, "normal": 0, "bulk": 60}
 
@@ -98,8 +102,9 @@ def test_the_sign_in_page_names_no_tenant(busy):
 def test_metrics_give_the_store_s_use_in_all_and_per_tenant_to_operators(busy):
     _, anonymous = _metrics(busy)
     _, operator = _metrics(busy, OPERATOR)
-    per_tenant = {labels: value for (name, labels), value in operator.items()
-                  if name == "intake_stored_bytes"}
+    per_tenant = {
+        labels: value for (name, labels), value in operator.items() if name == "intake_stored_bytes"
+    }
     assert set(per_tenant) == {(("tenant", "acme"),), (("tenant", "globex"),)}, per_tenant
     assert all(value > 0 for value in per_tenant.values()), per_tenant
     assert anonymous[("intake_stored_bytes", ())] == sum(per_tenant.values())

@@ -1,5 +1,6 @@
 """The OpenAPI document matches the app's routes exactly: adding or changing a route without
 updating webapp/openapi.py fails here."""
+
 from __future__ import annotations
 
 import re
@@ -37,7 +38,9 @@ def test_search_documents_its_mode_its_bound_on_k_and_each_hit_s_scores(client):
     results = document["components"]["schemas"]["SearchResults"]["properties"]
     assert results["mode"]["enum"] == ["lexical", "dense", "hybrid"]
     assert set(results["results"]["items"]["properties"]["scores"]["properties"]) == {
-        "lexical", "dense"}
+        "lexical",
+        "dense",
+    }
 
 
 def test_the_document_library_documents_its_filters_and_shapes(client):
@@ -47,7 +50,13 @@ def test_the_document_library_documents_its_filters_and_shapes(client):
     assert set(parameters) == {"offset", "limit", "q", "status"}
     assert parameters["limit"]["schema"]["maximum"] == 100
     assert parameters["status"]["schema"]["enum"] == [
-        "pending", "running", "retrying", "succeeded", "failed", "canceled"]
+        "pending",
+        "running",
+        "retrying",
+        "succeeded",
+        "failed",
+        "canceled",
+    ]
     one = document["paths"]["/api/documents/{document_id}"]
     assert set(one) == {"get", "delete"} and "404" in one["get"]["responses"]
     schemas = document["components"]["schemas"]
@@ -59,8 +68,11 @@ def test_the_document_library_documents_its_filters_and_shapes(client):
 def test_health_documents_its_status_and_each_dependency(client):
     document = client.get("/api/openapi.json").get_json()
     answers = document["paths"]["/api/health"]["get"]["responses"]
-    assert answers["200"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/Health"} and "503" in answers
+    assert (
+        answers["200"]["content"]["application/json"]["schema"]
+        == {"$ref": "#/components/schemas/Health"}
+        and "503" in answers
+    )
     health = document["components"]["schemas"]["Health"]
     assert health["properties"]["status"]["enum"] == ["ok", "degraded"]
     found = client.get("/api/health").get_json()
@@ -73,13 +85,18 @@ def test_health_documents_its_status_and_each_dependency(client):
 
 def test_the_limits_answers_are_documented_with_retry_after(client):
     paths = client.get("/api/openapi.json").get_json()["paths"]
-    limited = {("/api/search", "429"), ("/api/search", "503"), ("/api/documents", "429"),
-               ("/api/batches/{batch_id}", "429"), ("/api/batches/{batch_id}/events", "429")}
+    limited = {
+        ("/api/search", "429"),
+        ("/api/search", "503"),
+        ("/api/documents", "429"),
+        ("/api/batches/{batch_id}", "429"),
+        ("/api/batches/{batch_id}/events", "429"),
+    }
     for path, status in limited:
         answer = paths[path]["get"]["responses"][status]
         assert "Retry-After" in answer["headers"], (path, status)
     assert "too_many_searches" in paths["/api/search"]["get"]["responses"]["429"]["description"]
-    for path, item in paths.items():   # a client past its failed keys: 429 wherever a key goes
+    for path, item in paths.items():  # a client past its failed keys: 429 wherever a key goes
         for method, operation in item.items():
             if "401" in operation["responses"]:
                 assert "429" in operation["responses"], (path, method)

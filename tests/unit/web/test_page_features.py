@@ -1,10 +1,11 @@
 """The pages of issue 4 on fakeredis: the status filter without JavaScript, the search page's
 escaping, what the upload form tells its script, the task page's timings and advice, and the
 "no progress" hint (docs/architecture.md §6)."""
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from jobs import EXTENSIONS, detect_kind
 from tests.samples import make_docx, make_pdf, make_pdf_no_text
@@ -15,8 +16,12 @@ from webapp import display
 
 def _rows(html: str) -> dict[str, str]:
     """document id → the opening tag of its row."""
-    return {m.group(2): m.group(1) for m in re.finditer(
-        r'(<tr class="task-row"[^>]*>)\s*<th scope="row"><a [^>]*>([^<]+)</a>', html)}
+    return {
+        m.group(2): m.group(1)
+        for m in re.finditer(
+            r'(<tr class="task-row"[^>]*>)\s*<th scope="row"><a [^>]*>([^<]+)</a>', html
+        )
+    }
 
 
 def test_status_filter_hides_other_rows_without_javascript(client, redis):
@@ -28,8 +33,9 @@ def test_status_filter_hides_other_rows_without_javascript(client, redis):
     assert "hidden" not in rows["drop.txt"] and "hidden" in rows["keep.txt"]
     html = client.get(batch["page_url"] + "?status=canceled").get_data(as_text=True)
     assert re.search(r'data-filter="canceled"[^>]*aria-current="true"', html)
-    assert f'value="/batches/{batch["batch_id"]}?status=canceled#t-{drop}"' in html, \
+    assert f'value="/batches/{batch["batch_id"]}?status=canceled#t-{drop}"' in html, (
         "after Retry the person comes back to the same filtered view and row"
+    )
 
     every = _rows(client.get(batch["page_url"]).get_data(as_text=True))
     assert not any("hidden" in tag for tag in every.values())
@@ -58,12 +64,13 @@ def test_search_page_without_a_query_is_just_the_form(client):
 
 
 def test_upload_form_gives_its_script_the_servers_limits(make_app):
-    client = make_app(INTAKE_MAX_FILE_BYTES=1234, INTAKE_MAX_FILES_PER_REQUEST=7,
-                      INTAKE_MAX_REQUEST_BYTES=98765).test_client()
+    client = make_app(
+        INTAKE_MAX_FILE_BYTES=1234, INTAKE_MAX_FILES_PER_REQUEST=7, INTAKE_MAX_REQUEST_BYTES=98765
+    ).test_client()
     html = client.get("/").get_data(as_text=True)
     assert 'data-max-file-bytes="1234"' in html and 'data-max-files="7"' in html
     assert 'data-max-request-bytes="98765"' in html and 'data-api-url="/api/documents"' in html
-    assert 'webkitdirectory' in html and "upload.js" in html
+    assert "webkitdirectory" in html and "upload.js" in html
     assert not INLINE_SCRIPT.search(html) and not INLINE_STYLE.search(html)
 
 
@@ -85,7 +92,9 @@ def test_task_page_shows_step_timings_and_advice(client, run_jobs):
     assert re.search(r"\d+ chunks?\.", html) and 'data-field="error_box" hidden' in html
     html = client.get(bad["page_url"]).get_data(as_text=True)
     assert display.ADVICE[False] in html
-    assert re.search(r'<form method="post" action="/tasks/\w+/retry" data-action="retry"\s+hidden', html)
+    assert re.search(
+        r'<form method="post" action="/tasks/\w+/retry" data-action="retry"\s+hidden', html
+    )
     for url in (good["page_url"], bad["page_url"], "/failed", "/search?q=words"):
         page = client.get(url).get_data(as_text=True)
         assert not INLINE_SCRIPT.search(page) and not INLINE_STYLE.search(page), url
@@ -94,24 +103,31 @@ def test_task_page_shows_step_timings_and_advice(client, run_jobs):
 def test_no_progress_hint_for_a_running_task_with_an_old_heartbeat(client, redis):
     batch = upload(client, ("a.txt", b"Some words.")).get_json()
     task_id = batch["tasks"][0]["id"]
-    old = (datetime.now(timezone.utc) - timedelta(minutes=3, seconds=5)).isoformat()
+    old = (datetime.now(UTC) - timedelta(minutes=3, seconds=5)).isoformat()
     redis.hset(f"intake:task:{task_id}", mapping={"status": "running", "updated_at": old})
     assert "No progress for 3 min" in client.get(batch["page_url"]).get_data(as_text=True)
-    fresh = datetime.now(timezone.utc).isoformat()
+    fresh = datetime.now(UTC).isoformat()
     redis.hset(f"intake:task:{task_id}", mapping={"updated_at": fresh})
     assert "No progress for" not in client.get(batch["page_url"]).get_data(as_text=True)
 
 
 def test_display_words_and_durations():
-    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
     step = {"started_at": "2025-01-01T11:59:58.500Z", "ended_at": "2025-01-01T12:00:00.000Z"}
     assert display.duration(step) == "1.50 s" and display.duration({"started_at": None}) == ""
     assert display.clock("2025-01-01T11:59:58.500Z") == "11:59:58"
-    retrying = {"status": "retrying", "attempts": 1, "max_attempts": 3, "status_text": "x",
-                "next_attempt_at": "2025-01-01T12:00:04Z"}
+    retrying = {
+        "status": "retrying",
+        "attempts": 1,
+        "max_attempts": 3,
+        "status_text": "x",
+        "next_attempt_at": "2025-01-01T12:00:04Z",
+    }
     assert display.words(retrying, now) == "Attempt 2 of 3 in 4 s"
-    assert display.words({**retrying, "next_attempt_at": "2025-01-01T11:00:00Z"}, now) == \
-        "Attempt 2 of 3 soon"
+    assert (
+        display.words({**retrying, "next_attempt_at": "2025-01-01T11:00:00Z"}, now)
+        == "Attempt 2 of 3 soon"
+    )
     running = {"status": "running", "updated_at": "2025-01-01T11:57:30Z"}
     assert display.stalled(running, now) == "No progress for 2 min"
     assert display.stalled({**running, "status": "retrying"}, now) == ""

@@ -1,5 +1,6 @@
 """Pages and operator access on fakeredis: CSRF, no inline code, /rq guarded (docs/architecture.md
 §6, §10)."""
+
 from __future__ import annotations
 
 import base64

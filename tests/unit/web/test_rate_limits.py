@@ -5,6 +5,7 @@ The search slots shared by every web process are proven again against gunicorn a
 Redis in tests/integration/test_search_limits.py, the replica's timeout on a real stalled
 replica in tests/integration/test_kb_apart.py.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,12 +31,14 @@ def _service(app):
 
 # 1. At most INTAKE_TENANT_SEARCHES searches of one tenant at once, all web processes together.
 
+
 def test_a_search_past_the_tenants_running_searches_is_429_and_a_freed_slot_lets_one_through(
-        make_app, redis):
+    make_app, redis
+):
     app = make_app(INTAKE_TENANT_SEARCHES=2)
     client = app.test_client()
     slots = _service(app).search_slots
-    held = [slots.take("default") for _ in range(2)]   # two searches running elsewhere
+    held = [slots.take("default") for _ in range(2)]  # two searches running elsewhere
 
     refused = client.get("/api/search?q=anything")
     assert refused.status_code == 429, refused.get_data(as_text=True)
@@ -72,12 +75,12 @@ def test_each_tenant_has_its_own_search_slots(make_app):
     client = app.test_client()
     _service(app).search_slots.take("globex")
     assert client.get("/api/search?q=words", headers=ACME).status_code == 200
-    refused = client.get("/api/search?q=words",
-                         headers={"Authorization": f"Bearer {OTHER_KEY}"})
+    refused = client.get("/api/search?q=words", headers={"Authorization": f"Bearer {OTHER_KEY}"})
     assert refused.status_code == 429
 
 
 # 2. A search a read replica did not finish in time is not run again on the primary.
+
 
 class Reader:
     """A stand-in Retriever: counts its searches, or fails them as told."""
@@ -110,8 +113,9 @@ def test_a_search_that_timed_out_on_a_replica_answers_503_and_never_reaches_the_
     assert "did not finish in time" in page.get_data(as_text=True)
     assert primary.searches == 0
 
-    assert client.get("/api/search?q=anything").status_code == 200, \
+    assert client.get("/api/search?q=anything").status_code == 200, (
         "the next search: the replica left alone, the primary answers"
+    )
     assert primary.searches == 1
 
 
@@ -126,6 +130,7 @@ def test_a_replica_that_refuses_the_connection_still_falls_back_to_the_primary(a
 
 # 3. Expensive reads per tenant: a large batch read or its stream opened, a filtered library.
 
+
 def test_filtered_library_reads_past_the_tenants_rate_are_429(make_app):
     client = make_app(INTAKE_TENANT_EXPENSIVE_READS=12).test_client()  # 2 per 10 s window
     for _ in range(2):
@@ -138,15 +143,14 @@ def test_filtered_library_reads_past_the_tenants_rate_are_429(make_app):
     assert client.get("/api/documents").status_code == 200, "an unfiltered page is not counted"
 
 
-def test_large_batch_reads_and_their_streams_are_counted_small_ones_are_not(
-        make_app, monkeypatch):
+def test_large_batch_reads_and_their_streams_are_counted_small_ones_are_not(make_app, monkeypatch):
     monkeypatch.setattr("webapp.limits.LARGE_BATCH_TASKS", 2)
     client = make_app(INTAKE_TENANT_EXPENSIVE_READS=12).test_client()
     small = upload(client, ("a.txt", b"one"), ("b.txt", b"two")).get_json()["batch_id"]
     large = upload(client, *((f"{n}.txt", f"doc {n}".encode()) for n in range(3)))
     large_id = large.get_json()["batch_id"]
 
-    for _ in range(5):   # a page polling an ordinary batch pays nothing
+    for _ in range(5):  # a page polling an ordinary batch pays nothing
         assert client.get(f"/api/batches/{small}").status_code == 200
     first = client.get(f"/api/batches/{large_id}")
     assert first.status_code == 200
@@ -161,11 +165,12 @@ def test_large_batch_reads_and_their_streams_are_counted_small_ones_are_not(
 
 
 def test_the_default_read_rate_lets_twenty_pages_poll_a_large_batch_every_second(
-        make_app, monkeypatch):
+    make_app, monkeypatch
+):
     monkeypatch.setattr("webapp.limits.LARGE_BATCH_TASKS", 0)
     client = make_app().test_client()
     batch = upload(client, ("a.txt", b"one")).get_json()["batch_id"]
-    for _ in range(20 * 10):   # 20 pages, one poll a second, over the 10 s window
+    for _ in range(20 * 10):  # 20 pages, one poll a second, over the 10 s window
         assert client.get(f"/api/batches/{batch}").status_code == 200
 
 
@@ -179,6 +184,7 @@ def test_expensive_reads_are_counted_per_tenant(make_app):
 
 # 4. Failed API keys and sign-ins per client address.
 
+
 def test_a_client_past_its_failed_keys_is_refused_even_with_a_right_key(make_app):
     client = make_app(INTAKE_API_KEYS=KEYS, INTAKE_CLIENT_AUTH_FAILURES=3).test_client()
     for _ in range(3):
@@ -187,10 +193,12 @@ def test_a_client_past_its_failed_keys_is_refused_even_with_a_right_key(make_app
     assert refused.status_code == 429, refused.get_data(as_text=True)
     assert refused.get_json()["error"]["code"] == "too_many_failures"
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
-    assert client.get("/api/batches", headers=ACME).status_code == 429, \
+    assert client.get("/api/batches", headers=ACME).status_code == 429, (
         "no guessing goes on behind the refusals"
-    elsewhere = client.get("/api/batches", headers=ACME,
-                           environ_base={"REMOTE_ADDR": "198.51.100.7"})
+    )
+    elsewhere = client.get(
+        "/api/batches", headers=ACME, environ_base={"REMOTE_ADDR": "198.51.100.7"}
+    )
     assert elsewhere.status_code == 200, "another client is not refused"
 
 
@@ -206,7 +214,7 @@ def test_behind_a_trusted_proxy_each_forwarded_client_is_counted_apart(make_app)
     for _ in range(2):
         assert client.get("/api/batches", headers=guesser).status_code == 401
     assert client.get("/api/batches", headers=guesser).status_code == 429
-    honest = {**ACME, "X-Forwarded-For": "203.0.113.6"}   # the same proxy (loopback: trusted)
+    honest = {**ACME, "X-Forwarded-For": "203.0.113.6"}  # the same proxy (loopback: trusted)
     assert client.get("/api/batches", headers=honest).status_code == 200
 
 
@@ -234,11 +242,13 @@ def test_failed_sign_ins_past_the_limit_show_a_readable_429(make_app):
     assert refused.status_code == 429 and refused.headers["Retry-After"]
     text = refused.get_data(as_text=True)
     assert "Too many failed sign-ins" in text and 'name="key"' in text
-    assert client.get("/api/batches", headers=ACME).status_code == 429, \
+    assert client.get("/api/batches", headers=ACME).status_code == 429, (
         "sign-ins and API keys share the client's count"
+    )
 
 
 # 5. API keys of fewer than 24 characters stop the start, naming the tenant, not the key.
+
 
 def test_a_short_api_key_stops_the_start_naming_its_tenant_not_the_key(make_app):
     with pytest.raises(ValueError) as refused:
@@ -246,4 +256,4 @@ def test_a_short_api_key_stops_the_start_naming_its_tenant_not_the_key(make_app)
     message = str(refused.value)
     assert "globex" in message and "24" in message
     assert "short-key-12345" not in message
-    make_app(INTAKE_API_KEYS="acme:" + "k" * 24)   # 24 is enough
+    make_app(INTAKE_API_KEYS="acme:" + "k" * 24)  # 24 is enough

@@ -1,5 +1,6 @@
 """Where sign-in and the task forms send a person back to (webapp.redirects): a path of this
 site, judged as a browser would read the Location, so no spelling of another host gets out."""
+
 from __future__ import annotations
 
 import re
@@ -12,11 +13,29 @@ from tests.unit.conftest import upload
 KEYS = "acme:acme-key-123-0123456789ab"
 # Each is taken as another host (or a scheme) by a browser once it strips tabs and newlines,
 # trims controls and spaces and reads a backslash as a slash; sent as the raw query value.
-HOSTILE = ("/%09/evil.com", "/\t/evil.com", "/\\evil.com", "\\/evil.com", "//evil.com",
-           "/%0a/evil.com", " //evil.com", "https://evil.com", "/\r\n/evil.com",
-           "%2F%2Fevil.com", "/%0d/evil.com", "\x00//evil.com", "/%5C/evil.com",
-           "%252F%252Fevil.com", "/%2509/evil.com", "javascript:alert(1)", "/\x0b/evil.com",
-           "\\\\evil.com", "///evil.com", "http:evil.com", "%09//evil.com")
+HOSTILE = (
+    "/%09/evil.com",
+    "/\t/evil.com",
+    "/\\evil.com",
+    "\\/evil.com",
+    "//evil.com",
+    "/%0a/evil.com",
+    " //evil.com",
+    "https://evil.com",
+    "/\r\n/evil.com",
+    "%2F%2Fevil.com",
+    "/%0d/evil.com",
+    "\x00//evil.com",
+    "/%5C/evil.com",
+    "%252F%252Fevil.com",
+    "/%2509/evil.com",
+    "javascript:alert(1)",
+    "/\x0b/evil.com",
+    "\\\\evil.com",
+    "///evil.com",
+    "http:evil.com",
+    "%09//evil.com",
+)
 GOOD = ("/batches/abc?x=1", "/search?q=a%20b", "/", "/tasks/0123?next=/x")
 
 
@@ -27,8 +46,10 @@ def _csrf(client, path: str) -> str:
 
 def _sign_in(client, target: str):
     token = _csrf(client, "/signin")
-    return client.post(f"/signin?next={_raw(target)}",
-                       data={"key": "acme-key-123-0123456789ab", "csrf_token": token})
+    return client.post(
+        f"/signin?next={_raw(target)}",
+        data={"key": "acme-key-123-0123456789ab", "csrf_token": token},
+    )
 
 
 def _raw(target: str) -> str:
@@ -64,8 +85,10 @@ def test_a_task_form_falls_back_to_the_task_for_a_foreign_target(client, run_job
     task_id = upload(client, ("a.txt", b"words " * 20)).get_json()["tasks"][0]["id"]
     run_jobs()
     token = _csrf(client, f"/tasks/{task_id}")
-    for target, expected in [("/%09/evil.com", f"/tasks/{task_id}"), ("/\\evil.com", f"/tasks/{task_id}"),
-                             ("/failed", "/failed")]:
-        answer = client.post(f"/tasks/{task_id}/retry",
-                             data={"csrf_token": token, "next": target})
+    for target, expected in [
+        ("/%09/evil.com", f"/tasks/{task_id}"),
+        ("/\\evil.com", f"/tasks/{task_id}"),
+        ("/failed", "/failed"),
+    ]:
+        answer = client.post(f"/tasks/{task_id}/retry", data={"csrf_token": token, "next": target})
         assert answer.status_code == 303 and answer.headers["Location"] == expected, target

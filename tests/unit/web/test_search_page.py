@@ -1,6 +1,7 @@
 """The search page and a succeeded task's page on fakeredis: where a hit comes from, the matched
 words marked (and everything else escaped), the first chunks previewed (docs/architecture.md §6,
 §12)."""
+
 from __future__ import annotations
 
 import re
@@ -15,12 +16,17 @@ from webapp.display import highlight, location_text, result_text
 def test_the_matched_words_are_marked_and_everything_else_escaped():
     marked = highlight("消息转入死信队列以后 <b>Queue</b> queues", "死信队列 queue")
     assert isinstance(marked, Markup)
-    assert marked == ("消息转入<mark>死信队列</mark>以后 &lt;b&gt;<mark>Queue</mark>&lt;/b&gt; "
-                      "<mark>queues</mark>"), "words whole or by their stem, spaceless runs anywhere"
+    assert marked == (
+        "消息转入<mark>死信队列</mark>以后 &lt;b&gt;<mark>Queue</mark>&lt;/b&gt; "
+        "<mark>queues</mark>"
+    ), "words whole or by their stem, spaceless runs anywhere"
     assert highlight("the queueing of inspected valves", "inspection") == (
-        "the queueing of <mark>inspected</mark> valves"), "what search matched: the same stem"
-    assert highlight("<i>x</i>", "<i>x") == "&lt;<mark>i</mark>&gt;<mark>x</mark>&lt;/<mark>i</mark>&gt;", \
-        "a query is words, never markup"
+        "the queueing of <mark>inspected</mark> valves"
+    ), "what search matched: the same stem"
+    assert (
+        highlight("<i>x</i>", "<i>x")
+        == "&lt;<mark>i</mark>&gt;<mark>x</mark>&lt;/<mark>i</mark>&gt;"
+    ), "a query is words, never markup"
     assert highlight("ข้อมูลในฐานข้อมูล", "ฐานข้อมูล").count("<mark>") == 1
 
 
@@ -47,8 +53,12 @@ def test_a_location_over_a_page_break_names_both_pages():
 
 
 def test_the_search_page_says_a_hit_runs_over_a_page_break(client, run_jobs):
-    pdf = make_pdf_pages(["The zorblax notice starts on a short page.",
-                          "It goes on overleaf about the harbour. " * 30])
+    pdf = make_pdf_pages(
+        [
+            "The zorblax notice starts on a short page.",
+            "It goes on overleaf about the harbour. " * 30,
+        ]
+    )
     upload(client, ("notice.pdf", pdf))
     run_jobs()
     html = client.get("/search?q=zorblax").get_data(as_text=True)
@@ -61,8 +71,9 @@ def test_the_search_page_shows_where_a_hit_is_and_marks_the_words(client, run_jo
     upload(client, ("policy.md", markdown.encode()))
     run_jobs()
     html = client.get("/search?q=zorblax").get_data(as_text=True)
-    row = re.search(r'<td class="location">(.*?)</td>\s*<td class="chunk-text">(.*?)</td>', html,
-                    re.S)
+    row = re.search(
+        r'<td class="location">(.*?)</td>\s*<td class="chunk-text">(.*?)</td>', html, re.S
+    )
     assert row, html
     assert row.group(1) == "“Refunds &lt;script&gt;”"
     assert "<mark>zorblax</mark> applies." in row.group(2)
@@ -70,8 +81,9 @@ def test_the_search_page_shows_where_a_hit_is_and_marks_the_words(client, run_jo
 
 
 def test_a_succeeded_task_s_page_previews_its_first_chunks(client, run_jobs):
-    text = "".join(f"Paragraph {n} talks about topic{n} at some length. " * 25 + "\n\n"
-                   for n in range(10))
+    text = "".join(
+        f"Paragraph {n} talks about topic{n} at some length. " * 25 + "\n\n" for n in range(10)
+    )
     task = upload(client, ("long.txt", text.encode())).get_json()["tasks"][0]
     run_jobs()
     html = client.get(task["page_url"]).get_data(as_text=True)
@@ -94,9 +106,11 @@ def test_a_task_that_has_not_succeeded_previews_nothing(client):
 
 def test_a_result_reads_as_a_sentence_in_the_singular_too():
     assert result_text({"pages": 1, "characters": 1234, "chunks": 1}) == (
-        "1 page, 1,234 characters, 1 chunk.")
+        "1 page, 1,234 characters, 1 chunk."
+    )
     assert result_text({"pages": 12, "ocr_pages": 3, "characters": 20481, "chunks": 24}) == (
-        "12 pages (3 read by OCR), 20,481 characters, 24 chunks.")
+        "12 pages (3 read by OCR), 20,481 characters, 24 chunks."
+    )
 
 
 def _selected_mode(html: str) -> str:
@@ -139,8 +153,9 @@ def test_the_search_page_names_a_hybrid_and_a_dense_ranking(app, client, redis):
 
     store, axes = Spied(), np.eye(4, dtype=np.float32)
     put(redis, "ledger.txt", ["the zorblax ledger"], vectors=axes[:1], store=store)
-    app.extensions["intake"].searcher = Searcher(redis, QueryEmbedder({"zorblax": axes[0]}),
-                                                 vectors=store)
+    app.extensions["intake"].searcher = Searcher(
+        redis, QueryEmbedder({"zorblax": axes[0]}), vectors=store
+    )
     html = client.get("/search?q=zorblax").get_data(as_text=True)
     assert "Ranked by: words and meaning (hybrid)" in html and "ledger.txt" in html
     cell = re.search(r'<td class="num" title="([^"]*)">([^<]*)</td>', html)

@@ -1,5 +1,6 @@
 """Tenants on fakeredis: keys, sessions and isolation on every endpoint (docs/architecture.md
 §10)."""
+
 from __future__ import annotations
 
 import io
@@ -20,8 +21,12 @@ def client(make_app):
 
 
 def _upload(client, headers, name="a.txt", data=b"Zebrafoxes are a tenant secret."):
-    response = client.post("/api/documents", headers=headers, content_type="multipart/form-data",
-                           data={"files": [(io.BytesIO(data), name)]})
+    response = client.post(
+        "/api/documents",
+        headers=headers,
+        content_type="multipart/form-data",
+        data={"files": [(io.BytesIO(data), name)]},
+    )
     assert response.status_code == 202, response.get_json()
     return response.get_json()
 
@@ -39,12 +44,19 @@ def test_another_tenants_ids_do_not_exist(client, run_jobs):
     body = _upload(client, A)
     task_id, batch_id = body["tasks"][0]["id"], body["batch_id"]
     run_jobs()
-    for path in (f"/api/tasks/{task_id}", f"/api/batches/{batch_id}",
-                 f"/api/tasks/{task_id}/chunks"):
+    for path in (
+        f"/api/tasks/{task_id}",
+        f"/api/batches/{batch_id}",
+        f"/api/tasks/{task_id}/chunks",
+    ):
         assert client.get(path, headers=A).status_code == 200
         assert client.get(path, headers=B).status_code == 404
-    for path in (f"/api/tasks/{task_id}/retry", f"/api/tasks/{task_id}/cancel",
-                 f"/api/batches/{batch_id}/retry-failed", f"/api/batches/{batch_id}/cancel"):
+    for path in (
+        f"/api/tasks/{task_id}/retry",
+        f"/api/tasks/{task_id}/cancel",
+        f"/api/batches/{batch_id}/retry-failed",
+        f"/api/batches/{batch_id}/cancel",
+    ):
         assert client.post(path, headers=B).status_code == 404
     assert client.get("/api/batches", headers=B).get_json()["batches"] == []
     assert client.get("/api/search?q=zebrafoxes", headers=B).get_json()["results"] == []
@@ -69,16 +81,20 @@ def test_pages_sign_in_with_a_key_and_out_again(client):
     assert response.status_code == 303 and response.headers["Location"].startswith("/signin")
     form = client.get("/signin").get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
-    refused = client.post("/signin", data={"key": "wrong-key-000-0123456789ab", "csrf_token": token})
+    refused = client.post(
+        "/signin", data={"key": "wrong-key-000-0123456789ab", "csrf_token": token}
+    )
     assert refused.status_code == 401
-    signed = client.post("/signin", data={"key": "acme-key-123-0123456789ab", "csrf_token": token,
-                                          "next": "/failed"})
+    signed = client.post(
+        "/signin", data={"key": "acme-key-123-0123456789ab", "csrf_token": token, "next": "/failed"}
+    )
     assert signed.status_code == 303 and signed.headers["Location"] == "/failed"
     page = client.get("/").get_data(as_text=True)
     assert "Signed in as acme" in page and 'action="/signout"' in page
     assert client.get("/api/batches").status_code == 200, "the page's session works for its API"
-    token = re.search(r'name="csrf_token" value="([^"]+)"',
-                      client.get("/").get_data(as_text=True)).group(1)
+    token = re.search(
+        r'name="csrf_token" value="([^"]+)"', client.get("/").get_data(as_text=True)
+    ).group(1)
     client.post("/signout", data={"csrf_token": token})
     assert client.get("/").status_code == 303
 

@@ -2,6 +2,7 @@
 writer reaches every stream watching its batch with ONE read of that batch, whatever the number
 of streams; a batch nobody watches is never read; streams let go leave nothing behind. The same
 runs against gunicorn and real workers in tests/integration/test_open_streams.py."""
+
 from __future__ import annotations
 
 import threading
@@ -43,26 +44,35 @@ def test_one_read_per_change_for_all_the_streams_of_a_batch(redis):
     streams = [watchers.watch("acme", "b1", states["b1"]) for _ in range(100)]
     other = watchers.watch("acme", "b2", states["b2"])
     poll(lambda: watchers.subscribed.is_set(), timeout=5, message="subscribed")
-    poll(lambda: all(w.serial >= 1 for w in streams) and other.serial >= 1, timeout=5,
-         message="the first read after subscribing")
+    poll(
+        lambda: all(w.serial >= 1 for w in streams) and other.serial >= 1,
+        timeout=5,
+        message="the first read after subscribing",
+    )
     reads.count.clear()
     serials = [w.serial for w in streams]
 
     states["b1"] = _batch("b1", "t1", "t2", progress=50)
     announce(redis, "t2")
-    poll(lambda: all(w.snapshot["progress"] == 50 for w in streams), timeout=5,
-         message="every stream of b1 sees the change")
+    poll(
+        lambda: all(w.snapshot["progress"] == 50 for w in streams),
+        timeout=5,
+        message="every stream of b1 sees the change",
+    )
     assert reads.count == {"b1": 1}, "one read for 100 streams; b2 was not read"
     assert all(w.serial == s + 1 for w, s in zip(streams, serials))
 
-    announce(redis, "t-unknown")   # a task no watched batch holds
+    announce(redis, "t-unknown")  # a task no watched batch holds
     announce(redis, "t3")
     poll(lambda: reads.count.get("b2") == 1, timeout=5, message="b2 read once for t3")
     assert reads.count.get("b1") == 1
     for watcher in [*streams, other]:
         watchers.unwatch(watcher)
-    poll(lambda: not watchers.subscribed.is_set(), timeout=5,
-         message="no watcher left: the subscription ends")
+    poll(
+        lambda: not watchers.subscribed.is_set(),
+        timeout=5,
+        message="no watcher left: the subscription ends",
+    )
 
 
 def test_a_stream_waits_without_reading_and_wakes_on_its_change(redis):
@@ -71,9 +81,9 @@ def test_a_stream_waits_without_reading_and_wakes_on_its_change(redis):
     watchers = Broadcaster(lambda: redis, reads, min_interval=0.01, refresh_seconds=60)
     watcher = watchers.watch("acme", "b1", states["b1"])
     poll(lambda: watcher.serial >= 1, timeout=5, message="subscribed and read once")
-    seen, _ = watcher.wait(watcher.serial, 0.2)   # nothing changes: it returns after its timeout
+    seen, _ = watcher.wait(watcher.serial, 0.2)  # nothing changes: it returns after its timeout
     assert seen == watcher.serial and reads.count["b1"] == 1
-    states["b1"] = None   # the batch expired
+    states["b1"] = None  # the batch expired
     announce(redis, "t1")
     serial, snapshot = watcher.wait(seen, 5)
     assert serial == seen + 1 and snapshot is GONE
@@ -87,5 +97,5 @@ def test_unwatched_batches_are_forgotten(redis):
     watchers.unwatch(first)
     assert watchers.watched == 1
     watchers.unwatch(second)
-    watchers.unwatch(second)   # twice: harmless
+    watchers.unwatch(second)  # twice: harmless
     assert watchers.watched == 0 and watchers._holders == {} and watchers._tasks == {}

@@ -3,6 +3,7 @@ receiver: the body and its signature, the retry schedule, readable failure reaso
 batch's tasks make (batch.completed once, again after a Retry, for reused duplicates), and that
 nothing at all is written with webhooks off. tests/integration/test_webhooks.py proves the
 same on real processes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,12 @@ def receiver():
 @pytest.fixture
 def hooked(make_app, receiver, monkeypatch):
     """A client of an app with webhooks on (the jobs read the same settings from the env)."""
-    env = {"INTAKE_WEBHOOK_URL": receiver.url, "INTAKE_WEBHOOK_SECRET": SECRET,
-           "INTAKE_WEBHOOK_RETRY_BASE_SECONDS": "1", "INTAKE_WEBHOOK_TIMEOUT": "2"}
+    env = {
+        "INTAKE_WEBHOOK_URL": receiver.url,
+        "INTAKE_WEBHOOK_SECRET": SECRET,
+        "INTAKE_WEBHOOK_RETRY_BASE_SECONDS": "1",
+        "INTAKE_WEBHOOK_TIMEOUT": "2",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     webhooks.install(None)
@@ -48,8 +53,9 @@ def hooked(make_app, receiver, monkeypatch):
 def deliver_all(redis, rounds: int = 1) -> None:
     """Run the webhook queue dry in-process (a retry parked by RQ is not run again here)."""
     for _ in range(rounds):
-        SimpleWorker([Queue(webhook_events.QUEUE, connection=redis)],
-                     connection=redis).work(burst=True)
+        SimpleWorker([Queue(webhook_events.QUEUE, connection=redis)], connection=redis).work(
+            burst=True
+        )
 
 
 def _ids(response):
@@ -66,12 +72,22 @@ def test_the_signature_is_hmac_sha256_of_time_dot_body():
 
 
 def test_the_body_has_the_five_fields_in_compact_json():
-    event = {"id": "ab" * 16, "type": "task.failed", "created_at": "2026-01-01T00:00:00.000Z",
-             "tenant": "acme", "subject": "x", "status": "pending"}
+    event = {
+        "id": "ab" * 16,
+        "type": "task.failed",
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "tenant": "acme",
+        "subject": "x",
+        "status": "pending",
+    }
     payload = webhooks.body(event, {"id": "x", "status": "failed"})
-    assert json.loads(payload) == {"id": "ab" * 16, "type": "task.failed",
-                                   "created_at": "2026-01-01T00:00:00.000Z", "tenant": "acme",
-                                   "data": {"id": "x", "status": "failed"}}
+    assert json.loads(payload) == {
+        "id": "ab" * 16,
+        "type": "task.failed",
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "tenant": "acme",
+        "data": {"id": "x", "status": "failed"},
+    }
     assert b": " not in payload and b", " not in payload
 
 
@@ -103,8 +119,9 @@ def test_failure_reasons_are_readable(receiver):
 
 
 def test_a_batch_sends_each_task_then_one_batch_completed(hooked, run_jobs, redis, receiver):
-    batch_id, task_ids = _ids(upload(hooked, ("a.txt", TEXT), ("b.txt", TEXT + b"b"),
-                                     ("scan.pdf", make_pdf_no_text())))
+    batch_id, task_ids = _ids(
+        upload(hooked, ("a.txt", TEXT), ("b.txt", TEXT + b"b"), ("scan.pdf", make_pdf_no_text()))
+    )
     run_jobs()
     deliver_all(redis)
     got = receiver.deliveries()
@@ -137,7 +154,8 @@ def test_a_failed_delivery_is_retried_and_keeps_its_reason(hooked, run_jobs, red
     rows = hooked.get("/api/webhooks/deliveries").get_json()["deliveries"]
     assert {r["status"] for r in rows} == {"retrying"}
     assert {(r["attempts"], r["last_status_code"], r["last_error"]) for r in rows} == {
-        (1, 500, "HTTP 500")}
+        (1, 500, "HTTP 500")
+    }
     assert rows[0]["next_attempt_at"]
     page = hooked.get("/webhooks").get_data(as_text=True)
     assert "HTTP 500" in page and "Retrying" in page
@@ -147,8 +165,11 @@ def test_a_failed_delivery_is_retried_and_keeps_its_reason(hooked, run_jobs, red
     assert webhooks.attempt(redis, Settings.from_env(), event_id, retries_left=3) == "delivered"
     again = [d.body for d in receiver.deliveries() if d.json()["id"] == event_id]
     assert len(again) == 2 and again[0] == again[1] and again[0] in bodies, "same bytes again"
-    row = [r for r in hooked.get("/api/webhooks/deliveries").get_json()["deliveries"]
-           if r["id"] == event_id][0]
+    row = [
+        r
+        for r in hooked.get("/api/webhooks/deliveries").get_json()["deliveries"]
+        if r["id"] == event_id
+    ][0]
     assert (row["status"], row["attempts"], row["last_error"]) == ("delivered", 2, "HTTP 500")
 
 
@@ -168,8 +189,9 @@ def test_a_retry_reopens_the_batch_and_it_completes_again(hooked, run_jobs, redi
     assert receiver.events()[0]["data"]["status"] == "canceled", "the event kept its copy"
 
 
-def test_a_batch_of_a_live_duplicate_completes_when_that_task_does(hooked, run_jobs, redis,
-                                                                   receiver):
+def test_a_batch_of_a_live_duplicate_completes_when_that_task_does(
+    hooked, run_jobs, redis, receiver
+):
     first, [task_id] = _ids(upload(hooked, ("a.txt", TEXT)))
     second, [same] = _ids(upload(hooked, ("a.txt", TEXT)))
     assert same == task_id
@@ -180,8 +202,7 @@ def test_a_batch_of_a_live_duplicate_completes_when_that_task_does(hooked, run_j
     assert len(receiver.events(type="task.succeeded")) == 1
 
 
-def test_a_batch_of_finished_duplicates_is_complete_at_submit(hooked, run_jobs, redis,
-                                                              receiver):
+def test_a_batch_of_finished_duplicates_is_complete_at_submit(hooked, run_jobs, redis, receiver):
     _ids(upload(hooked, ("a.txt", TEXT)))
     run_jobs()
     deliver_all(redis)
@@ -194,12 +215,18 @@ def test_a_batch_of_finished_duplicates_is_complete_at_submit(hooked, run_jobs, 
 def test_deliveries_are_per_tenant(make_app, receiver, run_jobs, redis, monkeypatch):
     monkeypatch.setenv("INTAKE_WEBHOOK_URL", receiver.url)
     webhooks.install(None)
-    client = make_app(INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab",
-                      INTAKE_WEBHOOK_URL=receiver.url).test_client()
+    client = make_app(
+        INTAKE_API_KEYS="acme:acme-key-123-0123456789ab,globex:globex-key-456-0123456789ab",
+        INTAKE_WEBHOOK_URL=receiver.url,
+    ).test_client()
     a = {"Authorization": "Bearer acme-key-123-0123456789ab"}
     b = {"Authorization": "Bearer globex-key-456-0123456789ab"}
-    response = client.post("/api/documents", headers=a, content_type="multipart/form-data",
-                           data={"files": [(io.BytesIO(TEXT), "a.txt")]})
+    response = client.post(
+        "/api/documents",
+        headers=a,
+        content_type="multipart/form-data",
+        data={"files": [(io.BytesIO(TEXT), "a.txt")]},
+    )
     assert response.status_code == 202
     run_jobs()
     receiver.set_mode("status:410")
@@ -214,9 +241,13 @@ def test_with_webhooks_off_nothing_is_written(client, run_jobs, redis):
     _ids(upload(client, ("a.txt", TEXT), ("scan.pdf", make_pdf_no_text())))
     run_jobs()
     written = [k.decode() for k in redis.keys("*")]
-    made = [k for k in written if ":webhook" in k or k.startswith((keys.task("").rstrip(":"),
-                                                                   keys.batch("")))
-            and k.endswith((":live", ":batches"))]
+    made = [
+        k
+        for k in written
+        if ":webhook" in k
+        or k.startswith((keys.task("").rstrip(":"), keys.batch("")))
+        and k.endswith((":live", ":batches"))
+    ]
     assert not made and written
     assert Queue(webhook_events.QUEUE, connection=redis).count == 0
 

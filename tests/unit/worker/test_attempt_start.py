@@ -1,5 +1,6 @@
 """An attempt's start: the move to `running`, what follows it and the prefetched reads travel
 in one round trip when the job's queue names the task's tenant (jobs.worker.attempts)."""
+
 from __future__ import annotations
 
 import time
@@ -21,6 +22,7 @@ def _round_trips(monkeypatch) -> list[int]:
     def counted(self, *args, **kwargs):
         sent.append(len(self))
         return execute(self, *args, **kwargs)
+
     monkeypatch.setattr(Pipeline, "execute", counted)
     return sent
 
@@ -49,8 +51,12 @@ def test_a_start_is_announced_in_its_own_round_trip(client, redis, monkeypatch):
     pubsub = _announcements(redis)
     sent = _round_trips(monkeypatch)
     fence = AttemptFence(redis, task_id)
-    record = fence.start(task_id, settings=Settings(), tenant=DEFAULT_TENANT,
-                         prefetch=lambda pipe: pipe.hgetall(keys.checkpoint(task_id)))
+    record = fence.start(
+        task_id,
+        settings=Settings(),
+        tenant=DEFAULT_TENANT,
+        prefetch=lambda pipe: pipe.hgetall(keys.checkpoint(task_id)),
+    )
     assert record["status"] == "running" and fence.prefetched == [{}]
     assert len(sent) == 1, "the start, its announcement and the prefetch: one round trip"
     assert _announced(pubsub) == [task_id]

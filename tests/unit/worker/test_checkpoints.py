@@ -30,15 +30,20 @@ def test_dense_vectors_come_back_exactly():
     vectors = np.random.default_rng(7).random((5, 384), dtype=np.float32)
     back = decode_embedding(encode_embedding(vectors))
     assert back.dtype == np.float32 and np.array_equal(back, vectors)
-    back.flags.writeable = True   # a copy, not a view of Redis's bytes
+    back.flags.writeable = True  # a copy, not a view of Redis's bytes
 
 
 def test_a_checkpoint_in_numpys_zip_format_is_read_too():
     rows = TermCounter().count(["older checkpoint"])
     dense = np.arange(6, dtype=np.float32).reshape(2, 3)
     sparse_zip, dense_zip = io.BytesIO(), io.BytesIO()
-    np.savez(sparse_zip, indptr=rows.indptr, indices=rows.indices, values=rows.values,
-             dimension=np.array(rows.dimension, dtype=np.int64))
+    np.savez(
+        sparse_zip,
+        indptr=rows.indptr,
+        indices=rows.indices,
+        values=rows.values,
+        dimension=np.array(rows.dimension, dtype=np.int64),
+    )
     np.savez(dense_zip, dense=dense)
     assert decode_embedding(sparse_zip.getvalue()) is None
     assert np.array_equal(decode_embedding(dense_zip.getvalue()), dense)

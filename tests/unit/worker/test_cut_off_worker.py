@@ -2,6 +2,7 @@
 worker cut off from Redis) stops its work-horse instead of leaving it to run to the job
 timeout. (On real processes, a worker in its own network namespace: tests/integration/
 test_cut_off_worker.py.)"""
+
 from __future__ import annotations
 
 import logging
@@ -24,11 +25,11 @@ class _Worker:
 
 def test_a_horse_still_running_when_the_worker_quits_is_killed_and_reaped() -> None:
     worker = _Worker(horse_pid=4242)
-    stop_horse_left_behind(worker)  # type: ignore[arg-type]
+    stop_horse_left_behind(worker)  # type: ignore[arg-type]  # a stand-in with the calls it makes
     assert worker.calls == ["kill", "wait"]
 
 
 def test_a_worker_quitting_between_jobs_kills_nothing() -> None:
-    worker = _Worker(horse_pid=0)   # RQ sets 0 once a horse has finished
-    stop_horse_left_behind(worker)  # type: ignore[arg-type]
+    worker = _Worker(horse_pid=0)  # RQ sets 0 once a horse has finished
+    stop_horse_left_behind(worker)  # type: ignore[arg-type]  # a stand-in with the calls it makes
     assert worker.calls == []

@@ -1,6 +1,7 @@
 """Fair share on fakeredis (docs/architecture.md §15): queue names per tenant, the registry workers
 read, the order a worker takes queues in, and the scheduler of the queues a worker learned. The same
 behaviour with real worker processes: tests/integration/test_fair_share.py."""
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,11 @@ GLOBEX = {"Authorization": "Bearer globex-key-456-0123456789ab"}
 
 def test_default_keeps_the_static_names_and_other_tenants_get_their_own():
     assert queues.tenant_queue_names("default") == list(QUEUE_NAMES)
-    assert queues.tenant_queue_names("acme") == ["intake-high.acme", "intake.acme",
-                                                 "intake-bulk.acme"]
+    assert queues.tenant_queue_names("acme") == [
+        "intake-high.acme",
+        "intake.acme",
+        "intake-bulk.acme",
+    ]
     for tenant in ("default", "acme", "a-b_C9"):
         for priority in queues.PRIORITIES:
             assert queues.parse(queues.queue_name(tenant, priority)) == (tenant, priority)
@@ -50,22 +54,39 @@ def test_choose_queue_keeps_its_rules_per_tenant():
 def test_fair_order_alternates_tenants_and_keeps_priorities_within_each():
     names = [*QUEUE_NAMES, *queues.tenant_queue_names("beta"), *queues.tenant_queue_names("acme")]
     assert queues.fair_order(names) == [
-        "intake-high.acme", "intake.acme", "intake-bulk.acme",
-        "intake-high.beta", "intake.beta", "intake-bulk.beta",
-        "intake-high", "intake", "intake-bulk"]
+        "intake-high.acme",
+        "intake.acme",
+        "intake-bulk.acme",
+        "intake-high.beta",
+        "intake.beta",
+        "intake-bulk.beta",
+        "intake-high",
+        "intake",
+        "intake-bulk",
+    ]
     assert queues.fair_order(names, after="acme")[:3] == queues.tenant_queue_names("beta")
     assert queues.fair_order(names, after="beta")[:3] == list(QUEUE_NAMES)
     assert queues.fair_order(names, after="default")[:3] == queues.tenant_queue_names("acme")
     assert queues.fair_order(names, after="gone")[0] == "intake-high.acme"
     assert queues.fair_order(["other", "intake-bulk", "intake-high"]) == [
-        "intake-high", "intake-bulk", "other"], "foreign queues keep their place, last"
+        "intake-high",
+        "intake-bulk",
+        "other",
+    ], "foreign queues keep their place, last"
 
 
 def test_a_worker_serves_each_tenants_queues_of_the_priorities_it_was_given():
     assert wanted_queues(list(QUEUE_NAMES), ["acme"]) == [
-        *QUEUE_NAMES, "intake-high.acme", "intake.acme", "intake-bulk.acme"]
+        *QUEUE_NAMES,
+        "intake-high.acme",
+        "intake.acme",
+        "intake-bulk.acme",
+    ]
     assert wanted_queues(["intake-bulk"], ["acme", "beta"]) == [
-        "intake-bulk", "intake-bulk.acme", "intake-bulk.beta"]
+        "intake-bulk",
+        "intake-bulk.acme",
+        "intake-bulk.beta",
+    ]
     assert wanted_queues(["intake.acme"], ["beta"]) == ["intake.acme"]
 
 
@@ -73,8 +94,9 @@ def _upload(client, headers, count=1, priority=None):
     data = {"files": [(io.BytesIO(b"Tenant words %d." % n), f"d{n}.txt") for n in range(count)]}
     if priority:
         data["priority"] = priority
-    response = client.post("/api/documents", headers=headers, content_type="multipart/form-data",
-                           data=data)
+    response = client.post(
+        "/api/documents", headers=headers, content_type="multipart/form-data", data=data
+    )
     assert response.status_code == 202, response.get_json()
     return [t["id"] for t in response.get_json()["tasks"]]
 
@@ -107,8 +129,11 @@ def test_a_retry_goes_back_to_the_tenants_queue(make_app, redis, run_jobs):
 
 
 def test_single_tenant_deployments_use_only_the_static_queues(client, redis):
-    response = client.post("/api/documents", content_type="multipart/form-data",
-                           data={"files": [(io.BytesIO(b"Plain words."), "p.txt")]})
+    response = client.post(
+        "/api/documents",
+        content_type="multipart/form-data",
+        data={"files": [(io.BytesIO(b"Plain words."), "p.txt")]},
+    )
     assert response.status_code == 202
     assert Queue("intake-high", connection=redis).count == 1
     assert queues.registered_tenants(redis) == []
@@ -118,13 +143,14 @@ def test_single_tenant_deployments_use_only_the_static_queues(client, redis):
 @pytest.fixture
 def worker(redis):
     from jobs.worker.workers import IntakeWorker
+
     return IntakeWorker(list(QUEUE_NAMES), connection=redis)
 
 
 def _drain_order(worker, redis) -> list[str]:
     """What RQ's loop does between jobs: dequeue from the ordered queues, then reorder."""
     taken = []
-    while (found := Queue.dequeue_any(worker._ordered_queues, None, connection=redis)):
+    while found := Queue.dequeue_any(worker._ordered_queues, None, connection=redis):
         job, queue = found
         taken.append(queues.tenant_of(queue.name) + ":" + queues.parse(queue.name)[1])
         worker.reorder_queues(queue)
@@ -132,20 +158,34 @@ def _drain_order(worker, redis) -> list[str]:
 
 
 def test_the_worker_alternates_tenants_and_takes_each_ones_priorities_in_order(worker, redis):
-    for tenant, priority, count in (("acme", "bulk", 6), ("acme", "high", 1), ("beta", "normal", 2),
-                                    ("default", "bulk", 1)):
+    for tenant, priority, count in (
+        ("acme", "bulk", 6),
+        ("acme", "high", 1),
+        ("beta", "normal", 2),
+        ("default", "bulk", 1),
+    ):
         pipe = redis.pipeline()
         queues.register(pipe, tenant)
         pipe.execute()
         for _ in range(count):
             Queue(queues.queue_name(tenant, priority), connection=redis).enqueue(
-                "jobs.fairshare.wake_up")
+                "jobs.fairshare.wake_up"
+            )
     assert worker.tenant_queues.learn() is True
     assert worker.tenant_queues.learn() is False, "nothing new the second time"
     worker.reorder_queues(None)
     assert _drain_order(worker, redis) == [
-        "acme:high", "beta:normal", "default:bulk", "acme:bulk", "beta:normal", "acme:bulk",
-        "acme:bulk", "acme:bulk", "acme:bulk", "acme:bulk"]
+        "acme:high",
+        "beta:normal",
+        "default:bulk",
+        "acme:bulk",
+        "beta:normal",
+        "acme:bulk",
+        "acme:bulk",
+        "acme:bulk",
+        "acme:bulk",
+        "acme:bulk",
+    ]
 
 
 def test_a_tenant_registered_later_joins_the_rotation(worker, redis):
@@ -155,7 +195,9 @@ def test_a_tenant_registered_later_joins_the_rotation(worker, redis):
     worker.tenant_queues.tick()  # the maintenance thread's second
     assert worker.queue_names() == [*QUEUE_NAMES, *queues.tenant_queue_names("zeta")]
     assert [q.name for q in worker._ordered_queues] == [
-        *QUEUE_NAMES, *queues.tenant_queue_names("zeta")]
+        *QUEUE_NAMES,
+        *queues.tenant_queue_names("zeta"),
+    ]
     worker.reorder_queues(Queue("intake", connection=redis))
     assert [q.name for q in worker._ordered_queues][0] == "intake-high.zeta"
     queues.register(redis, "beta")  # learned right after a dequeue too, before the next one
@@ -189,6 +231,7 @@ def test_crash_recovery_cleans_every_tenants_started_registry(redis, monkeypatch
     tenants' queues too, whichever worker takes the lock, listening to them or not."""
     from jobs.core.settings import Settings
     from jobs.worker import maintenance
+
     cleaned = []
 
     class Recording:

@@ -1,6 +1,7 @@
 """How a scan's pending pages are cut into ranges, and how a range that failed for good is
 worded for the person (jobs.worker.page_ranges, jobs.worker.scan_reading). Pure: the record's
 scripts are tested against a real Redis in tests/integration/test_page_ranges.py."""
+
 from __future__ import annotations
 
 from jobs.core.settings import Settings
@@ -26,7 +27,8 @@ def test_a_range_that_lost_its_readers_is_worded_with_its_pages_and_why():
     assert error.message == (
         f"OCR could not read pages 5–8: the worker reading them was lost {MAX_TRIES} times "
         "(killed, restarted or out of memory); the scan may be damaged or too detailed. "
-        "Retry to read it again.")
+        "Retry to read it again."
+    )
     one = range_failure(Failed(2, "reader_lost", None), [9], Settings())
     assert one.message.startswith("OCR could not read page 9: the worker reading it was lost")
 
@@ -34,14 +36,16 @@ def test_a_range_that_lost_its_readers_is_worded_with_its_pages_and_why():
 def test_a_ranges_failure_names_its_pages_once():
     """A range's reader words its failure with its pages; the task's job, reading it back at
     its next claim, words it again: the pages must not be named twice."""
-    first = range_failure(Failed(0, "parse_timeout", "OCR took too long on a page."),
-                          [1, 2, 3, 4], Settings())
-    assert (first.code, first.message) == ("parse_timeout",
-                                            "Pages 1–4: OCR took too long on a page.")
+    first = range_failure(
+        Failed(0, "parse_timeout", "OCR took too long on a page."), [1, 2, 3, 4], Settings()
+    )
+    assert (first.code, first.message) == (
+        "parse_timeout",
+        "Pages 1–4: OCR took too long on a page.",
+    )
     again = range_failure(Failed(0, first.code, first.message), [1, 2, 3, 4], Settings())
     assert (again.code, again.message) == (first.code, first.message)
-    one = range_failure(Failed(2, "too_large", "The page needs too much memory."), [9],
-                        Settings())
+    one = range_failure(Failed(2, "too_large", "The page needs too much memory."), [9], Settings())
     assert one.message == "Page 9: The page needs too much memory."
     assert range_failure(Failed(2, one.code, one.message), [9], Settings()).message == one.message
 
@@ -52,8 +56,9 @@ def test_a_range_of_pages_apart_names_each():
     assert pages_text([9]) == "page 9"
     assert pages_text([9, 10, 11, 12]) == "pages 9–12"
     assert pages_text([2, 3, 5, 8]) == "pages 2, 3, 5 and 8"
-    error = range_failure(Failed(0, "parse_timeout", "OCR took too long on a page."),
-                          [2, 3, 5, 8], Settings())
+    error = range_failure(
+        Failed(0, "parse_timeout", "OCR took too long on a page."), [2, 3, 5, 8], Settings()
+    )
     assert error.message == "Pages 2, 3, 5 and 8: OCR took too long on a page."
 
 

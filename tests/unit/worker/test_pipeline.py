@@ -1,4 +1,5 @@
 """The pipeline job on fakeredis with an in-process worker: states, failures, progress writes."""
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,9 @@ class _BrokenEmbedder:
     model, dimension, batch_size = "broken", 384, 16
 
     def embed(self, texts):
-        raise TransientError("The embedding service did not answer within 30 s.",
-                             code="embedding_timeout")
+        raise TransientError(
+            "The embedding service did not answer within 30 s.", code="embedding_timeout"
+        )
 
 
 def test_a_transient_failure_waits_for_a_retry(client, run_jobs, redis):
@@ -71,12 +73,16 @@ def test_a_transient_failure_waits_for_a_retry(client, run_jobs, redis):
     run_jobs(_BrokenEmbedder())
     task = _task(client, task_id)
     assert task["status"] == "retrying" and task["current_step"] == "waiting_retry"
-    assert task["error"] == {"step": "embedding", "type": "embedding_timeout",
-                             "message": "The embedding service did not answer within 30 s.",
-                             "retryable": True}
+    assert task["error"] == {
+        "step": "embedding",
+        "type": "embedding_timeout",
+        "message": "The embedding service did not answer within 30 s.",
+        "retryable": True,
+    }
     assert task["next_attempt_at"] and task["attempts"] == 1
     assert task_id in ScheduledJobRegistry("intake-high", connection=redis).get_job_ids(
-        cleanup=False)
+        cleanup=False
+    )
 
 
 def test_a_task_canceled_as_its_job_is_dequeued_never_starts(client, run_jobs, redis):
@@ -104,8 +110,15 @@ class _RecordingFence(AttemptFence):
 
 def _running(redis, task_id):
     fence = AttemptFence(redis, task_id)
-    redis.hset(keys.task(task_id), mapping={"status": "running", "tenant": "default",
-                                            "id": task_id, "attempt_id": fence.attempt_id})
+    redis.hset(
+        keys.task(task_id),
+        mapping={
+            "status": "running",
+            "tenant": "default",
+            "id": task_id,
+            "attempt_id": fence.attempt_id,
+        },
+    )
     return fence
 
 
@@ -113,6 +126,7 @@ def test_only_a_write_the_fence_let_through_reaches_the_jobs_meta(redis):
     """Progress is copied to RQ's job meta (rq-dashboard) with Job.save_meta(), after the
     fenced write to the task hash applied; an attempt that lost its task changes neither."""
     from rq import Queue
+
     job = Queue("probe", connection=redis).enqueue("jobs.fairshare.wake_up")
     owner = _running(redis, "a" * 32)
     reporter = ProgressReporter(owner, job=job, ttl_seconds=60)
@@ -120,7 +134,7 @@ def test_only_a_write_the_fence_let_through_reaches_the_jobs_meta(redis):
     meta = Job.fetch(job.id, connection=redis).get_meta()
     assert meta["progress"] == 40 and meta["step_detail"] == "Reading &lt;b&gt;.txt"
     reporter.close()
-    stale = AttemptFence(redis, "a" * 32)   # another attempt id: fenced out
+    stale = AttemptFence(redis, "a" * 32)  # another attempt id: fenced out
     late = ProgressReporter(stale, job=job, ttl_seconds=60)
     late.begin_step("embedding", 70, "late")
     assert Job.fetch(job.id, connection=redis).get_meta()["progress"] == 40
@@ -203,6 +217,7 @@ def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
 
         def close(self):
             pass
+
     monkeypatch.setattr(parts, "vector_store", lambda settings: Store())
     task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
     run_jobs(_DenseEmbedder())
@@ -235,7 +250,9 @@ class _FailingOverFence(AttemptFence):
     def write(self, fields, ttl_seconds, pipe=None):
         if self.failures:
             self.failures -= 1
-            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+            raise RedisConnectionError(
+                "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+            )
         return super().write(fields, ttl_seconds, pipe)
 
 
@@ -244,9 +261,9 @@ def test_a_progress_write_during_a_failover_is_tried_again_not_failing_the_attem
     fence = _FailingOverFence(redis, "f" * 32, failures=2)
     redis.hset(task, mapping={"status": "running", "attempt_id": fence.attempt_id})
     reporter = ProgressReporter(fence, ttl_seconds=60)
-    reporter.begin_step("embedding", 30, "Embedding chunks 0 of 64")   # refused: no raise
+    reporter.begin_step("embedding", 30, "Embedding chunks 0 of 64")  # refused: no raise
     assert redis.hget(task, "current_step") is None
-    deadline = time.monotonic() + 5   # two tries half a second apart, then written
+    deadline = time.monotonic() + 5  # two tries half a second apart, then written
     while redis.hget(task, "current_step") != b"embedding" and time.monotonic() < deadline:
         time.sleep(0.02)
     assert redis.hget(task, "current_step") == b"embedding" and fence.failures == 0

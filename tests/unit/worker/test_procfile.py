@@ -1,6 +1,7 @@
 """The Procfile runs what the code says (docs/architecture.md §2): its worker line is the one
 command of jobs.worker.workers (flags and queue order included) and its web line a gevent gunicorn
 on $PORT."""
+
 from __future__ import annotations
 
 import shlex
@@ -42,7 +43,7 @@ def test_worker_line_has_the_worker_flags_then_the_queues_in_priority_order() ->
     # The Redis address from the environment: REDIS_URL, or the Sentinels (docs/architecture.md
     # §17).
     assert argv[config_at + 1] == "jobs.rq_settings"
-    assert tuple(argv[config_at + 2:]) == QUEUE_NAMES
+    assert tuple(argv[config_at + 2 :]) == QUEUE_NAMES
 
 
 def test_worker_line_is_the_command_the_dev_runner_and_tests_start() -> None:

@@ -1,4 +1,5 @@
 """The worker's in-memory warm-up: the real job on tiny documents, with nothing leaking out."""
+
 from __future__ import annotations
 
 import logging
@@ -26,9 +27,9 @@ def test_warm_up_ingests_its_documents_with_the_local_embedder(monkeypatch, capl
 def test_a_failing_warm_up_only_warns(monkeypatch, caplog):
     def broken() -> int:
         raise RuntimeError("no lupa here")
+
     monkeypatch.setattr(warmup, "warm_up", broken)
-    warmup.warm_up_or_warn(logging.getLogger("test"),
-                           Settings.from_mapping({"INTAKE_OCR": "off"}))
+    warmup.warm_up_or_warn(logging.getLogger("test"), Settings.from_mapping({"INTAKE_OCR": "off"}))
     assert "pipeline warm-up failed" in caplog.text
 
 
@@ -37,8 +38,7 @@ def test_the_ocr_engine_is_loaded_only_when_ocr_is_on(monkeypatch, caplog, switc
     loaded = []
     monkeypatch.setattr(ocr, "load", lambda: loaded.append(os.getpid()))
     caplog.set_level(logging.INFO)
-    warmup.warm_up_or_warn(logging.getLogger("test"),
-                           Settings.from_mapping({"INTAKE_OCR": switch}))
+    warmup.warm_up_or_warn(logging.getLogger("test"), Settings.from_mapping({"INTAKE_OCR": switch}))
     assert loaded == [os.getpid()] * loads
     assert ("OCR engine loaded in" in caplog.text) == bool(loads)
 
@@ -46,6 +46,7 @@ def test_the_ocr_engine_is_loaded_only_when_ocr_is_on(monkeypatch, caplog, switc
 def test_an_engine_that_fails_to_load_only_warns(monkeypatch, caplog):
     def broken() -> None:
         raise OSError("libonnxruntime.so: cannot open shared object file")
+
     monkeypatch.setattr(ocr, "load", broken)
     warmup.warm_up_or_warn(logging.getLogger("test"), Settings.from_mapping({}))
     assert "OCR engine not loaded; each scan's parse will build its own" in caplog.text

@@ -3,6 +3,7 @@ taken while that thread is half way through an import inherits the module's impo
 by a thread that does not exist in the child: the horse's own import of that module then waits
 forever (seen: a task stuck `running` at jobs.worker.parts.vector_store). So whatever the thread
 imports lazily must already be imported once the worker is built."""
+
 from __future__ import annotations
 
 import os
@@ -31,14 +32,24 @@ print(sorted(set(sys.modules) - before))
 """
 #: Originals in a bucket: the sweep builds boto3's client (seen: a task stuck `running` on
 #: S3 when a horse forked while the thread imported boto3).
-_S3 = {"INTAKE_STORAGE_URL": "s3://intake-nowhere/originals",
-       "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "nobody",
-       "AWS_SECRET_ACCESS_KEY": "nothing", "AWS_DEFAULT_REGION": "us-east-1",
-       "AWS_MAX_ATTEMPTS": "1"}
+_S3 = {
+    "INTAKE_STORAGE_URL": "s3://intake-nowhere/originals",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    "AWS_ACCESS_KEY_ID": "nobody",
+    "AWS_SECRET_ACCESS_KEY": "nothing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_MAX_ATTEMPTS": "1",
+}
 
 
 def test_what_the_maintenance_thread_opens_is_imported_before_any_fork():
-    done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **_S3})
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **_S3},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
