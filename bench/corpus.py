@@ -79,11 +79,20 @@ def _build_part(job: tuple[str, str, int, int, int, int]) -> float:
     redis_url, tenant, seed, chunks, per_document, offset = job
     start = time.perf_counter()
     connection = redis.Redis.from_url(redis_url)
-    for n, (texts, rows) in enumerate(documents(seed, chunks, per_document)):
+    for n, (texts, _rows) in enumerate(documents(seed, chunks, per_document)):
         number = offset + n
-        if not index.write(connection, index.IndexedDocument(
-                tenant, f"{tenant}-{number}.txt", f"{tenant}-{number}.txt", f"{number:032x}",
-                1, texts, None)):  # the index counts the terms (rows: check_rows)
+        if not index.write(
+            connection,
+            index.IndexedDocument(
+                tenant,
+                f"{tenant}-{number}.txt",
+                f"{tenant}-{number}.txt",
+                f"{number:032x}",
+                1,
+                texts,
+                None,
+            ),
+        ):  # the index counts the terms (rows: check_rows)
             raise RuntimeError("an index write was refused")
     connection.close()
     return time.perf_counter() - start

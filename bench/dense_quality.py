@@ -267,8 +267,9 @@ def package_info(candidate: Candidate) -> dict[str, Any]:
     }
 
 
-def index_lexically(connection: redis.Redis, documents: dict[int, str], settings: Settings,
-                    redis_pid: int) -> tuple[list[tuple[int, str]], dict[str, float]]:
+def index_lexically(
+    connection: redis.Redis, documents: dict[int, str], settings: Settings, redis_pid: int
+) -> tuple[list[tuple[int, str]], dict[str, float]]:
     """Chunk, count terms and write every document as the pipeline does, timed; the
     chunks in the order of `bench.search_quality.chunks_of`, and the cost per chunk."""
     chunks: list[tuple[int, str]] = []
@@ -276,9 +277,18 @@ def index_lexically(connection: redis.Redis, documents: dict[int, str], settings
     cpu, wall = time.process_time(), time.perf_counter()
     for doc, body in sorted(documents.items()):
         texts = chunk_text(body, settings.chunk_size, settings.chunk_overlap)
-        written = index.write(connection, index.IndexedDocument(
-            tenant=TENANT, document_id=str(doc), filename=f"cisi-{doc}.txt",
-            task_id=f"{doc:032x}", version=1, texts=texts, vectors=None))
+        written = index.write(
+            connection,
+            index.IndexedDocument(
+                tenant=TENANT,
+                document_id=str(doc),
+                filename=f"cisi-{doc}.txt",
+                task_id=f"{doc:032x}",
+                version=1,
+                texts=texts,
+                vectors=None,
+            ),
+        )
         if not written:
             raise RuntimeError(f"document {doc} was not indexed")
         chunks += [(doc, text) for text in texts]

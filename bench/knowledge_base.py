@@ -130,6 +130,7 @@ def exact_share(base: str, redis_url: str) -> dict[str, Any]:
     """How many searches of the large tenant are exact; the inexact ones against the truth."""
     from jobs.kb.retrieval import Retriever
     from jobs.text.terms import TERMS
+
     session, latencies, exact, overlaps = _session("large"), [], 0, []
     connection = redis.Redis.from_url(redis_url)
     unbounded = Retriever(connection, budget=10**9)

@@ -87,11 +87,19 @@ def build_index(connection: redis.Redis, nonce: str) -> dict[str, Any]:
     texts, words = chunk_texts(DOCUMENTS * CHUNKS_PER_DOCUMENT)
     version = time.time_ns() // 1000
     for n in range(DOCUMENTS):
-        chunk_slice = texts[n * CHUNKS_PER_DOCUMENT:(n + 1) * CHUNKS_PER_DOCUMENT]
-        if not index.write(connection, index.IndexedDocument(
-                tenant=TENANT, document_id=f"search-{nonce}-{n}.txt",
-                filename=f"search-{n}.txt", task_id=f"{n:032x}", version=version,
-                texts=chunk_slice, vectors=None)):
+        chunk_slice = texts[n * CHUNKS_PER_DOCUMENT : (n + 1) * CHUNKS_PER_DOCUMENT]
+        if not index.write(
+            connection,
+            index.IndexedDocument(
+                tenant=TENANT,
+                document_id=f"search-{nonce}-{n}.txt",
+                filename=f"search-{n}.txt",
+                task_id=f"{n:032x}",
+                version=version,
+                texts=chunk_slice,
+                vectors=None,
+            ),
+        ):
             raise RuntimeError("an index write was refused")
     # At 110 words a chunk, rank 10 is in ~60 % of the chunks and rank 150 in ~7 %.
     common, rare = words[10], words[150]

@@ -124,9 +124,18 @@ def intake_side(
     for doc, text in chunks:
         by_doc[doc].append(text)
     for doc, texts in by_doc.items():
-        written = index.write(connection, index.IndexedDocument(
-            tenant=TENANT, document_id=str(doc), filename=f"cisi-{doc}.txt",
-            task_id=f"{doc:032x}", version=1, texts=texts, vectors=None))
+        written = index.write(
+            connection,
+            index.IndexedDocument(
+                tenant=TENANT,
+                document_id=str(doc),
+                filename=f"cisi-{doc}.txt",
+                task_id=f"{doc:032x}",
+                version=1,
+                texts=texts,
+                vectors=None,
+            ),
+        )
         if not written:
             raise RuntimeError(f"document {doc} was not indexed")
     searcher = Searcher(connection, LocalEmbedder())

@@ -2,6 +2,7 @@
 
 The web layer uses only what is exported here.
 """
+
 from jobs.core.addresses import display_url
 from jobs.core.addresses import sentinel_url as redis_sentinel_url
 from jobs.core.clock import parse_iso
@@ -35,8 +36,14 @@ from jobs.core.redis_client import connect as connect_redis
 from jobs.core.redis_client import dashboard_url as redis_dashboard_url
 from jobs.core.redis_client import is_outage as is_redis_outage
 from jobs.core.sessions import end_session, session_tenant, start_session
-from jobs.core.settings import (MIB, NORMAL_PRIORITY, PRIORITIES, QUEUE_NAMES, REINDEX_PRIORITY,
-                                 Settings)
+from jobs.core.settings import (
+    MIB,
+    NORMAL_PRIORITY,
+    PRIORITIES,
+    QUEUE_NAMES,
+    REINDEX_PRIORITY,
+    Settings,
+)
 from jobs.intake import Intake
 from jobs.kb.search import MAX_SEARCH_K, SEARCH_MODES
 from jobs.tasks.announcements import announce, changed_task, changes_channel
@@ -55,20 +62,73 @@ from jobs.text.tokens import match_pattern
 from jobs.worker.workers import webhook_worker_command, worker_command
 
 __all__ = [
-    "announce", "ATTEMPT_WORDS", "attempt_words", "BATCH_LIVE", "BATCH_STATUSES",
-    "changed_task", "changes_channel", "compact_json", "configure_logging", "connect_redis",
-    "dead_letter_count", "detect_kind", "display_url", "documents_gone", "end_session",
+    "announce",
+    "ATTEMPT_WORDS",
+    "attempt_words",
+    "BATCH_LIVE",
+    "BATCH_STATUSES",
+    "changed_task",
+    "changes_channel",
+    "compact_json",
+    "configure_logging",
+    "connect_redis",
+    "dead_letter_count",
+    "detect_kind",
+    "display_url",
+    "documents_gone",
+    "end_session",
     "EXTENSIONS",
-    "FolderRecord", "held_logs", "ID_PATTERN", "Intake", "IntakeError", "IntakeRefusal", "is_id",
-    "is_redis_outage", "LAST_RUN_FAILED", "LimitReached", "match_pattern", "MAX_SEARCH_K",
-    "measure_upload", "MIB",
-    "NoChunks", "NoSuchBatch", "NoSuchDocument", "NoSuchTask", "NotFound", "NotNow",
-    "NORMAL_PRIORITY", "NotReplicated", "NotRetryable", "parse_iso", "PermanentError",
-    "PRIORITIES", "QUEUE_NAMES", "REINDEX_PRIORITY",
-    "read_metrics", "redis_dashboard_url", "redis_sentinel_url", "rejection_reason",
-    "SEARCH_MODES", "SearchTimedOut", "session_tenant", "StorageUnavailable", "Settings",
-    "shared_queue_name", "start_session", "STATUSES", "STEP_BUCKETS", "stored_bytes_used", "SUPPORTED_KINDS",
-    "TERMINAL", "Throttled", "TransientError", "Upload", "UploadExpired",
-    "WEB_REDIS_PROFILE", "webhook_backlog", "webhook_worker_command", "worker_command",
+    "FolderRecord",
+    "held_logs",
+    "ID_PATTERN",
+    "Intake",
+    "IntakeError",
+    "IntakeRefusal",
+    "is_id",
+    "is_redis_outage",
+    "LAST_RUN_FAILED",
+    "LimitReached",
+    "match_pattern",
+    "MAX_SEARCH_K",
+    "measure_upload",
+    "MIB",
+    "NoChunks",
+    "NoSuchBatch",
+    "NoSuchDocument",
+    "NoSuchTask",
+    "NotFound",
+    "NotNow",
+    "NORMAL_PRIORITY",
+    "NotReplicated",
+    "NotRetryable",
+    "parse_iso",
+    "PermanentError",
+    "PRIORITIES",
+    "QUEUE_NAMES",
+    "REINDEX_PRIORITY",
+    "read_metrics",
+    "redis_dashboard_url",
+    "redis_sentinel_url",
+    "rejection_reason",
+    "SEARCH_MODES",
+    "SearchTimedOut",
+    "session_tenant",
+    "StorageUnavailable",
+    "Settings",
+    "shared_queue_name",
+    "start_session",
+    "STATUSES",
+    "STEP_BUCKETS",
+    "stored_bytes_used",
+    "SUPPORTED_KINDS",
+    "TERMINAL",
+    "Throttled",
+    "TransientError",
+    "Upload",
+    "UploadExpired",
+    "WEB_REDIS_PROFILE",
+    "webhook_backlog",
+    "webhook_worker_command",
+    "worker_command",
     "write_logs",
 ]

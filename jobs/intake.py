@@ -131,8 +131,9 @@ class Intake:
         if not chosen.uploads:
             return None, chosen.rejected
         # Never a forced claim: `force` made each upload a re-run, which answers a live task.
-        return self.submit(tenant, chosen.uploads, priority=priority or REINDEX_PRIORITY,
-                           trace_id=trace_id), chosen.rejected
+        return self.submit(
+            tenant, chosen.uploads, priority=priority or REINDEX_PRIORITY, trace_id=trace_id
+        ), chosen.rejected
 
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:
         """One HGETALL. Another tenant's task, like an unknown one, raises NoSuchTask."""

@@ -218,8 +218,13 @@ def start_services(
     return backend, supervisor
 
 
-def run(app_factory: Callable[[Mapping[str, object]], Flask], host: str, port: int, workers: int,
-        instance_dir: Path = record.INSTANCE_DIR) -> None:
+def run(
+    app_factory: Callable[[Mapping[str, object]], Flask],
+    host: str,
+    port: int,
+    workers: int,
+    instance_dir: Path = record.INSTANCE_DIR,
+) -> None:
     """Start Redis, the workers and the web app; on Ctrl-C or SIGTERM stop them all and return.
 
     SIGTERM and SIGHUP act like Ctrl-C. During the cleanup every stop signal is ignored, so a

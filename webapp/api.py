@@ -10,8 +10,16 @@ from typing import Any
 
 from flask import Blueprint, Response, request, send_file
 
-from jobs import (LAST_RUN_FAILED, MAX_SEARCH_K, PRIORITIES, SEARCH_MODES, STATUSES,
-                  compact_json, held_logs, write_logs)
+from jobs import (
+    LAST_RUN_FAILED,
+    MAX_SEARCH_K,
+    PRIORITIES,
+    SEARCH_MODES,
+    STATUSES,
+    compact_json,
+    held_logs,
+    write_logs,
+)
 from webapp import limits, tenancy
 from webapp.dashboard import is_operator, operator_denial
 from webapp.errors import ApiError

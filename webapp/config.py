@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import os
 import secrets
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from jobs import MIB, Settings, redis_dashboard_url
 
 # FORWARDED_ALLOW_IPS: the proxies gunicorn believes, whose X-Forwarded-For names the client
 # whose failed keys are counted (webapp.limits).
-ENV_NAMES = ("SECRET_KEY", "INTAKE_API_KEYS", "INTAKE_ADMIN_PASSWORD", "REDIS_URL",
-             "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "FORWARDED_ALLOW_IPS")
+ENV_NAMES = (
+    "SECRET_KEY",
+    "INTAKE_API_KEYS",
+    "INTAKE_ADMIN_PASSWORD",
+    "REDIS_URL",
+    "REDIS_SENTINELS",
+    "REDIS_SENTINEL_MASTER",
+    "FORWARDED_ALLOW_IPS",
+)
 
 
 def load_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

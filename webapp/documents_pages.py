@@ -16,8 +16,17 @@ from typing import Any
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (LAST_RUN_FAILED, NORMAL_PRIORITY, STATUSES, LimitReached, NotFound,
-                  NotReplicated, StorageUnavailable, held_logs, write_logs)
+from jobs import (
+    LAST_RUN_FAILED,
+    NORMAL_PRIORITY,
+    STATUSES,
+    LimitReached,
+    NotFound,
+    NotReplicated,
+    StorageUnavailable,
+    held_logs,
+    write_logs,
+)
 from webapp import tenancy
 from webapp.extensions import intake
 
@@ -67,9 +76,12 @@ def reindex() -> Response:
     with held_logs() as lines:
         try:
             batch, rejected = (
-                intake().reindex(tenancy.current_tenant(), None) if everything else
-                intake().reindex(tenancy.current_tenant(), [document_id], force=True,
-                                 priority=NORMAL_PRIORITY))
+                intake().reindex(tenancy.current_tenant(), None)
+                if everything
+                else intake().reindex(
+                    tenancy.current_tenant(), [document_id], force=True, priority=NORMAL_PRIORITY
+                )
+            )
         except REFUSALS as exc:  # see their docstrings
             flash(exc.message, "error")
             return redirect(back, 303)

@@ -543,117 +543,253 @@ PATHS: dict[str, Any] = {
             "responses": {"200": _json("Documents"), **_errors(400, 401), **_TOO_MANY_READS},
         },
         "post": {
-        "summary": "Upload documents (multipart field `files`, repeatable)",
-        "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object",
-            "properties": {"files": {"type": "array", "items": {"type": "string",
-                                                                "format": "binary"}},
-                           "document_id": {"type": "array", "items": {"type": "string"}},
-                           "priority": {"type": "string", "enum": list(PRIORITIES)},
-                           "force": {"type": "string"}}}}}},
-        "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
-                      **_errors(400, 401, 403, 413, 415, 429, 503)}}},
-    "/api/documents/{document_id}": {"get": {
-        "summary": "One document and its tasks, newest first (the id may contain `/`)",
-        "parameters": [_id("document_id")],
-        "responses": {"200": _json("DocumentWithTasks"), **_errors(401, 404)}},
+            "summary": "Upload documents (multipart field `files`, repeatable)",
+            "requestBody": {
+                "content": {
+                    "multipart/form-data": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "files": {
+                                    "type": "array",
+                                    "items": {"type": "string", "format": "binary"},
+                                },
+                                "document_id": {"type": "array", "items": {"type": "string"}},
+                                "priority": {"type": "string", "enum": list(PRIORITIES)},
+                                "force": {"type": "string"},
+                            },
+                        }
+                    }
+                }
+            },
+            "responses": {
+                "202": _json(_LIST, "Accepted: the batch and its task ids"),
+                **_errors(400, 401, 403, 413, 415, 429, 503),
+            },
+        },
+    },
+    "/api/documents/{document_id}": {
+        "get": {
+            "summary": "One document and its tasks, newest first (the id may contain `/`)",
+            "parameters": [_id("document_id")],
+            "responses": {"200": _json("DocumentWithTasks"), **_errors(401, 404)},
+        },
         "delete": {
-        "summary": "Remove a document's chunks and records", "parameters": [_id("document_id")],
-        "responses": {"204": {"description": "Removed"}, **_errors(401, 404)}}},
-    "/api/documents/reindex": {"post": {
-        "summary": "Run documents again from their stored originals under the current "
-                   "pipeline version: `{\"document_ids\": [...]}` or `{\"all\": true}`, "
-                   "`force` (also those already indexed under it), `priority` (bulk by "
-                   "default). A batch like an upload's; each document stays findable from its "
-                   "previous version until its new one is indexed. A document has one re-index "
-                   "waiting at most: a forced one while its task is pending, retrying or "
-                   "running answers that task as a duplicate. `all` leaves out, in `rejected` "
-                   "(`last_run_failed`), documents whose last run failed unless `force` (409 "
-                   "`nothing_to_reindex` when that leaves none), and answers 429 without "
-                   "reading further once the library is more than the queue has room for",
-        "requestBody": {"required": True, "content": {"application/json": {"schema": {
-            "type": "object", "properties": {
-                "document_ids": {"type": "array", "items": {"type": "string"}},
-                "all": {"type": "boolean"}, "force": {"type": "boolean"},
-                "priority": {"type": "string", "enum": list(PRIORITIES)}}}}}},
-        "responses": {"202": _json(_LIST, "Accepted: the batch and its task ids"),
-                      **_errors(400, 401, 404, 409, 429, 503)}}},
-    "/api/originals/{document_id}": {"get": {
-        "summary": "The document's current version as uploaded: an attachment with its file "
-                   "name and detected media type (the id may contain `/`)",
-        "parameters": [_id("document_id")],
-        "responses": {"200": {"description": "The stored bytes",
-                              "content": {"application/octet-stream": {
-                                  "schema": {"type": "string", "format": "binary"}}}},
-                      **_errors(401, 404)}}},
-    "/api/batches": {"get": {
-        "summary": "Recent batches, newest first", "parameters": [_query("offset"),
-                                                                  _query("limit")],
-        "responses": {"200": _json(_LIST), **_errors(400, 401)}}},
-    "/api/batches/{batch_id}": {"get": {
-        "summary": "A batch with every task", "parameters": [_id("batch_id")],
-        "responses": {"200": _json("Batch"), "304": {"description": "Not modified"},
-                      **_errors(401, 404), **_TOO_MANY_READS}}},
-    "/api/batches/{batch_id}/events": {"get": {
-        "summary": "The batch's changes as Server-Sent Events (a bounded stream)",
-        "parameters": [_id("batch_id")],
-        "responses": {"200": {"description": "text/event-stream",
-                              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                      **_errors(401, 404), **_TOO_MANY_READS}}},
-    "/api/batches/{batch_id}/retry-failed": {"post": {
-        "summary": "Retry the batch's retryable failed tasks", "parameters": [_id("batch_id")],
-        "responses": {"202": _json(_LIST, "{retried, skipped}"), **_errors(401, 404)}}},
-    "/api/batches/{batch_id}/cancel": {"post": {
-        "summary": "Cancel the batch's cancelable tasks", "parameters": [_id("batch_id")],
-        "responses": {"202": _json(_LIST, "{canceled}"), **_errors(401, 404)}}},
-    "/api/tasks/{task_id}": {"get": {
-        "summary": "One task", "parameters": [_id("task_id")],
-        "responses": {"200": _json("Task"), "304": {"description": "Not modified"},
-                      **_errors(401, 404)}}},
-    "/api/tasks/{task_id}/chunks": {"get": {
-        "summary": "A succeeded task's chunks with their locations, paged (limit ≤ 100)",
-        "parameters": [_id("task_id"), _query("offset"), _query("limit")],
-        "responses": {"200": _json("Chunks"), "304": {"description": "Not modified"},
-                      **_errors(400, 401, 404, 409)}}},
-    "/api/tasks/{task_id}/retry": {"post": {
-        "summary": "A new run of the same task", "parameters": [_id("task_id")],
-        "responses": _CHANGE}},
-    "/api/tasks/{task_id}/cancel": {"post": {
-        "summary": "Cancel a pending, retrying or running task", "parameters": [_id("task_id")],
-        "responses": _CHANGE}},
-    "/api/failed": {"get": {
-        "summary": "Dead letters, newest first (all=1: every tenant's, operators only)",
-        "parameters": [_query("offset"), _query("limit"), _query("all", "string")],
-        "responses": {"200": _json(_LIST), "304": {"description": "Not modified"},
-                      **_errors(401, 403)}}},
-    "/api/webhooks/deliveries": {"get": {
-        "summary": "The tenant's recent webhook events and their deliveries, newest first",
-        "parameters": [_query("offset"), _query("limit")],
-        "responses": {"200": _json("Deliveries"), "304": {"description": "Not modified"},
-                      **_errors(400, 401)}}},
-    "/api/search": {"get": {
-        "summary": "Top-k chunks of succeeded documents",
-        "parameters": [
-            _query("q", "string", True),
-            {**_query("k"), "schema": {"type": "integer", "minimum": 1,
-                                       "maximum": MAX_SEARCH_K, "default": 10}},
-            {**_query("mode", "string"), "schema": {"type": "string", "enum": list(SEARCH_MODES)},
-             "description": "the ranking; absent: hybrid where dense vectors exist, else "
-                            "lexical (a mode that cannot be served answers lexical, with a "
-                            "notice)"}],
-        "responses": {"200": _json("SearchResults"), **_errors(400, 401),
-                      **_later(429, "too_many_searches: the tenant's searches at once; or "
-                                    "too_many_failures"),
-                      **_later(503, "search_timeout: a read replica did not finish it")}}},
-    "/api/health": {"get": {
-        "summary": "Redis, workers, queue depths, scheduler, and each dependency's state",
-        "responses": {"200": _json("Health", "The queue's Redis answers (status ok or "
-                                             "degraded)"),
-                      "503": _json("Error", "The queue's Redis is down")}}},
-    "/api/openapi.json": {"get": {"summary": "This document",
-                                  "responses": {"200": _json(_LIST)}}},
-    "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
-        "description": "Prometheus text format",
-        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "summary": "Remove a document's chunks and records",
+            "parameters": [_id("document_id")],
+            "responses": {"204": {"description": "Removed"}, **_errors(401, 404)},
+        },
+    },
+    "/api/documents/reindex": {
+        "post": {
+            "summary": "Run documents again from their stored originals under the current "
+            'pipeline version: `{"document_ids": [...]}` or `{"all": true}`, '
+            "`force` (also those already indexed under it), `priority` (bulk by "
+            "default). A batch like an upload's; each document stays findable from its "
+            "previous version until its new one is indexed. A document has one re-index "
+            "waiting at most: a forced one while its task is pending, retrying or "
+            "running answers that task as a duplicate. `all` leaves out, in `rejected` "
+            "(`last_run_failed`), documents whose last run failed unless `force` (409 "
+            "`nothing_to_reindex` when that leaves none), and answers 429 without "
+            "reading further once the library is more than the queue has room for",
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "document_ids": {"type": "array", "items": {"type": "string"}},
+                                "all": {"type": "boolean"},
+                                "force": {"type": "boolean"},
+                                "priority": {"type": "string", "enum": list(PRIORITIES)},
+                            },
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "202": _json(_LIST, "Accepted: the batch and its task ids"),
+                **_errors(400, 401, 404, 409, 429, 503),
+            },
+        }
+    },
+    "/api/originals/{document_id}": {
+        "get": {
+            "summary": "The document's current version as uploaded: an attachment with its file "
+            "name and detected media type (the id may contain `/`)",
+            "parameters": [_id("document_id")],
+            "responses": {
+                "200": {
+                    "description": "The stored bytes",
+                    "content": {
+                        "application/octet-stream": {
+                            "schema": {"type": "string", "format": "binary"}
+                        }
+                    },
+                },
+                **_errors(401, 404),
+            },
+        }
+    },
+    "/api/batches": {
+        "get": {
+            "summary": "Recent batches, newest first",
+            "parameters": [_query("offset"), _query("limit")],
+            "responses": {"200": _json(_LIST), **_errors(400, 401)},
+        }
+    },
+    "/api/batches/{batch_id}": {
+        "get": {
+            "summary": "A batch with every task",
+            "parameters": [_id("batch_id")],
+            "responses": {
+                "200": _json("Batch"),
+                "304": {"description": "Not modified"},
+                **_errors(401, 404),
+                **_TOO_MANY_READS,
+            },
+        }
+    },
+    "/api/batches/{batch_id}/events": {
+        "get": {
+            "summary": "The batch's changes as Server-Sent Events (a bounded stream)",
+            "parameters": [_id("batch_id")],
+            "responses": {
+                "200": {
+                    "description": "text/event-stream",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                },
+                **_errors(401, 404),
+                **_TOO_MANY_READS,
+            },
+        }
+    },
+    "/api/batches/{batch_id}/retry-failed": {
+        "post": {
+            "summary": "Retry the batch's retryable failed tasks",
+            "parameters": [_id("batch_id")],
+            "responses": {"202": _json(_LIST, "{retried, skipped}"), **_errors(401, 404)},
+        }
+    },
+    "/api/batches/{batch_id}/cancel": {
+        "post": {
+            "summary": "Cancel the batch's cancelable tasks",
+            "parameters": [_id("batch_id")],
+            "responses": {"202": _json(_LIST, "{canceled}"), **_errors(401, 404)},
+        }
+    },
+    "/api/tasks/{task_id}": {
+        "get": {
+            "summary": "One task",
+            "parameters": [_id("task_id")],
+            "responses": {
+                "200": _json("Task"),
+                "304": {"description": "Not modified"},
+                **_errors(401, 404),
+            },
+        }
+    },
+    "/api/tasks/{task_id}/chunks": {
+        "get": {
+            "summary": "A succeeded task's chunks with their locations, paged (limit ≤ 100)",
+            "parameters": [_id("task_id"), _query("offset"), _query("limit")],
+            "responses": {
+                "200": _json("Chunks"),
+                "304": {"description": "Not modified"},
+                **_errors(400, 401, 404, 409),
+            },
+        }
+    },
+    "/api/tasks/{task_id}/retry": {
+        "post": {
+            "summary": "A new run of the same task",
+            "parameters": [_id("task_id")],
+            "responses": _CHANGE,
+        }
+    },
+    "/api/tasks/{task_id}/cancel": {
+        "post": {
+            "summary": "Cancel a pending, retrying or running task",
+            "parameters": [_id("task_id")],
+            "responses": _CHANGE,
+        }
+    },
+    "/api/failed": {
+        "get": {
+            "summary": "Dead letters, newest first (all=1: every tenant's, operators only)",
+            "parameters": [_query("offset"), _query("limit"), _query("all", "string")],
+            "responses": {
+                "200": _json(_LIST),
+                "304": {"description": "Not modified"},
+                **_errors(401, 403),
+            },
+        }
+    },
+    "/api/webhooks/deliveries": {
+        "get": {
+            "summary": "The tenant's recent webhook events and their deliveries, newest first",
+            "parameters": [_query("offset"), _query("limit")],
+            "responses": {
+                "200": _json("Deliveries"),
+                "304": {"description": "Not modified"},
+                **_errors(400, 401),
+            },
+        }
+    },
+    "/api/search": {
+        "get": {
+            "summary": "Top-k chunks of succeeded documents",
+            "parameters": [
+                _query("q", "string", True),
+                {
+                    **_query("k"),
+                    "schema": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_SEARCH_K,
+                        "default": 10,
+                    },
+                },
+                {
+                    **_query("mode", "string"),
+                    "schema": {"type": "string", "enum": list(SEARCH_MODES)},
+                    "description": "the ranking; absent: hybrid where dense vectors exist, else "
+                    "lexical (a mode that cannot be served answers lexical, with a "
+                    "notice)",
+                },
+            ],
+            "responses": {
+                "200": _json("SearchResults"),
+                **_errors(400, 401),
+                **_later(
+                    429, "too_many_searches: the tenant's searches at once; or too_many_failures"
+                ),
+                **_later(503, "search_timeout: a read replica did not finish it"),
+            },
+        }
+    },
+    "/api/health": {
+        "get": {
+            "summary": "Redis, workers, queue depths, scheduler, and each dependency's state",
+            "responses": {
+                "200": _json("Health", "The queue's Redis answers (status ok or degraded)"),
+                "503": _json("Error", "The queue's Redis is down"),
+            },
+        }
+    },
+    "/api/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json(_LIST)}}},
+    "/metrics": {
+        "get": {
+            "summary": "Prometheus metrics",
+            "responses": {
+                "200": {
+                    "description": "Prometheus text format",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
+        }
+    },
 }
 
 

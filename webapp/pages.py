@@ -10,9 +10,23 @@ from functools import partial
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from jobs import (BATCH_LIVE, EXTENSIONS, MAX_SEARCH_K, SEARCH_MODES, STATUSES, TERMINAL,
-                  LimitReached, NoChunks, NotNow, NotReplicated, SearchTimedOut,
-                  StorageUnavailable, Throttled, held_logs, write_logs)
+from jobs import (
+    BATCH_LIVE,
+    EXTENSIONS,
+    MAX_SEARCH_K,
+    SEARCH_MODES,
+    STATUSES,
+    TERMINAL,
+    LimitReached,
+    NoChunks,
+    NotNow,
+    NotReplicated,
+    SearchTimedOut,
+    StorageUnavailable,
+    Throttled,
+    held_logs,
+    write_logs,
+)
 from webapp import display, tenancy
 from webapp.extensions import intake, settings
 from webapp.redirects import local_path
@@ -29,8 +43,7 @@ SEARCH_MODE_NAMES = {"hybrid": "words and meaning", "lexical": "words", "dense":
 @bp.get("/")
 def index() -> str:
     batches = intake().batches.recent(tenancy.current_tenant(), limit=20)["batches"]
-    return render_template("upload.html", batches=batches, limits=settings(),
-                           accept=EXTENSIONS)
+    return render_template("upload.html", batches=batches, limits=settings(), accept=EXTENSIONS)
 
 
 @bp.post("/upload")

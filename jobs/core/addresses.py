@@ -2,6 +2,7 @@
 passes through argv, environments and the dashboard; and any address as a message may show it,
 without its password (`display_url`, the one every layer uses). Pure: it connects to nothing,
 so settings can resolve REDIS_SENTINELS without importing a Redis client."""
+
 from __future__ import annotations
 
 from urllib.parse import quote, urlsplit, urlunsplit

@@ -47,8 +47,12 @@ def observe_steps(pipe: Pipeline, steps: Iterable[dict[str, Any]], attempt: int)
         buckets.append(f"{name}|+Inf")
         sums += [f"{name}|sum", max(seconds, 0.0)]
     if sums:
-        _OBSERVE(pipe, keys={"histogram": keys.step_metrics()}, args={"sums": len(sums) // 2},
-                 rest=[*sums, *buckets])
+        _OBSERVE(
+            pipe,
+            keys={"histogram": keys.step_metrics()},
+            args={"sums": len(sums) // 2},
+            rest=[*sums, *buckets],
+        )
 
 
 def read(connection: Redis) -> tuple[dict[str, int], dict[str, float]]:

@@ -35,14 +35,16 @@ How a script is called:
 
 `send` is Intake's only handling of NoScriptError; nothing else sends a script's text.
 """
+
 from __future__ import annotations
 
 import contextvars
 import hashlib
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
@@ -50,15 +52,16 @@ from redis.commands.core import Script as RedisScript
 from redis.exceptions import NoScriptError
 
 #: What `{{NAME}}` may be rendered from.
-Rendered = Union[str, int, float, Sequence[str]]
+Rendered = str | int | float | Sequence[str]
 
 _DECLARED = re.compile(r"^--!\s*(keys|args|include):(.*)$", re.M)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
-_BY_SHA: dict[str, "Script"] = {}  # every script loaded, by its sha (the floor plan test)
+_BY_SHA: dict[str, Script] = {}  # every script loaded, by its sha (the floor plan test)
 #: The scripts `Script.queue` queued while `send` builds its pipeline.
-_QUEUED: contextvars.ContextVar[set["Script"] | None] = contextvars.ContextVar(
-    "intake_queued_scripts", default=None)
+_QUEUED: contextvars.ContextVar[set[Script] | None] = contextvars.ContextVar(
+    "intake_queued_scripts", default=None
+)
 
 
 class ScriptCallError(TypeError):
@@ -78,10 +81,12 @@ def _literal(value: Rendered) -> str:
 def render(text: str, names: Mapping[str, Rendered]) -> str:
     """`{{NAME}}` replaced by the Lua literal of `names[NAME]`; a name not given is an error
     at load, not a nil at run time."""
+
     def one(match: re.Match[str]) -> str:
         if match.group(1) not in names:
             raise KeyError(f"{{{{{match.group(1)}}}}} is not among the names given")
         return _literal(names[match.group(1)])
+
     return _PLACEHOLDER.sub(one, text)
 
 
@@ -113,26 +118,39 @@ class Script:
     sha: str = ""
     _redis_py: RedisScript | None = field(default=None, repr=False)
 
-    def slots(self, keys: Mapping[str, Any] | None = None,
-              args: Mapping[str, Any] | None = None, more_keys: Sequence[Any] = (),
-              rest: Sequence[Any] = ()) -> tuple[list[Any], list[Any]]:
+    def slots(
+        self,
+        keys: Mapping[str, Any] | None = None,
+        args: Mapping[str, Any] | None = None,
+        more_keys: Sequence[Any] = (),
+        rest: Sequence[Any] = (),
+    ) -> tuple[list[Any], list[Any]]:
         """KEYS and ARGV in the declared order; ScriptCallError names what is missing or
         unknown (a misspelt name would otherwise shift every slot after it)."""
-        return (self._ordered("keys", self.keys, keys or {}) + list(more_keys),
-                self._ordered("args", self.args, args or {}) + list(rest))
+        return (
+            self._ordered("keys", self.keys, keys or {}) + list(more_keys),
+            self._ordered("args", self.args, args or {}) + list(rest),
+        )
 
-    def _ordered(self, kind: str, declared: tuple[str, ...],
-                 given: Mapping[str, Any]) -> list[Any]:
+    def _ordered(self, kind: str, declared: tuple[str, ...], given: Mapping[str, Any]) -> list[Any]:
         missing = [name for name in declared if name not in given]
         unknown = [name for name in given if name not in declared]
         if missing or unknown:
-            raise ScriptCallError(f"script {self.name}: {kind} missing {missing}, "
-                                  f"unknown {unknown} (declared: {' '.join(declared)})")
+            raise ScriptCallError(
+                f"script {self.name}: {kind} missing {missing}, "
+                f"unknown {unknown} (declared: {' '.join(declared)})"
+            )
         return [given[name] for name in declared]
 
-    def __call__(self, client: Redis | Pipeline, keys: Mapping[str, Any] | None = None,
-                 args: Mapping[str, Any] | None = None, *, more_keys: Sequence[Any] = (),
-                 rest: Sequence[Any] = ()) -> Any:
+    def __call__(
+        self,
+        client: Redis | Pipeline,
+        keys: Mapping[str, Any] | None = None,
+        args: Mapping[str, Any] | None = None,
+        *,
+        more_keys: Sequence[Any] = (),
+        rest: Sequence[Any] = (),
+    ) -> Any:
         """redis-py's `Script.__call__`: on a client, EVALSHA that reloads on NOSCRIPT; on a
         pipeline, EVALSHA checked by SCRIPT EXISTS when the pipeline is sent."""
         key_slots, arg_slots = self.slots(keys, args, more_keys, rest)
@@ -140,9 +158,15 @@ class Script:
             self._redis_py = RedisScript(client, self.source)
         return self._redis_py(keys=key_slots, args=arg_slots, client=client)
 
-    def queue(self, pipe: Pipeline, keys: Mapping[str, Any] | None = None,
-              args: Mapping[str, Any] | None = None, *, more_keys: Sequence[Any] = (),
-              rest: Sequence[Any] = ()) -> None:
+    def queue(
+        self,
+        pipe: Pipeline,
+        keys: Mapping[str, Any] | None = None,
+        args: Mapping[str, Any] | None = None,
+        *,
+        more_keys: Sequence[Any] = (),
+        rest: Sequence[Any] = (),
+    ) -> None:
         """EVALSHA on `pipe`, without redis-py's SCRIPT EXISTS first: only inside the `build`
         of `send`, which loads the script and sends the pipeline again on NOSCRIPT."""
         queued = _QUEUED.get()
@@ -168,14 +192,20 @@ def load(owner: str, name: str, names: Mapping[str, Rendered] | None = None) -> 
     declared = _declared(text)
     body = render(text, names or {})
     source = _locals(declared["keys"], "KEYS") + _locals(declared["args"], "ARGV") + body
-    script = Script(name, tuple(declared["keys"]), tuple(declared["args"]), source,
-                    hashlib.sha1(source.encode("utf-8")).hexdigest())  # redis-py's encoding
+    script = Script(
+        name,
+        tuple(declared["keys"]),
+        tuple(declared["args"]),
+        source,
+        hashlib.sha1(source.encode("utf-8")).hexdigest(),
+    )  # redis-py's encoding
     _BY_SHA[script.sha] = script
     return script
 
 
-def send(connection: Redis, build: Callable[[Pipeline], None], *,
-         raise_on_error: bool = True) -> list[Any]:
+def send(
+    connection: Redis, build: Callable[[Pipeline], None], *, raise_on_error: bool = True
+) -> list[Any]:
     """A pipeline (not a MULTI) that `build` queues, sent in one round trip; when a script's
     reply is NOSCRIPT, the scripts `build` queued (`Script.queue`) are loaded and the pipeline
     is built and sent once more. Returns its replies.

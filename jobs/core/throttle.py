@@ -60,9 +60,11 @@ class SearchSlots:
     def take(self, tenant: str) -> str:
         """A slot's token, or Throttled (429 too_many_searches) when every slot is taken."""
         token = uuid.uuid4().hex
-        taken, wait_ms = _TAKE_SLOT(self.connection, keys={"slots": keys.search_slots(tenant)},
-                                    args={"limit": self.limit, "lease_ms": self.lease_ms,
-                                          "token": token})
+        taken, wait_ms = _TAKE_SLOT(
+            self.connection,
+            keys={"slots": keys.search_slots(tenant)},
+            args={"limit": self.limit, "lease_ms": self.lease_ms, "token": token},
+        )
         if not taken:
             # A slot frees when a search ends, most often within a second; the lease is the
             # worst case, not the hint.
@@ -102,8 +104,11 @@ class ExpensiveReads:
 
     def charge(self, tenant: str, what: str) -> None:
         """Count one read before it is done; Throttled (429 too_many_reads) past the limit."""
-        count, left = _COUNT(self.connection, keys={"counter": keys.expensive_reads(tenant)},
-                             args={"window_ms": self.window_ms, "amount": 1})
+        count, left = _COUNT(
+            self.connection,
+            keys={"counter": keys.expensive_reads(tenant)},
+            args={"window_ms": self.window_ms, "amount": 1},
+        )
         if int(count) > self.limit:
             raise Throttled(
                 "too_many_reads",
@@ -137,5 +142,8 @@ class AuthFailures:
 
     def failed(self, client: str) -> None:
         """One more failure of `client`."""
-        _COUNT(self.connection, keys={"counter": keys.auth_failures(client)},
-               args={"window_ms": self.window_ms, "amount": 1})
+        _COUNT(
+            self.connection,
+            keys={"counter": keys.auth_failures(client)},
+            args={"window_ms": self.window_ms, "amount": 1},
+        )

@@ -92,8 +92,12 @@ class EmbeddingBudget:
         self.concurrency = concurrency
         self.lease_ms = max(1, int(lease_seconds * 1000))
         self.window_ms = max(1, int(window_seconds * 1000))
-        self._keys = (keys.embedding_window(), keys.embedding_holders(),
-                      keys.embedding_pause(), keys.embedding_batch_limit())
+        self._keys = (
+            keys.embedding_window(),
+            keys.embedding_holders(),
+            keys.embedding_pause(),
+            keys.embedding_batch_limit(),
+        )
 
     @classmethod
     def from_settings(
@@ -120,9 +124,16 @@ class EmbeddingBudget:
             return self._unlimited()
         token = uuid.uuid4().hex
         go, wait_ms, reason, limit, paused_by = _ADMIT(
-            self.connection, keys=dict(zip(("log", "holders", "pause", "batch_limit"), self._keys)),
-            args={"rpm_limit": self.rpm, "concurrency_limit": self.concurrency,
-                  "lease_ms": self.lease_ms, "window_ms": self.window_ms, "token": token})
+            self.connection,
+            keys=dict(zip(("log", "holders", "pause", "batch_limit"), self._keys)),
+            args={
+                "rpm_limit": self.rpm,
+                "concurrency_limit": self.concurrency,
+                "lease_ms": self.lease_ms,
+                "window_ms": self.window_ms,
+                "token": token,
+            },
+        )
         if go:
             return Admission(token, batch_limit=int(limit))
         return Admission(None, int(wait_ms) / 1000, _text(reason), paused_by=_text(paused_by))
@@ -148,8 +159,11 @@ class EmbeddingBudget:
     def hold_off(self, seconds: float, reason: str) -> None:
         """No request of anyone for `seconds` (the longest pause asked for wins)."""
         if seconds > 0:
-            _HOLD_OFF(self.connection, keys={"pause": self._keys[2]},
-                      args={"ms": math.ceil(seconds * 1000), "asked_by": reason})
+            _HOLD_OFF(
+                self.connection,
+                keys={"pause": self._keys[2]},
+                args={"ms": math.ceil(seconds * 1000), "asked_by": reason},
+            )
 
     def limit_batch(self, size: int) -> None:
         self.connection.set(self._keys[3], max(1, int(size)), ex=BATCH_LIMIT_SECONDS)

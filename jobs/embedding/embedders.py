@@ -20,8 +20,9 @@ import contextlib
 import math
 import re
 import time
+from collections.abc import Iterator, Sequence
 from email.utils import parsedate_to_datetime
-from typing import Any, ContextManager, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import requests

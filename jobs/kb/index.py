@@ -130,11 +130,15 @@ def stage(
     lexical = TERMS.count(doc.texts)  # a chunk's search terms: made here, and only here
     size = (len(doc.texts) + 7) // 8 * 8 or 8
     tenant = doc.tenant
-    stop, reference = _RESERVE(connection, keys={"next_chunk": keys.kb_next_chunk(tenant),
-                                                 "staged": keys.kb_staged(tenant),
-                                                 "stats": keys.kb_lexical_stats(tenant)},
-                               args={"size": size, "now": time.time(),
-                                     "reference": postings.REFERENCE_LENGTH})
+    stop, reference = _RESERVE(
+        connection,
+        keys={
+            "next_chunk": keys.kb_next_chunk(tenant),
+            "staged": keys.kb_staged(tenant),
+            "stats": keys.kb_lexical_stats(tenant),
+        },
+        args={"size": size, "now": time.time(), "reference": postings.REFERENCE_LENGTH},
+    )
     stop, reference = int(stop), float(reference)
     first = stop - size
     run = f"{first}:{stop}"
@@ -227,9 +231,15 @@ def write_lexical(
             pipe.hset(rows_key, mapping={first + n: encoded.rows[n] for n in range(start, stop)})
             if texts is not None:
                 digest, chunk_texts, locations = texts
-                pipe.hset(texts_key, mapping={
-                    first + n: json.dumps([digest, n, chunk_texts[n], locations[n]],
-                                          ensure_ascii=False) for n in range(start, stop)})
+                pipe.hset(
+                    texts_key,
+                    mapping={
+                        first + n: json.dumps(
+                            [digest, n, chunk_texts[n], locations[n]], ensure_ascii=False
+                        )
+                        for n in range(start, stop)
+                    },
+                )
             _count_terms(pipe, stats, 1, stop - start, length, terms)
             if together and groups:
                 _append_postings(pipe, tenant, groups)
@@ -321,10 +331,17 @@ def check_chunk_limit(
     Its own earlier version is replaced, so only the difference counts. Deleting documents
     makes room; a Retry then indexes this one without parsing or embedding it again.
     """
-    held, previous, total = (int(v) for v in _HELD(
-        reader, keys={"tenant_chunks": keys.tenant_chunks(tenant),
-                      "doc": keys.kb_document(tenant, document_id),
-                      "all_chunks": keys.kb_total_chunks()}))
+    held, previous, total = (
+        int(v)
+        for v in _HELD(
+            reader,
+            keys={
+                "tenant_chunks": keys.tenant_chunks(tenant),
+                "doc": keys.kb_document(tenant, document_id),
+                "all_chunks": keys.kb_total_chunks(),
+            },
+        )
+    )
     if held - previous + chunks > limit:
         raise PermanentError(
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "
@@ -392,35 +409,60 @@ def queue_removal(pipe: Pipeline, tenant: str, document_id: str) -> None:
     removal(pipe, tenant, document_id)
 
 
-def removal(target: Redis | Pipeline, tenant: str, document_id: str, *,
-            tombstone: bool = False) -> Any:
+def removal(
+    target: Redis | Pipeline, tenant: str, document_id: str, *, tombstone: bool = False
+) -> Any:
     """The removal script, sent (a client) or queued (a pipeline); its reply is 1 when there
     was a document. The caller collects the garbage afterwards."""
-    return _REMOVE(target, keys={
-        "doc": keys.kb_document(tenant, document_id), "docs": keys.kb_documents(tenant),
-        "generation": keys.kb_generation(tenant), "tenant_chunks": keys.tenant_chunks(tenant),
-        "live": keys.kb_live(tenant), "staged": keys.kb_staged(tenant),
-        "garbage": keys.kb_garbage(tenant), "all_chunks": keys.kb_total_chunks(),
-        "next_chunk": keys.kb_next_chunk(tenant)},
-        args={"tombstone_ttl": STAGED_TTL_SECONDS if tombstone else ""})
+    return _REMOVE(
+        target,
+        keys={
+            "doc": keys.kb_document(tenant, document_id),
+            "docs": keys.kb_documents(tenant),
+            "generation": keys.kb_generation(tenant),
+            "tenant_chunks": keys.tenant_chunks(tenant),
+            "live": keys.kb_live(tenant),
+            "staged": keys.kb_staged(tenant),
+            "garbage": keys.kb_garbage(tenant),
+            "all_chunks": keys.kb_total_chunks(),
+            "next_chunk": keys.kb_next_chunk(tenant),
+        },
+        args={"tombstone_ttl": STAGED_TTL_SECONDS if tombstone else ""},
+    )
 
 
 def _flip(target: Redis | Pipeline, flip_keys: Any, flip_args: Any, keep: str) -> Any:
     """The flip script with a StagedDocument's keys and arguments, in the order it declares
     them (kept so, in that order, by a pending flip: jobs.kb.pending_flips)."""
-    return _FLIP(target, keys=dict(zip(_FLIP.keys, flip_keys)),
-                 args=dict(zip(_FLIP.args, [*flip_args, keep])))
+    return _FLIP(
+        target,
+        keys=dict(zip(_FLIP.keys, flip_keys)),
+        args=dict(zip(_FLIP.args, [*flip_args, keep])),
+    )
 
 
 def _discard(connection: Redis, tenant: str, run: str) -> None:
-    _DISCARD(connection, keys={"staged": keys.kb_staged(tenant),
-                               "garbage": keys.kb_garbage(tenant)}, args={"run": run})
+    _DISCARD(
+        connection,
+        keys={"staged": keys.kb_staged(tenant), "garbage": keys.kb_garbage(tenant)},
+        args={"run": run},
+    )
 
 
-def _count_terms(pipe: Pipeline, stats: tuple[str, str], direction: int, chunks: int,
-                 length: int, terms: list[Any]) -> None:
-    _COUNT_TERMS(pipe, keys={"frequencies": stats[0], "stats": stats[1]},
-                 args={"direction": direction, "chunks": chunks, "length": length}, rest=terms)
+def _count_terms(
+    pipe: Pipeline,
+    stats: tuple[str, str],
+    direction: int,
+    chunks: int,
+    length: int,
+    terms: list[Any],
+) -> None:
+    _COUNT_TERMS(
+        pipe,
+        keys={"frequencies": stats[0], "stats": stats[1]},
+        args={"direction": direction, "chunks": chunks, "length": length},
+        rest=terms,
+    )
 
 
 def flip(connection: Redis, flip_keys: list[str], flip_args: list[Any]) -> bool:
@@ -606,12 +648,20 @@ def ensure_chunk_counts(connection: Redis) -> None:
         tenant = key.decode()[len(head) : -len(tail)]
         tenants.append(tenant)
         if not connection.exists(keys.tenant_chunks(tenant)):
-            _COUNT_TENANT(connection, keys={"tenant_chunks": keys.tenant_chunks(tenant),
-                                            "all_chunks": keys.kb_total_chunks()},
-                          args={"chunks": _count_documents(connection, key)})
+            _COUNT_TENANT(
+                connection,
+                keys={
+                    "tenant_chunks": keys.tenant_chunks(tenant),
+                    "all_chunks": keys.kb_total_chunks(),
+                },
+                args={"chunks": _count_documents(connection, key)},
+            )
     if not connection.exists(keys.kb_total_chunks()):
-        _COUNT_TOTAL(connection, keys={"all_chunks": keys.kb_total_chunks()},
-                     more_keys=[keys.tenant_chunks(tenant) for tenant in tenants])
+        _COUNT_TOTAL(
+            connection,
+            keys={"all_chunks": keys.kb_total_chunks()},
+            more_keys=[keys.tenant_chunks(tenant) for tenant in tenants],
+        )
 
 
 def _count_documents(connection: Redis, documents_key: bytes) -> int:

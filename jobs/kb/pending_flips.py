@@ -68,7 +68,8 @@ def apply_left(kb: Redis, queue: Redis, older_than: float = APPLY_AFTER_SECONDS)
             continue
         index.flip(kb, record["keys"], record["args"])
         # Only this record: a delete may have removed it (and left a tombstone) meanwhile.
-        _FORGET(queue, keys={"records": keys.pending_flips()},
-                args={"task_id": task_id, "record": raw})
+        _FORGET(
+            queue, keys={"records": keys.pending_flips()}, args={"task_id": task_id, "record": raw}
+        )
         applied += 1
     return applied

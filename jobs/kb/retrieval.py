@@ -29,7 +29,7 @@ from typing import Any
 from redis import Redis
 
 from jobs.core import keys, scripts
-from jobs.kb.postings import B, DELTA, K1, bucket_name, query_terms
+from jobs.kb.postings import DELTA, K1, B, bucket_name, query_terms
 from jobs.text.terms import SparseRows
 
 #: Most chunks one lexical search scores (each is one row read and a few string finds, ~5 µs),
@@ -41,14 +41,17 @@ BUDGET_PER_HIT = 20
 CALL_BUDGET = 4096
 BLOCK = 256  # chunk ids read per GETRANGE
 
+
 # The two searches, each with the part they share (retrieval_hydrate.lua): the primary's keep
 # BITFIELD, which every Redis runs, fakeredis's included; a read replica (INTAKE_KB_REPLICA_URLS)
 # refuses BITFIELD, which may write, even with only GETs, so its scripts read the live bits with
 # BITFIELD_RO (Redis 6.2+), which only reads.
 def _searches(bitfield: str) -> tuple[scripts.Script, scripts.Script]:
     names: dict[str, scripts.Rendered] = {"BLOCK": BLOCK, "BITFIELD": bitfield}
-    return (scripts.load(__file__, "retrieval_lexical", names),
-            scripts.load(__file__, "retrieval_dense", names))
+    return (
+        scripts.load(__file__, "retrieval_lexical", names),
+        scripts.load(__file__, "retrieval_dense", names),
+    )
 
 
 _LEXICAL, _DENSE = _searches("BITFIELD")
@@ -105,20 +108,36 @@ class Retriever:
         terms_args: list[Any] = []
         for bucket, count in terms:
             terms_args += [bucket, count]
-        declared = {"stats_hash": keys.kb_lexical_stats(tenant),
-                    "frequencies": keys.kb_term_chunks(tenant), "live": keys.kb_live(tenant),
-                    "chunk_rows": keys.kb_rows(tenant), "chunk_texts": keys.kb_texts(tenant)}
-        levels = [keys.kb_levels(tenant, bucket_name(int.from_bytes(bucket, "big")))
-                  for bucket, _ in terms]
+        declared = {
+            "stats_hash": keys.kb_lexical_stats(tenant),
+            "frequencies": keys.kb_term_chunks(tenant),
+            "live": keys.kb_live(tenant),
+            "chunk_rows": keys.kb_rows(tenant),
+            "chunk_texts": keys.kb_texts(tenant),
+        }
+        levels = [
+            keys.kb_levels(tenant, bucket_name(int.from_bytes(bucket, "big")))
+            for bucket, _ in terms
+        ]
         state, total = "", 0
         while True:
             last = total + per_call >= budget
             status, scored, reply = self._lexical(
-                self.connection, keys=declared, more_keys=levels,
-                args={"tenant_prefix": keys.kb_prefix(tenant), "wanted": k,
-                      "scoring_budget": per_call, "bm25_k1": K1, "bm25_b": B, "bm25_delta": DELTA,
-                      "last_call": "1" if last else "0", "saved_state": state},
-                rest=terms_args)
+                self.connection,
+                keys=declared,
+                more_keys=levels,
+                args={
+                    "tenant_prefix": keys.kb_prefix(tenant),
+                    "wanted": k,
+                    "scoring_budget": per_call,
+                    "bm25_k1": K1,
+                    "bm25_b": B,
+                    "bm25_delta": DELTA,
+                    "last_call": "1" if last else "0",
+                    "saved_state": state,
+                },
+                rest=terms_args,
+            )
             total += int(scored)
             if status != 2:
                 return Found(_answers(reply), status == 1, total)
@@ -133,7 +152,11 @@ class Retriever:
         pairs: list[Any] = []
         for cid, score in found:
             pairs += [int(cid), repr(float(score))]
-        return _answers(self._dense(
-            self.connection, keys={"live": keys.kb_live(tenant),
-                                   "chunk_texts": keys.kb_texts(tenant)},
-            args={"tenant_prefix": keys.kb_prefix(tenant)}, rest=pairs))[:k]
+        return _answers(
+            self._dense(
+                self.connection,
+                keys={"live": keys.kb_live(tenant), "chunk_texts": keys.kb_texts(tenant)},
+                args={"tenant_prefix": keys.kb_prefix(tenant)},
+                rest=pairs,
+            )
+        )[:k]

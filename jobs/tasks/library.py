@@ -24,8 +24,9 @@ want an index of names, which this module does not keep.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 from redis import Redis
@@ -244,10 +245,12 @@ def _read(
 
 def _latest_rows(connection: Redis, latest_keys: list[str]) -> list[list[Any]]:
     """_LATEST over `latest_keys`, VIEW_GROUP per call, in one round trip."""
-    groups = [latest_keys[i:i + VIEW_GROUP] for i in range(0, len(latest_keys), VIEW_GROUP)]
+    groups = [latest_keys[i : i + VIEW_GROUP] for i in range(0, len(latest_keys), VIEW_GROUP)]
+
     def build(pipe: Pipeline) -> None:  # reads only: safe to send again (scripts.send)
         for group in groups:
             _LATEST.queue(pipe, args={"task_prefix": keys.TASK_PREFIX}, more_keys=group)
+
     return [row for reply in scripts.send(connection, build) for row in reply]
 
 
@@ -380,12 +383,17 @@ def _forget(connection: Redis, kb: Redis, tenant: str, document_ids: list[str]) 
     if not document_ids:
         return 0
     together = not apart(kb, connection)
+
     def build(pipe: Pipeline) -> None:  # each a ZREM on a condition: safe to send again
         for document_id in document_ids:
             named = [keys.document_latest(tenant, document_id)]
             if together:
                 named.append(keys.kb_document(tenant, document_id))
-            _FORGET.queue(pipe, keys={"documents": keys.tenant_documents(tenant)},
-                          args={"document_id": document_id}, more_keys=named)
-    return sum(int(gone) for gone in scripts.send(connection, build))
+            _FORGET.queue(
+                pipe,
+                keys={"documents": keys.tenant_documents(tenant)},
+                args={"document_id": document_id},
+                more_keys=named,
+            )
 
+    return sum(int(gone) for gone in scripts.send(connection, build))

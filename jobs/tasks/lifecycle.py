@@ -71,11 +71,17 @@ def _cancel(target: Redis | Pipeline, tenant: str, task_id: str) -> Any:
     """_CANCEL sent alone (a client) or queued in a MULTI (a pipeline, which checks the
     script exists before it is sent: a MULTI is not sent twice)."""
     move, request_id = states.CANCEL, secrets.token_hex(8)
-    return _CANCEL(target, keys={"task": keys.task(task_id)},
-                   args={"tenant": tenant, "first_job": task_id, "request_id": request_id,
-                         "sources": len(move.sources)},
-                   rest=[*move.sources,
-                         *task_record.as_argv(task_record.canceled(request_id, now_iso()))])
+    return _CANCEL(
+        target,
+        keys={"task": keys.task(task_id)},
+        args={
+            "tenant": tenant,
+            "first_job": task_id,
+            "request_id": request_id,
+            "sources": len(move.sources),
+        },
+        rest=[*move.sources, *task_record.as_argv(task_record.canceled(request_id, now_iso()))],
+    )
 
 
 def _stop_canceled(
@@ -128,9 +134,16 @@ def retry_task(
     move = states.RETRY
     for _ in range(RETRY_TRIES):
         judged = _judge_retry(connection, settings, tenant, task_id)
-        outcome = _decoded([_RETRY(connection, keys={"task": keys.task(task_id),
-                                                     "checkpoint": keys.checkpoint(task_id)},
-                                   args=judged.args, rest=judged.rest)])[0]
+        outcome = _decoded(
+            [
+                _RETRY(
+                    connection,
+                    keys={"task": keys.task(task_id), "checkpoint": keys.checkpoint(task_id)},
+                    args=judged.args,
+                    rest=judged.rest,
+                )
+            ]
+        )[0]
         if outcome != "changed":
             break
     else:
@@ -205,13 +218,22 @@ def _judge_retry(connection: Redis, settings: Settings, tenant: str, task_id: st
     gone = task_record.upload_gone(error if status == states.FAILED else None)
     document_id, original_of = ((value or b"").decode() for value in raw[-2:])
     stored = originals.stored(connection, settings, tenant, document_id, task_id, original_of)
-    args = {"tenant": tenant, "ttl": settings.retention_seconds,
-            "request_id": fields[task_record.RETRY_REQUEST], "stored": "1" if stored else "0",
-            "compared": len(expected), "gone": len(gone)}
-    rest = [*task_record.as_argv(expected), *task_record.as_argv(gone),
-            *task_record.as_argv(fields)]
-    return _JudgedRetry(status, raw[5], str(fields[task_record.JOB_ID]), job_raw or task_id,
-                        args, rest)
+    args = {
+        "tenant": tenant,
+        "ttl": settings.retention_seconds,
+        "request_id": fields[task_record.RETRY_REQUEST],
+        "stored": "1" if stored else "0",
+        "compared": len(expected),
+        "gone": len(gone),
+    }
+    rest = [
+        *task_record.as_argv(expected),
+        *task_record.as_argv(gone),
+        *task_record.as_argv(fields),
+    ]
+    return _JudgedRetry(
+        status, raw[5], str(fields[task_record.JOB_ID]), job_raw or task_id, args, rest
+    )
 
 
 def _retry_queue(recorded: bytes | None, tenant: str) -> str:
@@ -361,8 +383,7 @@ def _detach(
                 continue
         cancels = [_decoded(r) for r in replies[: len(task_ids)]]
         if separate:
-            return task_ids, cancels, bool(index.removal(kb, tenant, document_id,
-                                                         tombstone=True))
+            return task_ids, cancels, bool(index.removal(kb, tenant, document_id, tombstone=True))
         return task_ids, cancels, bool(replies[len(task_ids)])
 
 

@@ -8,7 +8,8 @@ same round trip, so a poll is one HGETALL. The record outlives RQ's job (retenti
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
@@ -87,10 +88,12 @@ def load_view_fields(connection: Redis, task_ids: list[str]) -> list[list[bytes 
     if not task_ids:
         return []
     task_keys = [keys.task(task_id) for task_id in task_ids]
-    groups = [task_keys[i:i + VIEW_GROUP] for i in range(0, len(task_keys), VIEW_GROUP)]
+    groups = [task_keys[i : i + VIEW_GROUP] for i in range(0, len(task_keys), VIEW_GROUP)]
+
     def build(pipe: Pipeline) -> None:  # reads only: safe to send again (scripts.send)
         for group in groups:
             _VIEW.queue(pipe, more_keys=group)
+
     return [row for reply in scripts.send(connection, build) for row in reply]
 
 

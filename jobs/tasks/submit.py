@@ -201,57 +201,93 @@ def submit_documents(
         digest = idempotency_digest(tenant, upload.document_id, upload.sha256, pipeline_version)
         firsts.setdefault(digest, upload)
     queue = queues.get(choose_queue(len(firsts), priority, tenant))
-    record = {"tenant": tenant, "batch_id": batch_id, "created_at": created_at,
-              "queue": queue.name, "pipeline_version": pipeline_version,
-              "trace_id": trace_id or batch_id}
-    indexed = _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()]) if (
-        kb is not None and apart(kb, connection)) else None
-    chunk_limits = (("", "") if indexed is not None else (
-        settings.tenant_chunk_limit, settings.kb_chunk_limit))
+    record = {
+        "tenant": tenant,
+        "batch_id": batch_id,
+        "created_at": created_at,
+        "queue": queue.name,
+        "pipeline_version": pipeline_version,
+        "trace_id": trace_id or batch_id,
+    }
+    indexed = (
+        _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()])
+        if (kb is not None and apart(kb, connection))
+        else None
+    )
+    chunk_limits = (
+        ("", "") if indexed is not None else (settings.tenant_chunk_limit, settings.kb_chunk_limit)
+    )
     call = _ClaimCall(
-        keys={"active": keys.active(), "tenant_active": keys.tenant_active(tenant),
-              "upload_bytes": keys.blob_bytes(),
-              "tenant_upload_bytes": keys.tenant_blob_bytes(tenant),
-              "upload_sizes": keys.tenant_blob_sizes(tenant),
-              "batch_tasks": keys.batch_tasks(batch_id), "batch": keys.batch(batch_id),
-              "tenant_batches": keys.tenant_batches(tenant),
-              "tenant_chunks": keys.tenant_chunks(tenant), "all_chunks": keys.kb_total_chunks(),
-              "documents": keys.tenant_documents(tenant), "metrics": keys.metrics(),
-              "stored_sizes": keys.tenant_stored_sizes(tenant),
-              "stored_bytes": keys.tenant_stored_bytes(tenant)},
-        args={"force": "1" if force else "0", "ttl": ttl, "task_prefix": keys.TASK_PREFIX,
-              "now": time.time(), "queue_places": settings.queue_limit,
-              "tenant_places": settings.tenant_queue_limit,
-              "blob_budget": settings.blob_budget_bytes,
-              "tenant_blob_budget": settings.tenant_blob_budget_bytes,
-              "chunk_limit": chunk_limits[0], "all_chunk_limit": chunk_limits[1],
-              "file_count": len(firsts), "batch_id": batch_id, "tenant": tenant,
-              "created_at": created_at,
-              "submitted_field": metrics.field("tasks_submitted_total", queue=queue.name),
-              "unconfirmed_field": metrics.field(replicas_.UNCONFIRMED, reason=""),
-              "live_count": len(states.LIVE), "stored_quota": settings.tenant_stored_bytes,
-              "reserved_places": settings.queue_reserve},
-        file_keys=[], rest=[*states.LIVE, states.SUCCEEDED])
+        keys={
+            "active": keys.active(),
+            "tenant_active": keys.tenant_active(tenant),
+            "upload_bytes": keys.blob_bytes(),
+            "tenant_upload_bytes": keys.tenant_blob_bytes(tenant),
+            "upload_sizes": keys.tenant_blob_sizes(tenant),
+            "batch_tasks": keys.batch_tasks(batch_id),
+            "batch": keys.batch(batch_id),
+            "tenant_batches": keys.tenant_batches(tenant),
+            "tenant_chunks": keys.tenant_chunks(tenant),
+            "all_chunks": keys.kb_total_chunks(),
+            "documents": keys.tenant_documents(tenant),
+            "metrics": keys.metrics(),
+            "stored_sizes": keys.tenant_stored_sizes(tenant),
+            "stored_bytes": keys.tenant_stored_bytes(tenant),
+        },
+        args={
+            "force": "1" if force else "0",
+            "ttl": ttl,
+            "task_prefix": keys.TASK_PREFIX,
+            "now": time.time(),
+            "queue_places": settings.queue_limit,
+            "tenant_places": settings.tenant_queue_limit,
+            "blob_budget": settings.blob_budget_bytes,
+            "tenant_blob_budget": settings.tenant_blob_budget_bytes,
+            "chunk_limit": chunk_limits[0],
+            "all_chunk_limit": chunk_limits[1],
+            "file_count": len(firsts),
+            "batch_id": batch_id,
+            "tenant": tenant,
+            "created_at": created_at,
+            "submitted_field": metrics.field("tasks_submitted_total", queue=queue.name),
+            "unconfirmed_field": metrics.field(replicas_.UNCONFIRMED, reason=""),
+            "live_count": len(states.LIVE),
+            "stored_quota": settings.tenant_stored_bytes,
+            "reserved_places": settings.queue_reserve,
+        },
+        file_keys=[],
+        rest=[*states.LIVE, states.SUCCEEDED],
+    )
     new_ids: dict[str, str] = {}
     for number, (digest, upload) in enumerate(firsts.items()):
         task_id = new_ids[digest] = new_id()
-        call.file_keys += [keys.idempotency(digest), keys.task(task_id),
-                           keys.document_tasks(tenant, upload.document_id),
-                           keys.document_latest(tenant, upload.document_id),
-                           keys.kb_document(tenant, upload.document_id)]
+        call.file_keys += [
+            keys.idempotency(digest),
+            keys.task(task_id),
+            keys.document_tasks(tenant, upload.document_id),
+            keys.document_latest(tenant, upload.document_id),
+            keys.kb_document(tenant, upload.document_id),
+        ]
         fields = _task_fields(task_id, upload, digest, settings, record)
-        call.rest += [task_id, upload.size, _claimed_index(upload, indexed, number),
-                      upload.document_id, len(fields)]
+        call.rest += [
+            task_id,
+            upload.size,
+            _claimed_index(upload, indexed, number),
+            upload.document_id,
+            len(fields),
+        ]
         call.rest += [item for pair in fields.items() for item in pair]
     if _in_one_round_trip(list(firsts.values()), settings):
         [upload] = firsts.values()
         [task_id] = new_ids.values()
-        claimed = _submit_one(connection, queues.pushed_by_claim(queue.name), settings, tenant,
-                              upload, task_id, call)
+        claimed = _submit_one(
+            connection, queues.pushed_by_claim(queue.name), settings, tenant, upload, task_id, call
+        )
         last = connection.pipeline(transaction=False)
     else:
-        claimed, last = _submit_many(connection, queue, settings, tenant, batch_id,
-                                     list(firsts.values()), call)
+        claimed, last = _submit_many(
+            connection, queue, settings, tenant, batch_id, list(firsts.values()), call
+        )
     if replicas_.reported(claimed.replicas):
         if not len(last):  # WAIT counts its own connection's writes: one of the upload's
             last.expire(keys.batch(batch_id), ttl)
@@ -304,8 +340,15 @@ def _in_one_round_trip(uploads: list[Upload], settings: Settings) -> bool:
     )
 
 
-def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                upload: Upload, task_id: str, call: _ClaimCall) -> Claimed:
+def _submit_one(
+    connection: Redis,
+    queue: Queue,
+    settings: Settings,
+    tenant: str,
+    upload: Upload,
+    task_id: str,
+    call: _ClaimCall,
+) -> Claimed:
     """One file in one round trip, which is what a person sending a file waits for: its
     original is stored first, under the task id the claim will create; then RQ's enqueue of
     the job and the claim travel together. RQ writes the job's hash; the claim pushes the job
@@ -322,11 +365,18 @@ def _submit_one(connection: Redis, queue: Queue, settings: Settings, tenant: str
         except Exception as exc:  # nothing is claimed yet: nothing to undo
             raise StorageUnavailable() from exc
     job_keys = [queue.key, Job.key_for(task_id)]
+
     def build(pipe: Pipeline) -> None:
         register_queues(pipe, tenant)
         queue.enqueue_many([job_data(task_id, settings)], pipeline=pipe)
-        _SUBMIT.queue(pipe, keys=call.keys, args=call.args,
-                      more_keys=[*call.file_keys, *job_keys], rest=call.rest)
+        _SUBMIT.queue(
+            pipe,
+            keys=call.keys,
+            args=call.args,
+            more_keys=[*call.file_keys, *job_keys],
+            rest=call.rest,
+        )
+
     reply = scripts.send(connection, build, raise_on_error=False)[-1]
     if isinstance(reply, Exception) or reply[0] != b"ok" or reply[3]:
         if isinstance(reply, Exception):  # the claim never ran: its job's hash goes here
@@ -345,9 +395,15 @@ def _withdraw_original(settings: Settings, tenant: str, upload: Upload, task_id:
         logs.event("original_not_withdrawn", {"id": task_id, "tenant": tenant})
 
 
-def _submit_many(connection: Redis, queue: Queue, settings: Settings, tenant: str,
-                 batch_id: str, uploads: list[Upload],
-                 call: _ClaimCall) -> tuple[Claimed, Pipeline]:
+def _submit_many(
+    connection: Redis,
+    queue: Queue,
+    settings: Settings,
+    tenant: str,
+    batch_id: str,
+    uploads: list[Upload],
+    call: _ClaimCall,
+) -> tuple[Claimed, Pipeline]:
     """A batch is claimed first, so that nothing is stored for the files the claim turns away
     (duplicates, a full queue); then the originals and jobs of the new tasks. Returns the
     claim and the pipeline of the last jobs, not sent yet (WAIT may end it)."""
@@ -481,8 +537,9 @@ def _claim(connection: Redis, call: _ClaimCall) -> list[Any]:
     """The claim's reply. EVALSHA: the script's text is sent only the first time a server
     lacks it. A reply lost with its connection is asked for again by redis-py's retry: the
     batch keeps what its first run decided, so the second answers the same."""
-    return _SUBMIT(connection, keys=call.keys, args=call.args, more_keys=call.file_keys,
-                   rest=call.rest)
+    return _SUBMIT(
+        connection, keys=call.keys, args=call.args, more_keys=call.file_keys, rest=call.rest
+    )
 
 
 def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> EnqueueData:

@@ -32,18 +32,35 @@ def unclaim(connection: Redis, tenant: str, batch_id: str, tasks: list[tuple[str
     keeps (0: the batch is gone too)."""
     if not tasks:
         return -1
-    named = {"active": keys.active(), "tenant_active": keys.tenant_active(tenant),
-             "blob_sizes": keys.tenant_blob_sizes(tenant),
-             "tenant_blob_bytes": keys.tenant_blob_bytes(tenant), "blob_bytes": keys.blob_bytes(),
-             "stored_sizes": keys.tenant_stored_sizes(tenant),
-             "stored_bytes": keys.tenant_stored_bytes(tenant),
-             "batch_tasks": keys.batch_tasks(batch_id), "batch": keys.batch(batch_id),
-             "tenant_batches": keys.tenant_batches(tenant)}
+    named = {
+        "active": keys.active(),
+        "tenant_active": keys.tenant_active(tenant),
+        "blob_sizes": keys.tenant_blob_sizes(tenant),
+        "tenant_blob_bytes": keys.tenant_blob_bytes(tenant),
+        "blob_bytes": keys.blob_bytes(),
+        "stored_sizes": keys.tenant_stored_sizes(tenant),
+        "stored_bytes": keys.tenant_stored_bytes(tenant),
+        "batch_tasks": keys.batch_tasks(batch_id),
+        "batch": keys.batch(batch_id),
+        "tenant_batches": keys.tenant_batches(tenant),
+    }
     per_task: list[str] = []
     for task_id, document_id in tasks:
-        per_task += [keys.task(task_id), keys.document_tasks(tenant, document_id),
-                     keys.document_latest(tenant, document_id)]
-    return int(_UNCLAIM(connection, keys=named, more_keys=per_task,
-                        args={"task_prefix": keys.TASK_PREFIX,
-                              "idempotency_prefix": keys.idempotency(""), "batch_id": batch_id},
-                        rest=[task_id for task_id, _ in tasks]))
+        per_task += [
+            keys.task(task_id),
+            keys.document_tasks(tenant, document_id),
+            keys.document_latest(tenant, document_id),
+        ]
+    return int(
+        _UNCLAIM(
+            connection,
+            keys=named,
+            more_keys=per_task,
+            args={
+                "task_prefix": keys.TASK_PREFIX,
+                "idempotency_prefix": keys.idempotency(""),
+                "batch_id": batch_id,
+            },
+            rest=[task_id for task_id, _ in tasks],
+        )
+    )

@@ -31,9 +31,15 @@ _RECOUNT = scripts.load(__file__, "upload_budgets_recount", task_record.SCRIPT_N
 
 def release(pipe: Pipeline | Redis, tenant: str, task_id: str) -> None:
     """Give a task's reservation back to both budgets (once)."""
-    _RELEASE(pipe, keys={"sizes": keys.tenant_blob_sizes(tenant),
-                         "tenant_bytes": keys.tenant_blob_bytes(tenant),
-                         "all_bytes": keys.blob_bytes()}, args={"task_id": task_id})
+    _RELEASE(
+        pipe,
+        keys={
+            "sizes": keys.tenant_blob_sizes(tenant),
+            "tenant_bytes": keys.tenant_blob_bytes(tenant),
+            "all_bytes": keys.blob_bytes(),
+        },
+        args={"task_id": task_id},
+    )
 
 
 def recount(connection: Redis) -> int:
@@ -43,10 +49,17 @@ def recount(connection: Redis) -> int:
     total = 0
     head, tail = keys.tenant_blob_sizes("\0").split("\0")
     for key in connection.scan_iter(match=keys.tenant_blob_sizes("*"), count=500):
-        tenant = key.decode()[len(head):-len(tail)]
-        total += int(_RECOUNT(connection, keys={"sizes": key,
-                                                "tenant_bytes": keys.tenant_blob_bytes(tenant),
-                                                "all_bytes": keys.blob_bytes()},
-                              args={"task_prefix": keys.TASK_PREFIX,
-                                    "live_count": len(states.LIVE)}, rest=states.LIVE))
+        tenant = key.decode()[len(head) : -len(tail)]
+        total += int(
+            _RECOUNT(
+                connection,
+                keys={
+                    "sizes": key,
+                    "tenant_bytes": keys.tenant_blob_bytes(tenant),
+                    "all_bytes": keys.blob_bytes(),
+                },
+                args={"task_prefix": keys.TASK_PREFIX, "live_count": len(states.LIVE)},
+                rest=states.LIVE,
+            )
+        )
     return total

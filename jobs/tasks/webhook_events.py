@@ -76,31 +76,55 @@ def enabled(settings: Settings) -> bool:
 
 def _common(tenant: str) -> dict[str, Any]:
     """The arguments of webhook_events_record.lua, which every event script includes."""
-    return {"tenant": tenant, "created_at": now_iso(), "now_score": time.time(),
-            "ttl_seconds": EVENT_TTL_SECONDS, "keep_count": RECENT_PER_TENANT}
+    return {
+        "tenant": tenant,
+        "created_at": now_iso(),
+        "now_score": time.time(),
+        "ttl_seconds": EVENT_TTL_SECONDS,
+        "keep_count": RECENT_PER_TENANT,
+    }
 
 
 def task_reopened(pipe: Pipeline, settings: Settings, task_id: str) -> None:
     """Queue on `pipe`: a task moved back to pending (a Retry), so the batches that list it
     wait for it again."""
     live_head, live_tail = _BATCH_LIVE
-    _TASK_REOPENED(pipe, keys={"task_batches": keys.task_batches(task_id)},
-                   args={"task_id": task_id, "ttl": settings.retention_seconds,
-                         "live_head": live_head, "live_tail": live_tail})
+    _TASK_REOPENED(
+        pipe,
+        keys={"task_batches": keys.task_batches(task_id)},
+        args={
+            "task_id": task_id,
+            "ttl": settings.retention_seconds,
+            "live_head": live_head,
+            "live_tail": live_tail,
+        },
+    )
 
 
 def task_finished(pipe: Pipeline, settings: Settings, tenant: str, task_id: str, kind: str) -> None:
     """Queue on `pipe` (after the task's own write) a finished task's event of type `kind`
     (jobs.tasks.states.EVENT_TYPES), the batch events it completes, and its delivery job."""
     event_id = new_id()
-    _TASK_FINISHED(pipe, keys={"task": keys.task(task_id),
-                               "task_batches": keys.task_batches(task_id),
-                               "event": keys.webhook_event(event_id),
-                               "recent": keys.tenant_webhooks(tenant)},
-                   args={**_common(tenant), "event_id": event_id, "kind": kind,
-                         "task_id": task_id, "batch_event_id": new_id(),
-                         "live_head": _BATCH_LIVE[0], "live_tail": _BATCH_LIVE[1],
-                         "event_head": _EVENT[0], "event_tail": _EVENT[1]})
+    _TASK_FINISHED(
+        pipe,
+        keys={
+            "task": keys.task(task_id),
+            "task_batches": keys.task_batches(task_id),
+            "event": keys.webhook_event(event_id),
+            "recent": keys.tenant_webhooks(tenant),
+        },
+        args={
+            **_common(tenant),
+            "event_id": event_id,
+            "kind": kind,
+            "task_id": task_id,
+            "batch_event_id": new_id(),
+            "live_head": _BATCH_LIVE[0],
+            "live_tail": _BATCH_LIVE[1],
+            "event_head": _EVENT[0],
+            "event_tail": _EVENT[1],
+        },
+    )
     enqueue(pipe, settings, [event_id])
 
 
@@ -120,13 +144,24 @@ def batch_submitted(
     since then is found here, and its delivery follows at once."""
     event_id = new_id()
     pipe = connection.pipeline()
-    _BATCH_SUBMITTED(pipe, keys={"batch_live": keys.batch_live(batch_id),
-                                 "event": keys.webhook_event(event_id),
-                                 "recent": keys.tenant_webhooks(tenant)},
-                     args={**_common(tenant), "event_id": event_id, "batch_id": batch_id,
-                           "task_prefix": keys.TASK_PREFIX, "waiting_head": _TASK_BATCHES[0],
-                           "waiting_tail": _TASK_BATCHES[1], "live_count": len(live)},
-                     rest=[*live, *task_ids])
+    _BATCH_SUBMITTED(
+        pipe,
+        keys={
+            "batch_live": keys.batch_live(batch_id),
+            "event": keys.webhook_event(event_id),
+            "recent": keys.tenant_webhooks(tenant),
+        },
+        args={
+            **_common(tenant),
+            "event_id": event_id,
+            "batch_id": batch_id,
+            "task_prefix": keys.TASK_PREFIX,
+            "waiting_head": _TASK_BATCHES[0],
+            "waiting_tail": _TASK_BATCHES[1],
+            "live_count": len(live),
+        },
+        rest=[*live, *task_ids],
+    )
     if complete:
         enqueue(pipe, settings, [event_id])
     at_once = pipe.execute()[0]

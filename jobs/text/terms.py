@@ -14,18 +14,19 @@ The values are term frequencies, not weights: what a term weighs depends on the 
 rare it is, how long chunks are on average), which changes as documents come and go, so the
 knowledge base computes BM25 at search time from these counts (jobs.kb.retrieval).
 """
+
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from jobs.text.tokens import document_terms, query_terms
 
 #: Buckets of the hashed term space: every uint32.
-TERM_SPACE = 2 ** 32
+TERM_SPACE = 2**32
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,17 +39,22 @@ class SparseRows:
     compare by identity.)
     """
 
-    indptr: np.ndarray   # int64, len(rows) + 1, starts at 0
+    indptr: np.ndarray  # int64, len(rows) + 1, starts at 0
     indices: np.ndarray  # uint32 bucket ids
-    values: np.ndarray   # float32
+    values: np.ndarray  # float32
     dimension: int
 
     def __post_init__(self) -> None:
         indptr = np.asarray(self.indptr, dtype=np.int64)
         indices = np.asarray(self.indices, dtype=np.uint32)
         values = np.asarray(self.values, dtype=np.float32)
-        if (indptr.ndim != 1 or len(indptr) == 0 or indptr[0] != 0
-                or indptr[-1] != len(indices) or len(indices) != len(values)):
+        if (
+            indptr.ndim != 1
+            or len(indptr) == 0
+            or indptr[0] != 0
+            or indptr[-1] != len(indices)
+            or len(indices) != len(values)
+        ):
             raise ValueError("SparseRows arrays do not describe the same rows")
         object.__setattr__(self, "indptr", indptr)
         object.__setattr__(self, "indices", indices)
@@ -60,8 +66,9 @@ class SparseRows:
     @classmethod
     def empty(cls, dimension: int) -> SparseRows:
         """No rows at all (an empty batch)."""
-        return cls(np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.float32),
-                   dimension)
+        return cls(
+            np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.float32), dimension
+        )
 
     @classmethod
     def concatenate(cls, blocks: Sequence[SparseRows]) -> SparseRows:
@@ -72,21 +79,30 @@ class SparseRows:
         if any(block.dimension != dimension for block in blocks):
             raise ValueError("cannot concatenate SparseRows of different dimensions")
         offsets = np.cumsum([0] + [len(block.indices) for block in blocks])
-        indptr = np.concatenate([np.zeros(1, np.int64)] + [
-            block.indptr[1:] + offset for block, offset in zip(blocks, offsets)])
-        return cls(indptr, np.concatenate([block.indices for block in blocks]),
-                   np.concatenate([block.values for block in blocks]), dimension)
+        indptr = np.concatenate(
+            [np.zeros(1, np.int64)]
+            + [block.indptr[1:] + offset for block, offset in zip(blocks, offsets)]
+        )
+        return cls(
+            indptr,
+            np.concatenate([block.indices for block in blocks]),
+            np.concatenate([block.values for block in blocks]),
+            dimension,
+        )
 
     def to_bytes(self) -> tuple[bytes, bytes, bytes]:
         """``(indptr, indices, values)`` as raw little-endian-native bytes, for Redis."""
         return self.indptr.tobytes(), self.indices.tobytes(), self.values.tobytes()
 
     @classmethod
-    def from_bytes(cls, indptr: bytes, indices: bytes, values: bytes,
-                   dimension: int) -> SparseRows:
+    def from_bytes(cls, indptr: bytes, indices: bytes, values: bytes, dimension: int) -> SparseRows:
         """The inverse of `to_bytes` (read-only views on the bytes, no copy)."""
-        return cls(np.frombuffer(indptr, dtype=np.int64), np.frombuffer(indices, dtype=np.uint32),
-                   np.frombuffer(values, dtype=np.float32), dimension)
+        return cls(
+            np.frombuffer(indptr, dtype=np.int64),
+            np.frombuffer(indices, dtype=np.uint32),
+            np.frombuffer(values, dtype=np.float32),
+            dimension,
+        )
 
 
 class TermCounter:
@@ -122,13 +138,18 @@ class TermCounter:
             rows.extend([row] * len(words))
         buckets = np.array(hashes, dtype=np.int64) % self.dimension
         # One (row, bucket) key per occurrence; np.unique sorts by row, then bucket, and counts.
-        cells, counts = np.unique(np.array(rows, dtype=np.int64) << 32 | buckets,
-                                  return_counts=True)
+        cells, counts = np.unique(
+            np.array(rows, dtype=np.int64) << 32 | buckets, return_counts=True
+        )
         cell_rows = cells >> 32
         indptr = np.zeros(len(term_lists) + 1, dtype=np.int64)
         np.cumsum(np.bincount(cell_rows, minlength=len(term_lists)), out=indptr[1:])
-        return SparseRows(indptr, (cells & 0xFFFFFFFF).astype(np.uint32),
-                          counts.astype(np.float32), self.dimension)
+        return SparseRows(
+            indptr,
+            (cells & 0xFFFFFFFF).astype(np.uint32),
+            counts.astype(np.float32),
+            self.dimension,
+        )
 
 
 #: The counter every index write and every search uses.

@@ -159,8 +159,9 @@ def _index_words_again(
             and pipe.hget(doc_key, "lexical") != b"bm25"
         )
 
-    if not index.write_lexical(connection, tenant, first, TERMS.count(texts),
-                               float(reference), guard=still_this_version):
+    if not index.write_lexical(
+        connection, tenant, first, TERMS.count(texts), float(reference), guard=still_this_version
+    ):
         return False
     with connection.pipeline(transaction=True) as pipe:
         try:

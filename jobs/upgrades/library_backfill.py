@@ -5,6 +5,7 @@ the knowledge base still holds; for BACKFILL_GRACE_SECONDS after it, later passe
 latest tasks again, for what web processes of the release before the library (still serving
 during a rolling deploy) uploaded without adding it. Then each call is one GET.
 """
+
 from __future__ import annotations
 
 import time
@@ -54,17 +55,23 @@ def _add_latest(connection: Redis) -> int:
 def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
     pipe = connection.pipeline(transaction=False)
     for key, row in zip(latest_keys, library._latest_rows(connection, latest_keys)):
-        record = {name: v.decode() for name, v in zip(library.LIST_FIELDS, row[1:])
-                  if v is not None}
+        record = {
+            name: v.decode() for name, v in zip(library.LIST_FIELDS, row[1:]) if v is not None
+        }
         tenant, document_id = record.get(TENANT), record.get(DOCUMENT_ID)
         if tenant is None or document_id is None:
             continue  # its task's record expired
         if keys.document_latest(tenant, document_id) != key:
             continue  # a record that does not belong to this key: leave it alone
-        score = timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (
-            time.time())
-        library._ADD(pipe, keys={"documents": keys.tenant_documents(tenant)},
-                     args={"score": score, "document_id": document_id}, more_keys=[key])
+        score = (
+            timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (time.time())
+        )
+        library._ADD(
+            pipe,
+            keys={"documents": keys.tenant_documents(tenant)},
+            args={"score": score, "document_id": document_id},
+            more_keys=[key],
+        )
     return sum(int(done) for done in pipe.execute())
 
 
@@ -76,7 +83,7 @@ def _add_indexed(connection: Redis, kb: Redis) -> int:
     added = 0
     for set_key in kb.scan_iter(match=keys.kb_documents("*"), count=500):
         name = set_key.decode()
-        tenant = name[len(head):len(name) - len(tail)]
+        tenant = name[len(head) : len(name) - len(tail)]
         doc_keys = [k.decode() for k in kb.smembers(set_key)]
         read = kb.pipeline(transaction=False)
         for doc_key in doc_keys:
@@ -87,8 +94,11 @@ def _add_indexed(connection: Redis, kb: Redis) -> int:
                 continue
             score = (library._int(version) or 0) / 1e6 or time.time()
             named = [doc_key] if together else []
-            library._ADD(pipe, keys={"documents": keys.tenant_documents(tenant)},
-                         args={"score": score, "document_id": document_id.decode()},
-                         more_keys=named)
+            library._ADD(
+                pipe,
+                keys={"documents": keys.tenant_documents(tenant)},
+                args={"score": score, "document_id": document_id.decode()},
+                more_keys=named,
+            )
         added += sum(int(done) for done in pipe.execute())
     return added

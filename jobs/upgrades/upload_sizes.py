@@ -4,6 +4,7 @@ moved to each task's tenant, before per-tenant budgets (jobs.tasks.upload_budget
 Run by housekeeping just before the recount; once the table is gone it is one HGETALL of
 nothing.
 """
+
 from __future__ import annotations
 
 from redis import Redis

@@ -92,15 +92,18 @@ class AttemptFence:
 
         def build(pipe: Pipeline) -> None:
             nonlocal followed
-            _START.queue(pipe, keys={"task": self.key},
-                         args={"first_job": self.task_id, "job": job_id,
-                               "sources": len(move.sources)},
-                         rest=[*move.sources, *task_record.as_argv(started)])
+            _START.queue(
+                pipe,
+                keys={"task": self.key},
+                args={"first_job": self.task_id, "job": job_id, "sources": len(move.sources)},
+                rest=[*move.sources, *task_record.as_argv(started)],
+            )
             if tenant is not None:
                 states.changed(pipe, tenant, self.task_id, move.target, settings=settings)
             followed = len(pipe)
             if prefetch is not None:
                 prefetch(pipe)
+
         # The script first, then an announcement and reads: safe to send again on NOSCRIPT.
         replies = scripts.send(self.connection, build)
         self.prefetched = replies[followed:]
@@ -132,8 +135,9 @@ class AttemptFence:
         True when it applied."""
         return self._write(states.CANCELED, fields, ttl_seconds, None)
 
-    def _write(self, owned_as: str, fields: dict[str, Any], ttl_seconds: int,
-               pipe: Pipeline | None) -> bool:
+    def _write(
+        self, owned_as: str, fields: dict[str, Any], ttl_seconds: int, pipe: Pipeline | None
+    ) -> bool:
         task = {"task": self.key}
         args = {"attempt_id": self.attempt_id, "owned_as": owned_as, "ttl": ttl_seconds}
         rest = task_record.as_argv(fields)
@@ -141,9 +145,11 @@ class AttemptFence:
             _WRITE(pipe, task, args, rest=rest)
             announce(pipe, self.task_id)
             return False
+
         def build(own: Pipeline) -> None:  # a fenced write and an announcement: safe twice
             _WRITE.queue(own, task, args, rest=rest)
             announce(own, self.task_id)
+
         applied = scripts.send(self.connection, build)[0] == 1
         if applied and owned_as == states.RUNNING:
             self.confirmed = time.monotonic()

@@ -127,8 +127,9 @@ def encode_embedding(block: Embedding) -> bytes:
     a forked work-horse above all)."""
     dense = np.asarray(block, dtype="<f4")
     head = json.dumps({"form": "dense", "shape": list(dense.shape)}).encode()
-    return b"".join([_MAGIC, len(head).to_bytes(4, "big"), head,
-                     np.ascontiguousarray(dense).tobytes()])
+    return b"".join(
+        [_MAGIC, len(head).to_bytes(4, "big"), head, np.ascontiguousarray(dense).tobytes()]
+    )
 
 
 def decode_embedding(raw: bytes) -> Embedding | None:
@@ -142,8 +143,11 @@ def decode_embedding(raw: bytes) -> Embedding | None:
     if header["form"] != "dense":
         return None
     rows, columns = header["shape"]
-    return np.frombuffer(raw, dtype="<f4", count=rows * columns, offset=end).reshape(
-        rows, columns).copy()
+    return (
+        np.frombuffer(raw, dtype="<f4", count=rows * columns, offset=end)
+        .reshape(rows, columns)
+        .copy()
+    )
 
 
 def _decode_npz(raw: bytes) -> Embedding | None:

@@ -139,10 +139,17 @@ class PageRanges:
     def claim(self) -> Outcome:
         """The next range for this reader to read, or why there is none. Raises
         CancelRequested (the task was canceled) or Superseded (not this run's, or over)."""
-        reply = self._run(_CLAIM, {"ranges": self.key, "readers": self.readers_key},
-                          {"reader": self.reader, "claim_seconds": self.claim_seconds,
-                           "most_tries": MAX_TRIES, "ttl": self.ttl_seconds},
-                          allowed=(states.RUNNING, states.RUNNING))
+        reply = self._run(
+            _CLAIM,
+            {"ranges": self.key, "readers": self.readers_key},
+            {
+                "reader": self.reader,
+                "claim_seconds": self.claim_seconds,
+                "most_tries": MAX_TRIES,
+                "ttl": self.ttl_seconds,
+            },
+            allowed=(states.RUNNING, states.RUNNING),
+        )
         if reply[0] == "claimed":
             return Claimed(int(reply[1]), int(reply[2]))
         if reply[0] == "wait":
@@ -153,12 +160,19 @@ class PageRanges:
 
     def page_started(self, index: int, read_in_range: int) -> int:
         """Renew this reader's claim (as a page starts, or while it is read), `read_in_range`
-        pages of it read; returns the pages of the scan read so far. Raises CancelRequested or Superseded (also when
-        another reader holds the range: this one's claim lapsed)."""
-        reply = self._run(_PAGE, {"ranges": self.key},
-                          {"reader": self.reader, "range": index, "pages_read": read_in_range,
-                           "claim_seconds": self.claim_seconds},
-                          allowed=(states.RUNNING, states.RETRYING))
+        pages of it read; returns the pages of the scan read so far. Raises CancelRequested or
+        Superseded (also when another reader holds the range: this one's claim lapsed)."""
+        reply = self._run(
+            _PAGE,
+            {"ranges": self.key},
+            {
+                "reader": self.reader,
+                "range": index,
+                "pages_read": read_in_range,
+                "claim_seconds": self.claim_seconds,
+            },
+            allowed=(states.RUNNING, states.RETRYING),
+        )
         if reply[0] == "lost":
             raise Superseded(f"another reader holds pages range {index}")
         return int(reply[1])
@@ -166,20 +180,29 @@ class PageRanges:
     def save(self, index: int, pages: int, reply: bytes) -> int:
         """Keep range `index`'s reply (all of its `pages` read); returns how many ranges are
         left for a reader to claim. Raises as `page_started`."""
-        saved = self._run(_SAVE, {"ranges": self.key, "readers": self.readers_key,
-                                  "done": self.done_key},
-                          {"reader": self.reader, "range": index, "pages": pages,
-                           "reply": reply, "ttl": self.ttl_seconds},
-                          allowed=(states.RUNNING, states.RETRYING))
+        saved = self._run(
+            _SAVE,
+            {"ranges": self.key, "readers": self.readers_key, "done": self.done_key},
+            {
+                "reader": self.reader,
+                "range": index,
+                "pages": pages,
+                "reply": reply,
+                "ttl": self.ttl_seconds,
+            },
+            allowed=(states.RUNNING, states.RETRYING),
+        )
         return int(saved[1])
 
     def release(self, index: int, failure: tuple[str, str] | None = None) -> None:
         """Let range `index` go: for another reader to claim, or failed for good with
         `failure` (code, message), which ends the reading of every range."""
         raw = json.dumps({"code": failure[0], "message": failure[1]}) if failure else ""
-        _RELEASE(self.connection, keys={"ranges": self.key, "readers": self.readers_key,
-                                        "done": self.done_key},
-                 args={"reader": self.reader, "range": index, "failure": raw})
+        _RELEASE(
+            self.connection,
+            keys={"ranges": self.key, "readers": self.readers_key, "done": self.done_key},
+            args={"reader": self.reader, "range": index, "failure": raw},
+        )
 
     def wait(self, seconds: float) -> None:
         """Until a range is saved (or fails), at most `seconds`."""
@@ -195,11 +218,25 @@ class PageRanges:
         failure = json.loads(raw) if raw else {"code": "reader_lost"}
         return Failed(index, str(failure.get("code")), failure.get("message"))
 
-    def _run(self, script: scripts.Script, named_keys: dict[str, str], args: dict[str, Any],
-             *, allowed: tuple[str, str]) -> list[str]:
-        reply = script(self.connection, keys={"task": keys.task(self.task_id), **named_keys},
-                       args={"task_id": self.task_id, "run_job": self.run,
-                             "allowed_first": allowed[0], "allowed_second": allowed[1], **args})
+    def _run(
+        self,
+        script: scripts.Script,
+        named_keys: dict[str, str],
+        args: dict[str, Any],
+        *,
+        allowed: tuple[str, str],
+    ) -> list[str]:
+        reply = script(
+            self.connection,
+            keys={"task": keys.task(self.task_id), **named_keys},
+            args={
+                "task_id": self.task_id,
+                "run_job": self.run,
+                "allowed_first": allowed[0],
+                "allowed_second": allowed[1],
+                **args,
+            },
+        )
         words = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
         if words[0] == "gone":
             if words[1] == states.CANCELED:

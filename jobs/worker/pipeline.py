@@ -20,7 +20,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from redis import Redis
@@ -34,7 +34,6 @@ from jobs.core.redis_client import WORKER
 from jobs.core.settings import MIB, Settings
 from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.embedding.embedders import Embedding, HttpEmbedder, LocalEmbedder
-from jobs.core.redis_client import WORKER
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart, kb_connection
 from jobs.tasks import originals, states, upload_budgets
@@ -367,7 +366,7 @@ def _embed(attempt: Attempt, chunks: list[str]) -> Embedding | None:
         pipe = attempt.connection.pipeline()
         attempt.queue_unsent(pipe)
         reporter.update(90, f"Embedding chunks {total} of {total}")
-        attempt.fence.check(pipe)      # one round trip for the checkpoint and the check
+        attempt.fence.check(pipe)  # one round trip for the checkpoint and the check
         reporter.end_step("embedding")
         return None
     gate = _budget_gate(attempt, embedder) if isinstance(embedder, HttpEmbedder) else None

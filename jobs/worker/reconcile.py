@@ -46,9 +46,17 @@ log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 10
 
-_FIELDS = (task_record.STATUS, task_record.ATTEMPTS, task_record.UPDATED_AT, task_record.TENANT,
-           task_record.QUEUE, task_record.CREATED_AT, task_record.ATTEMPT_ID, task_record.JOB_ID,
-           task_record.MAX_ATTEMPTS)
+_FIELDS = (
+    task_record.STATUS,
+    task_record.ATTEMPTS,
+    task_record.UPDATED_AT,
+    task_record.TENANT,
+    task_record.QUEUE,
+    task_record.CREATED_AT,
+    task_record.ATTEMPT_ID,
+    task_record.JOB_ID,
+    task_record.MAX_ATTEMPTS,
+)
 # What a compare-and-set finds unchanged: the status, and the attempt and run it was judged in.
 _COMPARED = (task_record.STATUS, task_record.ATTEMPTS, task_record.ATTEMPT_ID, task_record.JOB_ID)
 _COMPARE_AND_SET = scripts.load(__file__, "reconcile_compare_and_set", {"COMPARED": _COMPARED})
@@ -249,8 +257,11 @@ def _move(
     """Compare-and-set the task to `move.target` (`fields`, jobs.tasks.record's writes of
     that change); its bookkeeping follows."""
     expected = [task[name] or "" for name in _COMPARED]
-    if not _COMPARE_AND_SET(connection, keys={"task": keys.task(task_id)},
-                            rest=[*expected, *task_record.as_argv(fields)]):
+    if not _COMPARE_AND_SET(
+        connection,
+        keys={"task": keys.task(task_id)},
+        rest=[*expected, *task_record.as_argv(fields)],
+    ):
         return None
     pipe = connection.pipeline()
     states.changed(pipe, task["tenant"] or "default", task_id, move.target, settings=settings)

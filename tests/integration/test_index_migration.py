@@ -50,9 +50,14 @@ def test_the_migration_command_makes_old_documents_searchable_and_keeps_their_ol
     search = f"/api/search?q={quote(word)}"
     assert get_json(api, search)["results"] == [], "not in the new layout yet"
 
-    done = subprocess.run([sys.executable, "-m", "jobs.upgrades.kb_layout"], cwd=REPO_ROOT,
-                          env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.upgrades.kb_layout"],
+        cwd=REPO_ROOT,
+        env=base_env({"REDIS_URL": redis_server.url}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "1 document migrated" in done.stdout
 
@@ -72,13 +77,19 @@ def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(
 
     tenant, word = f"t{unique_word()}", unique_word()
     connection = redis.Redis.from_url(redis_server.url)
-    for name, texts in (("a", [f"The {word} inspection report", "valves and pumps"]),
-                        ("b", [f"{word} inspected twice, inspected"])):
-        index.write(connection, index.IndexedDocument(tenant, name, f"{name}.txt", name * 32, 1,
-                                                      texts, None))
+    for name, texts in (
+        ("a", [f"The {word} inspection report", "valves and pumps"]),
+        ("b", [f"{word} inspected twice, inspected"]),
+    ):
+        index.write(
+            connection,
+            index.IndexedDocument(tenant, name, f"{name}.txt", name * 32, 1, texts, None),
+        )
     retriever = Retriever(connection)
-    before = [(h["document_id"], h["score"]) for h in retriever.lexical(
-        tenant, TERMS.count_query(f"{word} inspections"), 10).hits]
+    before = [
+        (h["document_id"], h["score"])
+        for h in retriever.lexical(tenant, TERMS.count_query(f"{word} inspections"), 10).hits
+    ]
     assert [d for d, _ in before] == ["b", "a"]
     # As the release before BM25 left it: no BM25 entries, documents unmarked, cosine keys.
     prefix = keys.kb_prefix(tenant)
@@ -96,12 +107,19 @@ def test_the_migration_command_indexes_cosine_weighted_documents_again_for_bm25(
     connection.set(prefix + "p:0000abcd:200", b"\0" * 4)
     assert retriever.lexical(tenant, TERMS.count_query(word), 10).hits == []
 
-    done = subprocess.run([sys.executable, "-m", "jobs.upgrades.kb_layout"], cwd=REPO_ROOT,
-                          env=base_env({"REDIS_URL": redis_server.url}), capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.upgrades.kb_layout"],
+        cwd=REPO_ROOT,
+        env=base_env({"REDIS_URL": redis_server.url}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
-    after = [(h["document_id"], h["score"]) for h in retriever.lexical(
-        tenant, TERMS.count_query(f"{word} inspections"), 10).hits]
+    after = [
+        (h["document_id"], h["score"])
+        for h in retriever.lexical(tenant, TERMS.count_query(f"{word} inspections"), 10).hits
+    ]
     assert after == before
     assert not connection.exists(prefix + "p:0000abcd:200")
     assert connection.exists(keys.kb_lexical_migrated())

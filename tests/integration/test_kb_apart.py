@@ -167,8 +167,11 @@ def commands_logged(server: RedisServer) -> Iterator[list[bytes]]:
 def search_scripts(commands: list[bytes]) -> list[bytes]:
     """The commands that ran a search script as the primary runs them (its own variants)."""
     shas = {script.sha.encode() for script in (_LEXICAL, _DENSE)}
-    return [command for command in commands if any(sha in command for sha in shas)
-            or command.upper().startswith(b"EVAL ")]
+    return [
+        command
+        for command in commands
+        if any(sha in command for sha in shas) or command.upper().startswith(b"EVAL ")
+    ]
 
 
 def test_searches_take_turns_on_the_read_replica_and_go_on_without_it(stack, kb_pair):

@@ -57,8 +57,9 @@ def proxied(
 
 
 def lose_the_reply(proxy: ResettingProxy, marker: bytes) -> None:
-    assert marker in (submit._SUBMIT.sha.encode() + lifecycle._CANCEL.sha.encode()
-                      + lifecycle._RETRY.sha.encode()), "the marker names no script"
+    assert marker in (
+        submit._SUBMIT.sha.encode() + lifecycle._CANCEL.sha.encode() + lifecycle._RETRY.sha.encode()
+    ), "the marker names no script"
     assert not proxy.armed()
     proxy.drop_reply_once(marker)
 
@@ -76,8 +77,9 @@ def test_a_resent_submit_registers_the_batch_once(proxied, files):
     with ApiClient(stack.url) as client:
         dropped = proxy.dropped
         lose_the_reply(proxy, submit._SUBMIT.sha.encode())
-        response, _ = upload(client, [txt(f"resent-{word}-{n}.txt", f"The {word} memo {n}.")
-                                      for n in range(files)])
+        response, _ = upload(
+            client, [txt(f"resent-{word}-{n}.txt", f"The {word} memo {n}.") for n in range(files)]
+        )
         assert_reply_was_lost(proxy, dropped)
         assert response.status_code == 202, response.text
         body = response.json()

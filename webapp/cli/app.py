@@ -7,10 +7,12 @@ environment alone, never from a file a runner left. The runner says where its Re
 instance/dev-runner.json while it runs (runner.record); this module reads it and builds the app
 for it (`REDIS_URL`, and `REDIS_URL_FROM_DEV_RUNNER` so that the command says so).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import update_wrapper
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import click
 from flask import Flask, current_app
@@ -23,12 +25,14 @@ REDIS_NAMES = ("REDIS_URL", "REDIS_SENTINELS", "REDIS_CONNECTION")
 
 def with_app(command: F) -> F:
     """flask.cli.with_appcontext, on `on_dev_runner`'s app."""
+
     @click.pass_context
     def run(ctx: click.Context, /, *args: Any, **kwargs: Any) -> Any:
         if not current_app:
             app = on_dev_runner(ctx.ensure_object(ScriptInfo).load_app())
             ctx.with_resource(app.app_context())
         return ctx.invoke(command, *args, **kwargs)
+
     return update_wrapper(run, command)  # type: ignore[return-value]
 
 
@@ -38,8 +42,10 @@ def on_dev_runner(app: Flask) -> Flask:
     if any(app.config.get(name) for name in REDIS_NAMES):
         return app
     from runner import record
+
     found = record.running_redis_url(record.INSTANCE_DIR)
     if found is None:
         return app
     from webapp import create_app
+
     return create_app({"REDIS_URL": found, "REDIS_URL_FROM_DEV_RUNNER": True})

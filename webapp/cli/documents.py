@@ -1,6 +1,7 @@
 """`flask --app webapp ingest PATH…`, `reindex`, `failed` and `retry`: Intake's documents from a
 terminal, through the same code as the API (the same file checks, the same submit, the same
 task JSON)."""
+
 from __future__ import annotations
 
 import logging
@@ -13,9 +14,21 @@ import click
 from flask import current_app
 from werkzeug.datastructures import FileStorage
 
-from jobs import (BATCH_LIVE, LAST_RUN_FAILED, PRIORITIES, REINDEX_PRIORITY, TERMINAL,
-                  FolderRecord, LimitReached, NotFound, NotNow, NotReplicated, display_url,
-                  documents_gone)
+from jobs import (
+    BATCH_LIVE,
+    LAST_RUN_FAILED,
+    PRIORITIES,
+    REINDEX_PRIORITY,
+    TERMINAL,
+    FolderRecord,
+    Intake,
+    LimitReached,
+    NotFound,
+    NotNow,
+    NotReplicated,
+    display_url,
+    documents_gone,
+)
 from webapp.cli.app import with_app
 from webapp.display import eta_text
 from webapp.uploads import accept, clean_path
@@ -265,11 +278,15 @@ def _summary(batch: dict) -> int:
 @click.argument("document_ids", nargs=-1)
 @click.option("--all", "reindex_all", is_flag=True, help="Every document of the tenant.")
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--force", is_flag=True,
-              help="Also the documents already indexed under the current pipeline version "
-                   "and, with --all, those whose last run failed.")
-@click.option("--priority", type=click.Choice(PRIORITIES), default=REINDEX_PRIORITY,
-              show_default=True)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also the documents already indexed under the current pipeline version "
+    "and, with --all, those whose last run failed.",
+)
+@click.option(
+    "--priority", type=click.Choice(PRIORITIES), default=REINDEX_PRIORITY, show_default=True
+)
 @click.option("--no-wait", is_flag=True, help="Print the task ids and return at once.")
 def reindex_command(
     document_ids: tuple[str, ...],

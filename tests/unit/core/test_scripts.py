@@ -1,6 +1,7 @@
 """The script loader (jobs.core.scripts): names rendered once at load, keys and arguments by
 name, EVALSHA that loads a script again after SCRIPT FLUSH on a client and on a pipeline; and
 the floor plan it keeps: every script is a `.lua` file, and nothing else in jobs/ sends one."""
+
 from __future__ import annotations
 
 import ast
@@ -31,8 +32,13 @@ def _script(tmp_path: Path, name: str, text: str, names=None) -> scripts.Script:
 
 def test_keys_and_arguments_go_to_their_declared_slots_whatever_their_order(redis, tmp_path):
     echo = _script(tmp_path, "echo", ECHO)
-    reply = echo(redis, keys={"second": "k2", "first": "k1"}, args={"beta": "b", "alpha": "a"},
-                 more_keys=["k3"], rest=["r1", "r2"])
+    reply = echo(
+        redis,
+        keys={"second": "k2", "first": "k1"},
+        args={"beta": "b", "alpha": "a"},
+        more_keys=["k3"],
+        rest=["r1", "r2"],
+    )
     assert reply == [b"k1", b"k2", b"a", b"b", 3, 4, b"k3", b"r2"]
     assert echo.slots({"first": 1, "second": 2}, {"alpha": 3, "beta": 4}) == ([1, 2], [3, 4])
 
@@ -47,18 +53,24 @@ def test_a_missing_or_unknown_name_is_refused_before_anything_is_sent(redis, tmp
 
 def test_names_are_rendered_once_at_load_as_lua_literals(redis, tmp_path):
     text = "local fields = {{FIELDS}}\nreturn {{{STATUS}}, {{LIMIT}}, fields[2], #fields}\n"
-    script = _script(tmp_path, "rendered", text,
-                     {"STATUS": "stat'us", "LIMIT": 256, "FIELDS": ("a", "b")})
-    assert script.source == ("local fields = {'a', 'b'}\n"
-                             "return {'stat\\'us', 256, fields[2], #fields}\n")
+    script = _script(
+        tmp_path, "rendered", text, {"STATUS": "stat'us", "LIMIT": 256, "FIELDS": ("a", "b")}
+    )
+    assert script.source == (
+        "local fields = {'a', 'b'}\nreturn {'stat\\'us', 256, fields[2], #fields}\n"
+    )
     assert script(redis) == [b"stat'us", 256, b"b", 2]
     with pytest.raises(KeyError, match="TENANT"):
         _script(tmp_path, "unknown", "return {{TENANT}}\n", {"STATUS": "status"})
 
 
 def test_the_task_hash_names_render_its_fields(tmp_path):
-    script = _script(tmp_path, "task", "--! keys: task\nreturn redis.call('HGET', task, "
-                     "{{STATUS}})\n", task_record.SCRIPT_NAMES)
+    script = _script(
+        tmp_path,
+        "task",
+        "--! keys: task\nreturn redis.call('HGET', task, {{STATUS}})\n",
+        task_record.SCRIPT_NAMES,
+    )
     assert "redis.call('HGET', task, 'status')" in script.source
     assert script.source.startswith("local task = KEYS[1]\n")
 
@@ -79,8 +91,7 @@ def test_a_client_call_loads_the_script_again_after_a_flush(redis, tmp_path):
     assert redis.script_exists(echo.sha) == [True]
 
 
-def test_a_sent_pipeline_is_built_and_sent_again_whole_after_a_flush(redis, tmp_path,
-                                                                     monkeypatch):
+def test_a_sent_pipeline_is_built_and_sent_again_whole_after_a_flush(redis, tmp_path, monkeypatch):
     counter = _script(tmp_path, "count", "--! keys: key\nreturn redis.call('INCR', key)\n")
     sent = []
     real = type(redis.pipeline()).execute
@@ -88,11 +99,13 @@ def test_a_sent_pipeline_is_built_and_sent_again_whole_after_a_flush(redis, tmp_
     def execute(pipe, raise_on_error=True):
         sent.append(len(pipe))
         return real(pipe, raise_on_error)
+
     monkeypatch.setattr(type(redis.pipeline()), "execute", execute)
 
     def build(pipe):
-        pipe.set("before", "same")   # what a re-sent pipeline may hold: a write safe to repeat
+        pipe.set("before", "same")  # what a re-sent pipeline may hold: a write safe to repeat
         counter.queue(pipe, keys={"key": "n"})
+
     redis.script_flush()
     assert scripts.send(redis, build) == [True, 1]
     assert sent == [2, 2], "loaded, then the whole again"
@@ -110,7 +123,7 @@ def test_a_pipeline_with_redis_pys_check_loads_the_script_first(redis, tmp_path)
     counter = _script(tmp_path, "count", "--! keys: key\nreturn redis.call('INCR', key)\n")
     redis.script_flush()
     pipe = redis.pipeline()
-    pipe.incr("other")           # not safe to repeat: nothing is sent twice on this path
+    pipe.incr("other")  # not safe to repeat: nothing is sent twice on this path
     counter(pipe, keys={"key": "n"})
     assert pipe.execute() == [1, 1]
     assert int(redis.get("other")) == 1
@@ -120,17 +133,22 @@ def test_a_reply_that_is_an_error_raises_unless_asked_not_to(redis, tmp_path):
     failing = _script(tmp_path, "failing", "return redis.error_reply('refused')\n")
     with pytest.raises(Exception, match="refused"):
         scripts.send(redis, lambda pipe: failing.queue(pipe))
-    assert isinstance(scripts.send(redis, lambda pipe: failing.queue(pipe),
-                                   raise_on_error=False)[0], Exception)
+    assert isinstance(
+        scripts.send(redis, lambda pipe: failing.queue(pipe), raise_on_error=False)[0], Exception
+    )
 
 
 # -- the floor plan: every script a .lua file, loaded and sent by the loader only ---------------
 
+
 def _calls(path: Path, names: set[str]) -> list[tuple[str, int, str]]:
-    return [(str(path.relative_to(ROOT)), node.lineno, node.func.attr)
-            for node in ast.walk(ast.parse(path.read_text(), str(path)))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in names]
+    return [
+        (str(path.relative_to(ROOT)), node.lineno, node.func.attr)
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
+    ]
 
 
 def _python_files() -> list[Path]:
@@ -139,17 +157,20 @@ def _python_files() -> list[Path]:
 
 def test_only_the_loader_sends_or_loads_a_script():
     names = {"eval", "evalsha", "eval_ro", "evalsha_ro", "register_script", "script_load"}
-    found = [call for path in _python_files() if path != LOADER
-             for call in _calls(path, names)]
+    found = [call for path in _python_files() if path != LOADER for call in _calls(path, names)]
     assert found == []
 
 
 def test_no_python_module_holds_a_lua_script():
-    held = [(str(path.relative_to(ROOT)), node.lineno)
-            for path in _python_files()
-            for node in ast.walk(ast.parse(path.read_text(), str(path)))
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and "redis.call" in node.value and path != LOADER]
+    held = [
+        (str(path.relative_to(ROOT)), node.lineno)
+        for path in _python_files()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and "redis.call" in node.value
+        and path != LOADER
+    ]
     assert held == []
 
 
@@ -164,10 +185,14 @@ def _module_prefixes(path: Path) -> list[str]:
 
 
 def test_every_script_lives_in_a_lua_folder_beside_its_module():
-    misplaced = [str(path.relative_to(ROOT)) for path in _lua_files()
-                 if path.parent.name != "lua" or not any(
-                     (path.parent.parent / f"{module}.py").exists()
-                     for module in _module_prefixes(path))]
+    misplaced = [
+        str(path.relative_to(ROOT))
+        for path in _lua_files()
+        if path.parent.name != "lua"
+        or not any(
+            (path.parent.parent / f"{module}.py").exists() for module in _module_prefixes(path)
+        )
+    ]
     assert misplaced == []
 
 
@@ -176,11 +201,16 @@ def test_a_declared_slot_is_read_by_its_name():
     numbered = []
     for path in _lua_files():
         text = path.read_text()
-        declared = {kind: sum(len(line.split()) for line in re.findall(
-            rf"^--!\s*{kind}:(.*)$", text, re.M)) for kind in ("keys", "args")}
+        declared = {
+            kind: sum(len(line.split()) for line in re.findall(rf"^--!\s*{kind}:(.*)$", text, re.M))
+            for kind in ("keys", "args")
+        }
         for table, kind in (("KEYS", "keys"), ("ARGV", "args")):
-            numbered += [(path.name, slot) for slot in re.findall(rf"{table}\[(\d+)\]", text)
-                         if int(slot) <= declared[kind]]
+            numbered += [
+                (path.name, slot)
+                for slot in re.findall(rf"{table}\[(\d+)\]", text)
+                if int(slot) <= declared[kind]
+            ]
     assert numbered == []
 
 
@@ -189,6 +219,9 @@ def test_every_lua_file_is_loaded_or_included():
         if "scripts.load(" in path.read_text() and path != LOADER:
             importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
     loaded = {script.name for script in scripts._BY_SHA.values()}
-    included = {name for path in _lua_files()
-                for name in re.findall(r"^--!\s*include:\s*(\w+)", path.read_text(), re.M)}
+    included = {
+        name
+        for path in _lua_files()
+        for name in re.findall(r"^--!\s*include:\s*(\w+)", path.read_text(), re.M)
+    }
     assert {path.stem for path in _lua_files()} - loaded - included == set()

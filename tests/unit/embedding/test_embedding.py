@@ -22,10 +22,14 @@ CORPUS = [
 
 # -- LocalEmbedder: no dense model ------------------------------------------------------------
 
+
 def test_local_embedder_has_no_dense_model_and_keeps_its_version_name():
     embedder = LocalEmbedder()
     assert (embedder.model, embedder.dimension, embedder.batch_size) == (
-        "local-bm25-v1", 2 ** 32, 256)
+        "local-bm25-v1",
+        2**32,
+        256,
+    )
     assert embedder.embed(CORPUS).shape == (4, 0)
 
 

@@ -46,9 +46,20 @@ def put(
     redis, document_id, texts, version=1, tenant="default", vectors=None, places=None, store=None
 ):
     """Index one document as a finished task does; True when it became the indexed version."""
-    return index.write(redis, IndexedDocument(
-        tenant, document_id, f"{document_id}.txt", f"{version:032d}", version, texts,
-        vectors, places or []), store)
+    return index.write(
+        redis,
+        IndexedDocument(
+            tenant,
+            document_id,
+            f"{document_id}.txt",
+            f"{version:032d}",
+            version,
+            texts,
+            vectors,
+            places or [],
+        ),
+        store,
+    )
 
 
 def search(redis, text, k=10, tenant="default", budget=None):
@@ -141,7 +152,7 @@ def test_the_search_is_exact_on_a_corpus_where_it_stops_early(redis):
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
     texts = [" ".join(rng.choices(vocabulary, weights=weights, k=40)) for _ in range(1500)]
     for n in range(0, len(texts), 100):
-        put(redis, f"doc{n}", texts[n:n + 100])
+        put(redis, f"doc{n}", texts[n : n + 100])
     reference = InvertedIndex(TERMS.count(texts))
     for words in ("w3 w120", "w0", "w250 w1 w17", "w42"):
         found = search(redis, words, k=10)
@@ -162,8 +173,7 @@ def test_a_search_past_its_budget_answers_from_the_highest_impacts(redis):
 
 
 def test_a_staged_document_is_invisible_until_its_flip(redis):
-    doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"],
-                          None)
+    doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"], None)
     staged = index.stage(redis, doc)
     assert texts_of(redis, "zebrafox") == []
     pipe = redis.pipeline()
@@ -221,8 +231,7 @@ def test_tenants_never_see_each_other(redis):
 
 
 def test_a_run_staged_by_a_worker_that_died_is_collected(redis, monkeypatch):
-    doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"],
-                          None)
+    doc = IndexedDocument("default", "d", "d.txt", "t1", 1, ["zebrafox"], None)
     index.stage(redis, doc)
     assert redis.hlen(keys.kb_rows("default")) == 1
     index.collect_garbage(redis, "default")
@@ -280,9 +289,10 @@ def test_search_by_meaning_falls_back_to_words_and_says_so(redis):
 def test_search_hits_and_the_chunk_pages_carry_each_chunk_s_location(redis):
     texts = ["the cover", "refund terms apply", "delivery schedule"]
     places = [{"page": 1}, {"page": 2, "heading": "Terms"}, {}]
-    index.write(redis, IndexedDocument("default", "contract", "contract.pdf", "t1", 1, texts,
-                                       None, places))
-    hit, = search(redis, "refund").hits
+    index.write(
+        redis, IndexedDocument("default", "contract", "contract.pdf", "t1", 1, texts, None, places)
+    )
+    (hit,) = search(redis, "refund").hits
     assert (hit["chunk"], hit["location"]) == (1, {"page": 2, "heading": "Terms"})
     total, page = index.document_chunks(redis, "default", "contract", "t1", 1, 5)
     assert total == 3
@@ -519,7 +529,8 @@ def test_one_collector_at_a_time_takes_a_run_out_of_the_statistics(redis):
     stats = redis.hgetall(keys.kb_lexical_stats("default"))
     assert (int(stats[b"chunks"]), int(stats[b"length"])) == (1, 1)
     assert redis.hgetall(keys.kb_term_chunks("default")) == {
-        postings.bucket_name(TERMS.count(["alpha"]).indices[0]).encode(): b"1"}
+        postings.bucket_name(TERMS.count(["alpha"]).indices[0]).encode(): b"1"
+    }
 
 
 def test_a_search_goes_on_across_script_calls_to_the_same_exact_answer(redis, monkeypatch):
@@ -538,8 +549,10 @@ def test_a_search_goes_on_across_script_calls_to_the_same_exact_answer(redis, mo
     def counting(self, connection, budget=retrieval.DEFAULT_BUDGET):
         original(self, connection, budget)
         script = self._lexical
-        self._lexical = lambda client, **given: (calls.append(given["args"]["last_call"])
-                                                 or script(client, **given))
+        self._lexical = lambda client, **given: (
+            calls.append(given["args"]["last_call"]) or script(client, **given)
+        )
+
     monkeypatch.setattr(Retriever, "__init__", counting)
     for query, expected in whole.items():
         found = search(redis, query, k=20)

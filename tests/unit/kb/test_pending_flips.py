@@ -29,8 +29,7 @@ def kb():
 
 
 def stage(kb, task_id: str, version: int, texts: list[str]) -> index.StagedDocument:
-    return index.stage(kb, IndexedDocument(TENANT, "doc", "doc.txt", task_id, version, texts,
-                                           None))
+    return index.stage(kb, IndexedDocument(TENANT, "doc", "doc.txt", task_id, version, texts, None))
 
 
 def committed(queue, task_id: str, staged: index.StagedDocument) -> None:

@@ -86,6 +86,7 @@ def test_other_errors_are_not_taken_for_a_lost_replica():
 
 def test_a_replicas_scripts_read_the_live_bits_with_the_read_only_bitfield():
     from jobs.kb.retrieval import _DENSE, _DENSE_RO, _LEXICAL, _LEXICAL_RO
+
     for script, replicas in ((_LEXICAL, _LEXICAL_RO), (_DENSE, _DENSE_RO)):
         assert "'BITFIELD'" in script.source and "'BITFIELD'" not in replicas.source
         assert "'BITFIELD_RO'" in replicas.source

@@ -16,9 +16,11 @@ DERIVED = {"i:", "doc:"}
 
 def _scripts() -> list[tuple[str, int, str]]:
     """Every script's file (jobs.core.scripts: `<package>/lua/<name>.lua`), line by line."""
-    return [(str(path.relative_to(ROOT)), number, line)
-            for path in sorted((ROOT / "jobs").rglob("*.lua"))
-            for number, line in enumerate(path.read_text().splitlines(), 1)]
+    return [
+        (str(path.relative_to(ROOT)), number, line)
+        for path in sorted((ROOT / "jobs").rglob("*.lua"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+    ]
 
 
 def test_scripts_build_only_the_key_names_that_data_names():

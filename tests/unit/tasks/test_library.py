@@ -265,7 +265,8 @@ def test_backfill_lists_what_was_uploaded_before_the_list_existed(client, redis,
     redis.set(keys.tenant_documents_filled(), 1.0)
     redis.delete(keys.tenant_documents("default"))
     assert library_backfill.backfill(redis) == 0 and listed(client)["total"] == 0, (
-        "then never again")
+        "then never again"
+    )
 
 
 def test_backfill_keeps_the_time_an_upload_placed_a_document_at(client, redis):
@@ -278,13 +279,16 @@ def test_backfill_keeps_the_time_an_upload_placed_a_document_at(client, redis):
 # -- the knowledge base on a Redis of its own --------------------------------------------------
 
 
-
 def test_with_the_knowledge_base_apart_its_entries_stand_in_and_are_backfilled():
     queue = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     kb = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     texts = ["kept in the knowledge base alone"]
-    index.write(kb, IndexedDocument("acme", "dir/kept.pdf", "kept.pdf", "f" * 32,
-                                    1_700_000_000_000_000, texts, None))
+    index.write(
+        kb,
+        IndexedDocument(
+            "acme", "dir/kept.pdf", "kept.pdf", "f" * 32, 1_700_000_000_000_000, texts, None
+        ),
+    )
     assert library_backfill.backfill(queue, kb) == 1
     page = library.page(queue, kb, "acme")
     assert page["total"] == 1

@@ -62,8 +62,10 @@ WRITES = (
 def _lua_literals(path: Path) -> list[tuple[int, set[str]]]:
     """The quoted words of a script's file, line by line (jobs.core.scripts: a field of the
     task hash is rendered there from `{{NAME}}`, never spelled)."""
-    return [(number, set(re.findall(r"'([^']*)'", line)))
-            for number, line in enumerate(path.read_text().splitlines(), 1)]
+    return [
+        (number, set(re.findall(r"'([^']*)'", line)))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+    ]
 
 
 def _scripts_of(module: Path) -> list[Path]:
@@ -74,9 +76,12 @@ def _scripts_of(module: Path) -> list[Path]:
 
 def test_no_script_spells_a_field_only_the_task_hash_has():
     task_only = set(task_record.FIELDS) - SHARED
-    spelled = [(str(path.relative_to(ROOT)), line, sorted(words & task_only))
-               for path in (ROOT / "jobs").rglob("*.lua")
-               for line, words in _lua_literals(path) if words & task_only]
+    spelled = [
+        (str(path.relative_to(ROOT)), line, sorted(words & task_only))
+        for path in (ROOT / "jobs").rglob("*.lua")
+        for line, words in _lua_literals(path)
+        if words & task_only
+    ]
     assert spelled == []
 
 
@@ -87,10 +92,12 @@ def test_the_check_reads_every_script_file():
 
 @pytest.mark.parametrize("module", WRITERS)
 def test_the_scripts_that_change_a_task_spell_none_of_its_fields(module):
-    spelled = [(str(path.relative_to(ROOT)), line, sorted(words & set(task_record.FIELDS)))
-               for path in _scripts_of(ROOT / module)
-               for line, words in _lua_literals(path)
-               if words & set(task_record.FIELDS)]
+    spelled = [
+        (str(path.relative_to(ROOT)), line, sorted(words & set(task_record.FIELDS)))
+        for path in _scripts_of(ROOT / module)
+        for line, words in _lua_literals(path)
+        if words & set(task_record.FIELDS)
+    ]
     assert spelled == []
 
 

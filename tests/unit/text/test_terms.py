@@ -1,5 +1,6 @@
 """A chunk's search terms and their counts (jobs.text.terms), the rows the lexical index
 ranks by BM25."""
+
 import hashlib
 import os
 import random
@@ -26,6 +27,7 @@ CORPUS = [
 
 # -- TermCounter -------------------------------------------------------------------------------
 
+
 def scores(rows: SparseRows, query: SparseRows) -> np.ndarray:
     """Dot product of the query's single row with every row (what search computes)."""
     return InvertedIndex(rows).scores(query)
@@ -39,14 +41,17 @@ def row_of(rows: SparseRows, i: int) -> tuple[np.ndarray, np.ndarray]:
 def test_terms_rows_are_sparse_sorted_term_counts():
     counter = TermCounter()
     rows = counter.count(CORPUS)
-    assert (counter.model, counter.dimension) == ("local-bm25-v1", 2 ** 32)
-    assert isinstance(rows, SparseRows) and len(rows) == 4 and rows.dimension == 2 ** 32
+    assert (counter.model, counter.dimension) == ("local-bm25-v1", 2**32)
+    assert isinstance(rows, SparseRows) and len(rows) == 4 and rows.dimension == 2**32
     assert (rows.indptr.dtype, rows.indices.dtype, rows.values.dtype) == (
-        np.int64, np.uint32, np.float32)
+        np.int64,
+        np.uint32,
+        np.float32,
+    )
     for i in range(3):
         indices, values = row_of(rows, i)
         assert np.all(np.diff(indices.astype(np.int64)) > 0), "sorted and unique"
-        assert np.all(indices < 2 ** 32) and np.all(values >= 1) and np.all(values % 1 == 0)
+        assert np.all(indices < 2**32) and np.all(values >= 1) and np.all(values % 1 == 0)
     assert rows.indptr[3] == rows.indptr[4], "a text without words is an empty row"
 
 
@@ -67,16 +72,24 @@ def test_terms_same_text_same_row_regardless_of_batch():
 def test_terms_rows_count_stemmed_words_without_stop_words():
     indices, values = row_of(TermCounter().count(["Cats, cat and the CAT's cat dog"]), 0)
     by_bucket = dict(zip(indices.tolist(), values.tolist()))
-    cat, dog = (zlib.crc32(w.encode()) % 2 ** 32 for w in ("cat", "dog"))
+    cat, dog = (zlib.crc32(w.encode()) % 2**32 for w in ("cat", "dog"))
     # "cats" and "cat" stem alike; "and", "the" and the one-letter "s" are not indexed.
     assert by_bucket == {cat: 4.0, dog: 1.0}
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("invoice", 0), ("When is payment due?", 0), ("cat", 1), ("windowsill", 1),
-    ("pods and nodes", 2), ("invoice for March attached", 0),
-    ("cat sleeps on the windowsill", 1), ("schedules pods onto nodes", 2),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("invoice", 0),
+        ("When is payment due?", 0),
+        ("cat", 1),
+        ("windowsill", 1),
+        ("pods and nodes", 2),
+        ("invoice for March attached", 0),
+        ("cat sleeps on the windowsill", 1),
+        ("schedules pods onto nodes", 2),
+    ],
+)
 def test_terms_query_finds_the_chunk_with_its_words(query, expected):
     counter = TermCounter()
     found = scores(counter.count(CORPUS), counter.count_query(query))
@@ -126,13 +139,22 @@ def test_terms_a_rare_word_ranks_its_chunk_first_in_a_large_corpus():
 
 
 def test_terms_rows_are_stable_across_processes():
-    script = ("import hashlib, sys; from jobs.text.terms import TermCounter; "
-              "v = TermCounter().count(sys.argv[1:]); "
-              "print(hashlib.sha256(b''.join(v.to_bytes())).hexdigest())")
+    script = (
+        "import hashlib, sys; from jobs.text.terms import TermCounter; "
+        "v = TermCounter().count(sys.argv[1:]); "
+        "print(hashlib.sha256(b''.join(v.to_bytes())).hexdigest())"
+    )
     expected = hashlib.sha256(b"".join(TermCounter().count(CORPUS).to_bytes())).hexdigest()
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # this process has another, random seed
-    done = subprocess.run([sys.executable, "-c", script, *CORPUS], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *CORPUS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert done.stdout.strip() == expected
 
 
@@ -146,14 +168,21 @@ def test_terms_is_fast_enough_for_a_batch():
 
 # -- SparseRows --------------------------------------------------------------------------------
 
+
 def test_sparse_rows_concatenate_and_bytes_round_trip():
     counter = TermCounter()
     whole = counter.count(CORPUS)
-    parts = SparseRows.concatenate([counter.count(CORPUS[:1]), counter.count(CORPUS[1:3]),
-                                    SparseRows.empty(2 ** 32), counter.count(CORPUS[3:])])
+    parts = SparseRows.concatenate(
+        [
+            counter.count(CORPUS[:1]),
+            counter.count(CORPUS[1:3]),
+            SparseRows.empty(2**32),
+            counter.count(CORPUS[3:]),
+        ]
+    )
     assert len(parts) == 4 and parts.to_bytes() == whole.to_bytes()
     again = SparseRows.from_bytes(*whole.to_bytes(), dimension=whole.dimension)
-    assert again.to_bytes() == whole.to_bytes() and again.dimension == 2 ** 32
+    assert again.to_bytes() == whole.to_bytes() and again.dimension == 2**32
 
 
 def test_sparse_rows_refuse_inconsistent_arrays_and_mixed_dimensions():

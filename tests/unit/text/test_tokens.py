@@ -41,7 +41,9 @@ def test_every_pair_of_a_query_word_is_in_a_sentence_holding_it():
 
 def test_the_term_counter_matches_a_word_inside_a_chinese_sentence():
     counter = TermCounter()
-    documents = counter.count(["消息失败三次以后会被转入死信队列。", "今天天气很好，我们去公园散步吧。"])
+    documents = counter.count(
+        ["消息失败三次以后会被转入死信队列。", "今天天气很好，我们去公园散步吧。"]
+    )
     query = counter.count(["死信队列"])
     scores = list(InvertedIndex(documents).scores(query))
     assert scores[0] > 0.3 and scores[1] == 0

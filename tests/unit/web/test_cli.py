@@ -51,8 +51,9 @@ def test_ingest_no_wait_prints_task_ids(app, tmp_path):
     assert result.exit_code == 0 and "pending" in result.output and "a.txt" in result.output
 
 
-def test_ingest_says_at_once_when_no_worker_listens_instead_of_waiting_forever(app, tmp_path,
-                                                                            monkeypatch):
+def test_ingest_says_at_once_when_no_worker_listens_instead_of_waiting_forever(
+    app, tmp_path, monkeypatch
+):
     monkeypatch.setattr("webapp.cli.documents.NO_WORKER_SECONDS", 0.3)
     (tmp_path / "a.txt").write_text("Words.")
     (tmp_path / "b.txt").write_text("More words.")
@@ -111,7 +112,8 @@ def test_without_redis_url_the_cli_finds_a_running_dev_runner_s_redis(tmp_path, 
     gone = subprocess.Popen(["true"])
     gone.wait()
     (tmp_path / record.RECORD_NAME).write_text(
-        f'{{"redis_url": "redis://127.0.0.1:47123/0", "pid": {gone.pid}}}')
+        f'{{"redis_url": "redis://127.0.0.1:47123/0", "pid": {gone.pid}}}'
+    )
     app = on_dev_runner(create_app({"TESTING": True}))
     assert app.config["REDIS_URL_FROM_DEV_RUNNER"] is False, "a runner that exited is not used"
     record.write(tmp_path, "redis://127.0.0.1:47123/0")

@@ -75,10 +75,17 @@ def test_upload_form_gives_its_script_the_servers_limits(make_app):
 
 
 def test_the_accepted_extensions_are_what_the_server_accepts():
-    samples = {"txt": b"Words.", "md": b"# Title", "html": b"<html><p>Hi</p></html>",
-               "pdf": make_pdf("Words."), "docx": make_docx(["Words."]),
-               "png": b"\x89PNG\r\n\x1a\n", "jpeg": b"\xff\xd8\xff\xe0",
-               "tiff": b"II*\x00", "webp": b"RIFF\x00\x00\x00\x00WEBPVP8 "}
+    samples = {
+        "txt": b"Words.",
+        "md": b"# Title",
+        "html": b"<html><p>Hi</p></html>",
+        "pdf": make_pdf("Words."),
+        "docx": make_docx(["Words."]),
+        "png": b"\x89PNG\r\n\x1a\n",
+        "jpeg": b"\xff\xd8\xff\xe0",
+        "tiff": b"II*\x00",
+        "webp": b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+    }
     for extension in EXTENSIONS:
         assert any(detect_kind(f"a{extension}", data) for data in samples.values()), extension
 

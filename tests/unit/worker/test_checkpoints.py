@@ -1,6 +1,7 @@
 """An embedding batch's checkpoint gives back exactly what was embedded, in either format a
 retry may find; the sparse rows an earlier release's local embedder kept are not reused (the
 terms are counted at indexing now)."""
+
 from __future__ import annotations
 
 import io
@@ -15,10 +16,21 @@ from jobs.worker.checkpoints import decode_embedding, encode_embedding
 def _sparse_checkpoint(rows: SparseRows) -> bytes:
     """A batch of sparse rows as an earlier release wrote it."""
     arrays = [rows.indptr.astype("<i8"), rows.indices.astype("<u4"), rows.values.astype("<f4")]
-    head = json.dumps({"form": "sparse", "dimension": int(rows.dimension),
-                       "lengths": [len(array) for array in arrays]}).encode()
-    return b"".join([b"intake-embedding-1\n", len(head).to_bytes(4, "big"), head,
-                     *(array.tobytes() for array in arrays)])
+    head = json.dumps(
+        {
+            "form": "sparse",
+            "dimension": int(rows.dimension),
+            "lengths": [len(array) for array in arrays],
+        }
+    ).encode()
+    return b"".join(
+        [
+            b"intake-embedding-1\n",
+            len(head).to_bytes(4, "big"),
+            head,
+            *(array.tobytes() for array in arrays),
+        ]
+    )
 
 
 def test_an_earlier_release_s_sparse_rows_are_not_reused():

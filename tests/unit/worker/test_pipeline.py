@@ -165,8 +165,11 @@ def test_an_older_run_never_replaces_a_newer_index_entry(redis):
     from jobs.text.terms import TERMS
 
     def put(version, text):
-        return write(redis, IndexedDocument("default", "doc", "doc.txt", f"{version:032d}",
-                                            version, [text], None))
+        return write(
+            redis,
+            IndexedDocument("default", "doc", "doc.txt", f"{version:032d}", version, [text], None),
+        )
+
     assert put(2, "newer words") is True
     assert put(1, "older words") is False
     hits = Retriever(redis).lexical("default", TERMS.count(["words"]), 5).hits
@@ -192,8 +195,10 @@ def test_every_chunk_s_terms_are_indexed_in_order(client, run_jobs, redis):
     ids = list(range(int(stored[b"first"]), int(stored[b"first"]) + chunks))
     texts = [json.loads(r)[2] for r in redis.hmget(keys.kb_texts("default"), ids)]
     assert stored[b"format"] == b"sparse" and int(stored[b"chunks"]) == chunks
-    assert redis.hmget(keys.kb_rows("default"), ids) == postings.encode(
-        TermCounter().count(texts), ids[0]).rows, "every chunk's terms, in order"
+    assert (
+        redis.hmget(keys.kb_rows("default"), ids)
+        == postings.encode(TermCounter().count(texts), ids[0]).rows
+    ), "every chunk's terms, in order"
     hits = client.get("/api/search?q=word11").get_json()["results"]
     assert hits and all("word11" in h["text"] for h in hits)
 
