@@ -12,8 +12,8 @@ import pytest
 
 #: Test files that spend most of their time waiting on timers, not on the CPU.
 WAITING_FILES = (
-    "tests/integration/test_cut_off_worker.py",
-    "tests/integration/test_lost_workers.py",
+    "tests/integration/worker/test_cut_off_worker.py",
+    "tests/integration/worker/test_lost_workers.py",
     "tests/browser/test_live_events.py",
 )
 

@@ -1,6 +1,6 @@
 """Where every process finds Redis (docs/architecture.md §17): REDIS_SENTINELS becomes one Sentinel
 address that the web, the workers' command line and the dashboard all read, with bounded waits.
-(Failover itself, on real Sentinels: tests/integration/test_failover.py.)"""
+(Failover itself, on real Sentinels: tests/integration/core/test_failover.py.)"""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ fakeredis knows neither INFO, ROLE nor WAIT, so these tests check the decisions:
 reply means, that WAIT is the last command of a pipeline that sends one of an upload's last
 writes, after everything else of the upload was sent, in every submit path (and never sent
 without a replica), and what 0 confirmations become on the API, the form and the CLI. A
-stand-in answers WAIT (`replica`); tests/integration/test_replica_acks.py proves the same on a
+stand-in answers WAIT (`replica`); tests/integration/core/test_replica_acks.py proves the same on a
 real primary and replica.
 """
 

@@ -21,7 +21,7 @@ from tests.unit.sparse_reference import InvertedIndex, top_k
 
 class MemoryVectors:
     """A vector engine in a dict, for unit tests of the index's bookkeeping only (the real one,
-    PostgreSQL with pgvector, is tested in tests/integration/test_vector_store.py)."""
+    PostgreSQL with pgvector, is tested in tests/integration/kb/test_vector_store.py)."""
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, int], np.ndarray] = {}

@@ -1,7 +1,7 @@
 """A knowledge base on a Redis of its own (jobs.kb.pending_flips), on two fakeredis servers: a
 flip recorded with the task's `succeeded` is applied once whoever applies it, one its worker
 did not live to apply is applied by housekeeping, and one still on its way when the document
-is deleted is refused by the delete's tombstone. (tests/integration/test_kb_apart.py runs the
+is deleted is refused by the delete's tombstone. (tests/integration/kb/test_kb_apart.py runs the
 whole service that way on two real redis-servers.)"""
 
 from __future__ import annotations

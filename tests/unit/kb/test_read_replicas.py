@@ -1,6 +1,6 @@
 """Searches on read replicas (jobs.kb.read_replicas): turns, a replica that refuses left alone
 while the primary answers, and a search that timed out on a replica not run again on the
-primary. (tests/integration/test_kb_apart.py runs them on a real replica, stalled by SIGSTOP.)"""
+primary. (tests/integration/kb/test_kb_apart.py runs them on a real replica, stalled by SIGSTOP.)"""
 
 from __future__ import annotations
 

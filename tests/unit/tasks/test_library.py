@@ -1,7 +1,7 @@
 """The document library on fakeredis (jobs.tasks.library): GET /api/documents and
 GET /api/documents/<id> as a user reads them, the tenant's set of documents kept by uploads
 and deletes, and the backfill of documents uploaded before that set existed.
-(tests/integration/test_library.py runs the same on the real system.)"""
+(tests/integration/tasks/test_library.py runs the same on the real system.)"""
 
 from __future__ import annotations
 

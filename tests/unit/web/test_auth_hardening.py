@@ -2,7 +2,7 @@
 shape of ids in URLs, operator basic auth beside tenant keys, Secure cookies and revocable sessions.
 
 The cookie and session behaviour behind gunicorn and a real Redis is proven again in
-tests/integration/test_web_security.py.
+tests/integration/web/test_web_security.py.
 """
 
 from __future__ import annotations

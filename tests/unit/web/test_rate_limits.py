@@ -2,8 +2,8 @@
 a search a replica did not finish, expensive reads, failed keys and sign-ins, key length.
 
 The search slots shared by every web process are proven again against gunicorn and a real
-Redis in tests/integration/test_search_limits.py, the replica's timeout on a real stalled
-replica in tests/integration/test_kb_apart.py.
+Redis in tests/integration/web/test_search_limits.py, the replica's timeout on a real stalled
+replica in tests/integration/kb/test_kb_apart.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The web process's one subscription (webapp.watchers) on fakeredis: a change announced by a
 writer reaches every stream watching its batch with ONE read of that batch, whatever the number
 of streams; a batch nobody watches is never read; streams let go leave nothing behind. The same
-runs against gunicorn and real workers in tests/integration/test_open_streams.py."""
+runs against gunicorn and real workers in tests/integration/web/test_open_streams.py."""
 
 from __future__ import annotations
 

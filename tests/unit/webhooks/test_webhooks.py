@@ -1,7 +1,7 @@
 """Webhooks (docs/architecture.md §14) on fakeredis with in-process workers and a real HTTP
 receiver: the body and its signature, the retry schedule, readable failure reasons, which events a
 batch's tasks make (batch.completed once, again after a Retry, for reused duplicates), and that
-nothing at all is written with webhooks off. tests/integration/test_webhooks.py proves the
+nothing at all is written with webhooks off. tests/integration/webhooks/test_webhooks.py proves the
 same on real processes."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fair share on fakeredis (docs/architecture.md §15): queue names per tenant, the registry workers
 read, the order a worker takes queues in, and the scheduler of the queues a worker learned. The same
-behaviour with real worker processes: tests/integration/test_fair_share.py."""
+behaviour with real worker processes: tests/integration/worker/test_fair_share.py."""
 
 from __future__ import annotations
 

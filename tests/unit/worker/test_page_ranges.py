@@ -1,6 +1,6 @@
 """How a scan's pending pages are cut into ranges, and how a range that failed for good is
 worded for the person (jobs.worker.page_ranges, jobs.worker.scan_reading). Pure: the record's
-scripts are tested against a real Redis in tests/integration/test_page_ranges.py."""
+scripts are tested against a real Redis in tests/integration/worker/test_page_ranges.py."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from jobs.core.failures import TransientError
 from jobs.kb.vectors import VectorStore, nearest_query
 from runner.processes import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIM = 32
 COUNT = 3000
 

@@ -17,7 +17,7 @@ from jobs.core import keys
 from tests.integration.fixtures import Stack, start_stack, stop_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, unique_word, wait_terminal
-from tests.integration.test_budgets import text_of_chunks
+from tests.integration.tasks.test_budgets import text_of_chunks
 
 pytestmark = pytest.mark.integration
 

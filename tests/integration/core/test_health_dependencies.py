@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.servers import REDIS_SERVER
-from tests.integration.test_replica_acks import Pair, running_pair
+from tests.integration.core.test_replica_acks import Pair, running_pair
 
 pytestmark = [
     pytest.mark.integration,
