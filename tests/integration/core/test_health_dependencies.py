@@ -23,10 +23,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.core.test_replica_acks import Pair, running_pair
 from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.servers import REDIS_SERVER
-from tests.integration.core.test_replica_acks import Pair, running_pair
 
 pytestmark = [
     pytest.mark.integration,

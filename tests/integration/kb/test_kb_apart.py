@@ -20,14 +20,14 @@ import pytest
 
 from jobs.core import keys
 from jobs.kb.retrieval import _DENSE, _LEXICAL
+from tests.integration.core.test_replica_acks import MARGIN_S, Pair, running_pair
 from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, unique_word
-from tests.integration.servers import REDIS_SERVER, RedisServer
-from tests.integration.tasks.test_budgets import text_of_chunks
 from tests.integration.kb.test_kb_bound import ingest as ingest_one
 from tests.integration.kb.test_kb_bound import send
-from tests.integration.core.test_replica_acks import MARGIN_S, Pair, running_pair
+from tests.integration.servers import REDIS_SERVER, RedisServer
+from tests.integration.tasks.test_budgets import text_of_chunks
 
 pytestmark = [
     pytest.mark.integration,

@@ -1,6 +1,7 @@
 """Originals' store (jobs.core.object_store) on a directory: whole objects or none, streams in
 bounded pieces, names that cannot leave the store, and the addresses INTAKE_STORAGE_URL takes.
-(The S3 side runs against a real SeaweedFS server in tests/integration/core/test_object_store.py.)"""
+(The S3 side runs against a real SeaweedFS server in
+tests/integration/core/test_object_store.py.)"""
 
 from __future__ import annotations
 

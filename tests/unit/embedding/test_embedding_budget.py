@@ -1,6 +1,7 @@
 """The shared embedding budget (jobs.embedding.budget) on fakeredis, whose Lua has Redis TIME,
 and the HTTP embedder's answers to Retry-After and to batches refused as too large
-(tests/integration/embedding/test_embedding_budget.py proves both again across real worker processes).
+(tests/integration/embedding/test_embedding_budget.py proves both again across real worker
+processes).
 
 The window and the leases are made short here (constructor arguments; the settings keep the
 minute) so that a test sees them pass.
