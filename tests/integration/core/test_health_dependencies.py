@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.integration.core.test_replica_acks import Pair, running_pair
 from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.servers import REDIS_SERVER
+from tests.silent_server import silent_server
 
 pytestmark = [
     pytest.mark.integration,
@@ -163,28 +163,8 @@ def test_a_store_whose_directory_is_gone_is_named_down(stack, originals):
 @pytest.fixture(scope="module")
 def silent_endpoint() -> Iterator[tuple[str, list[socket.socket]]]:
     """An S3 endpoint that takes every connection and never answers (a hung gateway)."""
-    silent = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        silent.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(silent.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{silent.getsockname()[1]}", held
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        for connection in held:
-            connection.close()
-        silent.close()
+    with silent_server() as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

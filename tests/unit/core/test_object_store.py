@@ -6,8 +6,6 @@ tests/integration/core/test_object_store.py.)"""
 from __future__ import annotations
 
 import io
-import socket
-import threading
 import time
 import tracemalloc
 
@@ -15,6 +13,7 @@ import pytest
 
 from jobs.core import object_store
 from jobs.core.object_store import FileStore, NotStored, S3Store, open_store
+from tests.silent_server import silent_server
 from tests.streams import MadeStream
 
 
@@ -84,41 +83,21 @@ def test_an_s3_store_that_never_answers_fails_in_bounded_time(monkeypatch):
     """A server that takes the connection and the request, then says nothing (a hung gateway):
     each attempt ends at the read timeout and the put fails after a few of them, in seconds,
     instead of holding an upload's request for minutes (botocore's default: 60 s a try)."""
-    silent = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        silent.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(silent.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
     monkeypatch.setattr(object_store, "S3_READ_TIMEOUT_SECONDS", 0.5)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "key"),
-        ("AWS_SECRET_ACCESS_KEY", "secret"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
-    store = S3Store("originals")
-    started = time.monotonic()
-    try:
+    with silent_server() as (endpoint, held):
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        for name, value in (
+            ("AWS_ACCESS_KEY_ID", "key"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+        ):
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
+        store = S3Store("originals")
+        started = time.monotonic()
         with pytest.raises(Exception) as failed:
             store.put("a/b", io.BytesIO(b"never stored"))
         took = time.monotonic() - started
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        for connection in held:
-            connection.close()
-        silent.close()
     assert "timeout" in type(failed.value).__name__.lower() or "timed out" in str(failed.value)
     assert len(held) >= 2, "tried again before giving up"
     assert took < 10, f"{took:.1f} s to give up ({len(held)} connections)"

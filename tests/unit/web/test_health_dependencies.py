@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.silent_server import silent_server
+
 KEYS = "acme:acme-key-123-0123456789ab"
 ACME = {"Authorization": "Bearer acme-key-123-0123456789ab"}
 OPERATOR = {"Authorization": "Basic " + base64.b64encode(b"admin:operator-secret").decode()}
@@ -96,36 +98,16 @@ class SilentS3:
 @pytest.fixture
 def silent_s3(monkeypatch) -> Iterator[SilentS3]:
     """An S3 endpoint that takes every connection and never answers (a hung gateway)."""
-    silent = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        silent.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(silent.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "key-id"),
-        ("AWS_SECRET_ACCESS_KEY", "very-secret-key"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
-        monkeypatch.setenv(name, value)
-    try:
+    with silent_server() as (endpoint, held):
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        for name, value in (
+            ("AWS_ACCESS_KEY_ID", "key-id"),
+            ("AWS_SECRET_ACCESS_KEY", "very-secret-key"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+        ):
+            monkeypatch.setenv(name, value)
         # A bucket of its own: a process keeps one store per address (jobs.tasks.originals).
-        yield SilentS3(f"s3://originals-bucket-{silent.getsockname()[1]}/intake", held)
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        for connection in held:
-            connection.close()
-        silent.close()
+        yield SilentS3(f"s3://originals-bucket-{endpoint.rsplit(':', 1)[1]}/intake", held)
 
 
 def test_a_store_that_never_answers_is_down_within_the_bound(make_app, silent_s3):
