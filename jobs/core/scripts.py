@@ -33,14 +33,20 @@ How a script is called:
   be idempotent (SET, SADD, HSET of the same values, a script that remembers what it did), an
   announcement or a read — never an INCRBY, an RPUSH, or a script that counts.
 
+A WATCHed MULTI (a task's commit) asks with its WATCH instead: `watch(pipe, *keys)` sends
+SCRIPT EXISTS of every loaded script in the WATCH's round trip, and the scripts then queued on
+that pipeline go as EVALSHA alone.
+
 `send` is Intake's only handling of NoScriptError; nothing else sends a script's text.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import re
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +55,7 @@ from typing import Any
 from redis import Redis
 from redis.client import Pipeline
 from redis.commands.core import Script as RedisScript
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 #: What `{{NAME}}` may be rendered from.
 Rendered = str | int | float | Sequence[str]
@@ -61,6 +67,10 @@ _BY_SHA: dict[str, Script] = {}  # every script loaded, by its sha (the floor pl
 #: The scripts `Script.queue` queued while `send` builds its pipeline.
 _QUEUED: contextvars.ContextVar[set[Script] | None] = contextvars.ContextVar(
     "intake_queued_scripts", default=None
+)
+#: Pipelines `watch` checked: the connection it asked on and the shas that server holds.
+_CHECKED: weakref.WeakKeyDictionary[Pipeline, tuple[Any, frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
 )
 
 
@@ -152,11 +162,26 @@ class Script:
         rest: Sequence[Any] = (),
     ) -> Any:
         """redis-py's `Script.__call__`: on a client, EVALSHA that reloads on NOSCRIPT; on a
-        pipeline, EVALSHA checked by SCRIPT EXISTS when the pipeline is sent."""
+        pipeline, EVALSHA checked by SCRIPT EXISTS when the pipeline is sent, or already
+        checked by `watch`."""
         key_slots, arg_slots = self.slots(keys, args, more_keys, rest)
+        if isinstance(client, Pipeline) and _checked(client, self.sha):
+            return client.evalsha(self.sha, len(key_slots), *key_slots, *arg_slots)
         if self._redis_py is None:
             self._redis_py = RedisScript(client, self.source)
         return self._redis_py(keys=key_slots, args=arg_slots, client=client)
+
+    def command(
+        self,
+        keys: Mapping[str, Any] | None = None,
+        args: Mapping[str, Any] | None = None,
+        *,
+        more_keys: Sequence[Any] = (),
+        rest: Sequence[Any] = (),
+    ) -> tuple[Any, ...]:
+        """The call as a command (EVALSHA) for `watch`'s reads."""
+        key_slots, arg_slots = self.slots(keys, args, more_keys, rest)
+        return ("EVALSHA", self.sha, len(key_slots), *key_slots, *arg_slots)
 
     def queue(
         self,
@@ -230,3 +255,62 @@ def send(
             if isinstance(reply, Exception):
                 raise reply
     return replies
+
+
+def watch(pipe: Pipeline, *names: str, reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
+    """WATCH `names` on `pipe` and send, in the same round trip, the `reads` (commands, a
+    script's as `Script.command`) and SCRIPT EXISTS of every script this process loaded; what
+    is missing is loaded, and a read that met NOSCRIPT sent again. Returns the reads' replies.
+
+    The scripts then queued on this pipeline's MULTI go as EVALSHA alone, without redis-py's
+    SCRIPT EXISTS round trip before the EXEC: a MULTI is not undone by a NOSCRIPT (the rest of
+    it runs), so a script inside one must be known before EXEC, and this asks when the WATCH is
+    sent anyway. A cache lost between this and the EXEC (a SCRIPT FLUSH in that millisecond) is
+    the window redis-py's own check has too; a restart or a failover breaks the WATCHed
+    connection, and the EXEC with it.
+    """
+    shas = list(_BY_SHA)
+    conn = pipe.connection
+    if conn is None:
+        conn = pipe.connection = pipe.connection_pool.get_connection()
+    commands = [("WATCH", *names), ("SCRIPT", "EXISTS", *shas), *(tuple(r) for r in reads)]
+    packed = conn.pack_commands(commands)
+    # Nothing is watched until the reply: a dropped connection is reconnected and asked again,
+    # as redis-py's own WATCH does.
+    exists, *replies = conn.retry.call_with_retry(
+        functools.partial(_send_watch, pipe, conn, packed, [c[0] for c in commands[1:]]),
+        lambda error: conn.disconnect(),
+    )
+    for sha, known in zip(shas, exists):
+        if not known:
+            pipe.immediate_execute_command("SCRIPT LOAD", _BY_SHA[sha].source)
+    _CHECKED[pipe] = (conn, frozenset(shas))
+    for n, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            replies[n] = pipe.immediate_execute_command(*commands[2 + n])
+        elif isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _send_watch(pipe: Pipeline, conn: Any, packed: list[bytes], names: list[str]) -> list[Any]:
+    """The WATCH and what `watch` packed with it, sent together: redis-py has no public way to
+    send a WATCH in one round trip with other commands (tests/unit/test_public_api.py allows
+    this function and `watch` their connection-level calls). An error reply is returned, so
+    that every reply is read off the connection."""
+    conn.send_packed_command(packed)
+    pipe.parse_response(conn, "WATCH")  # marks the pipeline as watching
+    replies: list[Any] = []
+    for name in names:
+        try:
+            replies.append(pipe.parse_response(conn, name))
+        except ResponseError as error:
+            replies.append(error)
+    replies[0] = [bool(known) for known in replies[0]]
+    return replies
+
+
+def _checked(pipe: Pipeline, sha: str) -> bool:
+    """Whether `watch` found `sha` on the connection `pipe` still holds."""
+    mark = _CHECKED.get(pipe)
+    return mark is not None and mark[0] is pipe.connection and sha in mark[1]

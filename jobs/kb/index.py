@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -53,6 +54,7 @@ _REMOVE = scripts.load(__file__, "index_remove")
 _RESERVE = scripts.load(__file__, "index_reserve")
 _APPEND_POSTINGS = scripts.load(__file__, "index_append_postings")
 _COUNT_TERMS = scripts.load(__file__, "index_count_terms")
+_WRITE_PIECE = scripts.load(__file__, "index_write_piece")
 _RELEASE = scripts.load(__file__, "index_release")
 _DISCARD = scripts.load(__file__, "index_discard")
 _HELD = scripts.load(__file__, "index_held")
@@ -197,15 +199,17 @@ def write_lexical(
     """Write the lexical entries of chunks ``first…`` (and their texts, when given: the
     document's digest, texts and locations); False when `guard` refused a piece.
 
-    Rows go in pieces of ROWS_PER_PIECE chunks, each in one MULTI with the tenant's statistics
-    (chunks, length, document frequencies) they add to, so that collecting the rows later
-    (`_delete_runs`) takes away exactly what was added, whatever crashed in between. `guard`, a
-    callable given the pipeline, may queue a check that makes the piece's statistics and rows
-    land only while it holds (jobs.upgrades.kb_layout: the chunks are still the document's).
-    Postings follow by a script of at most GROUPS_PER_CALL groups, so that Redis never spends
-    more than a millisecond or two on one call; sent PIECE_BYTES at a time. A small document
-    (one piece of rows, one call of postings) sends its postings in its rows' MULTI: one round
-    trip.
+    Rows go in pieces of ROWS_PER_PIECE chunks, each written by one script with the tenant's
+    statistics (chunks, length, document frequencies) they add to, so that collecting the rows
+    later (`_delete_runs`) takes away exactly what was added, whatever crashed in between; one
+    script, not a MULTI, because a NOSCRIPT then leaves nothing done and the piece is sent again
+    in one round trip (a MULTI holding a script must ask SCRIPT EXISTS first). `guard`, a
+    callable given the pipeline, may queue a check that makes the piece land only while it holds
+    (jobs.upgrades.kb_layout: the chunks are still the document's): then the script goes in a
+    WATCHed MULTI. Postings follow by a script of at most GROUPS_PER_CALL groups, so that Redis
+    never spends more than a millisecond or two on one call; sent PIECE_BYTES at a time. A small
+    document (one piece of rows, one call of postings) sends its postings in its rows' script:
+    one round trip.
     """
     encoded = postings.encode(rows, first, reference)
     rows_key, texts_key = keys.kb_rows(tenant), keys.kb_texts(tenant)
@@ -224,25 +228,44 @@ def write_lexical(
         for bucket, count in zip(buckets.tolist(), counts.tolist()):
             terms += [postings.bucket_name(bucket), count]
         length = sum(int.from_bytes(row[:4], "big") for row in encoded.rows[start:stop])
+        piece: list[Any] = []
+        for n in range(start, stop):
+            piece += [first + n, encoded.rows[n]]
+        if texts is not None:
+            digest, chunk_texts, locations = texts
+            for n in range(start, stop):
+                entry = [digest, n, chunk_texts[n], locations[n]]
+                piece += [first + n, json.dumps(entry, ensure_ascii=False)]
+        piece += terms
+        names: list[str] = []
+        if together:
+            names, group_args = _postings_slots(tenant, groups)
+            piece += group_args
+        piece_call: dict[str, Any] = {
+            "keys": {
+                "rows": rows_key,
+                "texts": texts_key,
+                "frequencies": stats[0],
+                "stats": stats[1],
+            },
+            "args": {
+                "chunks": stop - start,
+                "length": length,
+                "row_count": stop - start,
+                "text_count": 0 if texts is None else stop - start,
+                "term_count": len(terms) // 2,
+            },
+            "more_keys": names,
+            "rest": piece,
+        }
+        if guard is None:  # one script: a NOSCRIPT leaves nothing done, so it is sent again
+            scripts.send(connection, _piece_sender(piece_call))
+            continue
         with connection.pipeline(transaction=True) as pipe:
-            if guard is not None and not guard(pipe):
+            if not guard(pipe):
                 return False
             pipe.multi()
-            pipe.hset(rows_key, mapping={first + n: encoded.rows[n] for n in range(start, stop)})
-            if texts is not None:
-                digest, chunk_texts, locations = texts
-                pipe.hset(
-                    texts_key,
-                    mapping={
-                        first + n: json.dumps(
-                            [digest, n, chunk_texts[n], locations[n]], ensure_ascii=False
-                        )
-                        for n in range(start, stop)
-                    },
-                )
-            _count_terms(pipe, stats, 1, stop - start, length, terms)
-            if together and groups:
-                _append_postings(pipe, tenant, groups)
+            _WRITE_PIECE(pipe, **piece_call)
             try:
                 pipe.execute()
             except WatchError:
@@ -261,8 +284,19 @@ def write_lexical(
     return True
 
 
+def _piece_sender(call: dict[str, Any]) -> Callable[[Pipeline], None]:
+    return lambda pipe: _WRITE_PIECE.queue(pipe, **call)
+
+
 def _append_postings(pipe: Pipeline, tenant: str, groups: list[postings.Group]) -> None:
     """Queue one call of the postings script for `groups` (at most GROUPS_PER_CALL)."""
+    names, args = _postings_slots(tenant, groups)
+    _APPEND_POSTINGS(pipe, more_keys=names, rest=args)
+
+
+def _postings_slots(tenant: str, groups: list[postings.Group]) -> tuple[list[str], list[Any]]:
+    """Per group, its two keys (postings at one level, the bucket's levels) and its four
+    arguments (level, ids, largest tf, shortest chunk)."""
     names: list[str] = []
     args: list[Any] = []
     for group in groups:
@@ -271,7 +305,7 @@ def _append_postings(pipe: Pipeline, tenant: str, groups: list[postings.Group]) 
             keys.kb_levels(tenant, group.name),
         ]
         args += [group.level, group.ids, group.max_tf, group.min_length]
-    _APPEND_POSTINGS(pipe, more_keys=names, rest=args)
+    return names, args
 
 
 def queue_flip(pipe: Pipeline, staged: StagedDocument, *, keep_legacy: bool = False) -> None:
@@ -326,22 +360,34 @@ def check_chunk_limit(
 ) -> int:
     """Refuse, readably, a document that would take the tenant past INTAKE_TENANT_CHUNK_LIMIT
     or all tenants together past INTAKE_KB_CHUNK_LIMIT; returns how many chunks its indexed
-    version holds (0: none, so its flip leaves no garbage).
+    version holds (0: none, so its flip leaves no garbage). `chunk_limit_read` and
+    `judge_chunk_limit` are the same in two halves, for a read sent with a WATCH."""
+    held = _HELD(reader, keys=_held_keys(tenant, document_id))
+    return judge_chunk_limit(held, chunks, limit, total_limit)
+
+
+def chunk_limit_read(tenant: str, document_id: str) -> tuple[Any, ...]:
+    """What `judge_chunk_limit` judges: the chunks the tenant, the document's indexed version
+    and all tenants hold (the keys of `quota_keys`), as one command for
+    jobs.core.scripts.watch."""
+    return _HELD.command(keys=_held_keys(tenant, document_id))
+
+
+def _held_keys(tenant: str, document_id: str) -> dict[str, str]:
+    return {
+        "tenant_chunks": keys.tenant_chunks(tenant),
+        "doc": keys.kb_document(tenant, document_id),
+        "all_chunks": keys.kb_total_chunks(),
+    }
+
+
+def judge_chunk_limit(reply: Sequence[Any], chunks: int, limit: int, total_limit: int) -> int:
+    """`check_chunk_limit` on the reply of `chunk_limit_read`.
 
     Its own earlier version is replaced, so only the difference counts. Deleting documents
     makes room; a Retry then indexes this one without parsing or embedding it again.
     """
-    held, previous, total = (
-        int(v)
-        for v in _HELD(
-            reader,
-            keys={
-                "tenant_chunks": keys.tenant_chunks(tenant),
-                "doc": keys.kb_document(tenant, document_id),
-                "all_chunks": keys.kb_total_chunks(),
-            },
-        )
-    )
+    held, previous, total = (int(v) for v in reply)
     if held - previous + chunks > limit:
         raise PermanentError(
             f"The knowledge base is full: it holds {held:,} of its {limit:,} chunks and this "

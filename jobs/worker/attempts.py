@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
@@ -51,6 +52,16 @@ class Refused(Exception):
     def __init__(self, status: str) -> None:
         super().__init__(status)
         self.status = status
+
+
+@dataclass(frozen=True)
+class WatchedCheck:
+    """What a commit reads under its WATCH (`read`: a command, a script's as
+    `jobs.core.scripts.Script.command`) and what it makes of the reply (`judge` raises to
+    refuse the commit)."""
+
+    read: Sequence[Any]
+    judge: Callable[[Any], None]
 
 
 class AttemptFence:
@@ -177,22 +188,26 @@ class AttemptFence:
         build: Callable[[Pipeline], None],
         *,
         watch: Iterable[str] = (),
-        check: Callable[[Pipeline], None] | None = None,
+        check: WatchedCheck | None = None,
     ) -> list[Any]:
         """Send `build`'s writes in one MULTI, only while this attempt owns the running task.
 
         The task key (and `watch`) are WATCHed: if anyone changes them before EXEC, the writes
-        are not applied and the ownership is checked again. `check(pipe)` may read the watched
-        keys first and raise to refuse the commit (e.g. a full knowledge base).
+        are not applied and the ownership is checked again. `check` reads the watched keys
+        first (its read goes with the WATCH and the ownership's: one round trip) and may raise
+        to refuse the commit (e.g. a full knowledge base).
         """
+        reads: list[Sequence[Any]] = [("HMGET", self.key, *_OWNER)]
+        if check is not None:
+            reads.append(check.read)
         for _ in range(COMMIT_TRIES):
             with self.connection.pipeline() as pipe:
                 try:
-                    pipe.watch(self.key, *watch)
-                    status, owner = pipe.hmget(self.key, *_OWNER)
-                    self._verify(status, owner)
+                    # WATCH, the reads and SCRIPT EXISTS in one round trip (jobs.core.scripts)
+                    replies = scripts.watch(pipe, self.key, *watch, reads=reads)
+                    self._verify(*replies[0])
                     if check is not None:
-                        check(pipe)
+                        check.judge(replies[1])
                     pipe.multi()
                     build(pipe)
                     return pipe.execute()

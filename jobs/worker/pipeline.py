@@ -44,7 +44,7 @@ from jobs.text.chunking import Chunk, chunk_blocks
 from jobs.text.parsers import ParsedDocument
 from jobs.text.sandbox import parse_bounded
 from jobs.worker import checkpoints, parts, scan_reading
-from jobs.worker.attempts import AttemptFence, Refused, Superseded
+from jobs.worker.attempts import AttemptFence, Refused, Superseded, WatchedCheck
 from jobs.worker.classify import classify
 from jobs.worker.parts import Parts
 from jobs.worker.progress import dashboard_text
@@ -204,15 +204,15 @@ def _run(attempt: Attempt) -> dict[str, Any]:
 
     replaced = [0]  # the chunks of the version the flip replaces, as read under WATCH
 
+    limits = (len(chunks), attempt.settings.tenant_chunk_limit, attempt.settings.kb_chunk_limit)
+
     def within_quota(reader: Redis | Pipeline) -> None:
-        replaced[0] = index.check_chunk_limit(
-            reader,
-            tenant,
-            record["document_id"],
-            len(chunks),
-            attempt.settings.tenant_chunk_limit,
-            attempt.settings.kb_chunk_limit,
-        )
+        replaced[0] = index.check_chunk_limit(reader, tenant, record["document_id"], *limits)
+
+    def judge_quota(reply: Any) -> None:
+        replaced[0] = index.judge_chunk_limit(reply, *limits)
+
+    quota_check = WatchedCheck(index.chunk_limit_read(tenant, record["document_id"]), judge_quota)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
         if separate:  # applied on the knowledge base's Redis once this lands (below)
@@ -236,7 +236,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
         reporter.commit(
             task_record.succeeded(result, attempt.version, now_iso()),
             queue_more=index_and_clean_up,
-            check=None if separate else within_quota,
+            check=None if separate else quota_check,
             watch=() if separate else index.quota_keys(tenant, record["document_id"]),
         )
     except BaseException:

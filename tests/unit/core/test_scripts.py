@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from redis.exceptions import WatchError
 
 from jobs.core import scripts
 from jobs.tasks import record as task_record
@@ -127,6 +128,50 @@ def test_a_pipeline_with_redis_pys_check_loads_the_script_first(redis, tmp_path)
     counter(pipe, keys={"key": "n"})
     assert pipe.execute() == [1, 1]
     assert int(redis.get("other")) == 1
+
+
+def test_a_watched_multi_asks_for_its_scripts_with_the_watch(redis, tmp_path, monkeypatch):
+    counter = _script(tmp_path, "count", "--! keys: key\nreturn redis.call('INCR', key)\n")
+    redis.script_flush()
+    pipe = redis.pipeline()
+    scripts.watch(pipe, "watched")
+    assert redis.script_exists(counter.sha) == [True], "loaded in the WATCH's round trip"
+
+    def no_second_check(pipe):
+        raise AssertionError("SCRIPT EXISTS asked again before the EXEC")
+
+    monkeypatch.setattr(type(pipe), "load_scripts", no_second_check)
+    pipe.multi()
+    pipe.incr("other")
+    counter(pipe, keys={"key": "n"})
+    assert pipe.execute() == [1, 1]
+
+
+def test_reads_sent_with_the_watch_answer_even_after_a_flush(redis, tmp_path):
+    echo = _script(tmp_path, "echo", ECHO)
+    redis.hset("task", mapping={"status": "running"})
+    redis.script_flush()
+    pipe = redis.pipeline()
+    read = echo.command(keys={"first": "a", "second": "b"}, args={"alpha": 1, "beta": 2})
+    status, echoed = scripts.watch(pipe, "task", reads=[("HMGET", "task", "status"), read])
+    assert status == [b"running"]
+    assert echoed[:4] == [b"a", b"b", b"1", b"2"], "sent again once the script was loaded"
+    assert scripts.watch(redis.pipeline(), "task", reads=[read])[0][0] == b"a"
+
+
+def test_a_watched_multi_still_fails_when_its_key_changes(redis, tmp_path):
+    counter = _script(tmp_path, "count", "--! keys: key\nreturn redis.call('INCR', key)\n")
+    pipe = redis.pipeline()
+    scripts.watch(pipe, "watched")
+    redis.set("watched", "changed by someone else")
+    pipe.multi()
+    counter(pipe, keys={"key": "n"})
+    with pytest.raises(WatchError):
+        pipe.execute()
+    assert redis.get("n") is None
+    pipe.reset()
+    counter(pipe, keys={"key": "n"})  # a reset pipeline checks again, redis-py's way
+    assert pipe.execute() == [1]
 
 
 def test_a_reply_that_is_an_error_raises_unless_asked_not_to(redis, tmp_path):
