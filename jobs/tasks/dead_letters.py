@@ -1,8 +1,8 @@
 """Dead letters (docs/architecture.md §8): tasks that failed for good, newest first, per tenant or
 for all.
 
-Intake keeps its own indexes of them (jobs.tasks.states.changed), in step with RQ's failed registry,
-so this list and Retry keep working after RQ's records expire.
+Intake keeps its own indexes of them (jobs.tasks.transitions.changed), in step with RQ's failed
+registry, so this list and Retry keep working after RQ's records expire.
 """
 
 from __future__ import annotations

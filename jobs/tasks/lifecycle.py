@@ -8,7 +8,7 @@ the task still holds what was judged. The fields each script writes come from
 jobs.tasks.record. Each script carries the id of the request that sent it, so when the client
 re-sends it (redis-py does after a timeout or a reset) the second run answers what the first
 did and changes nothing. What follows a change
-(states.changed, the RQ job) is sent right after it. A Retry starts a new run with an RQ job of
+(transitions.changed, the RQ job) is sent right after it. A Retry starts a new run with an RQ job of
 its own (`run_job_id`): the job of the run it replaces may still be stopping, and RQ's handling
 of that stop must never land on the new one.
 """
@@ -34,7 +34,7 @@ from jobs.core.queues import Queues, queue_name
 from jobs.core.queues import parse as parse_queue
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
-from jobs.tasks import originals, states, stored_bytes, upload_budgets
+from jobs.tasks import originals, states, stored_bytes, transitions
 from jobs.tasks import record as task_record
 from jobs.tasks.submit import job_data
 
@@ -91,9 +91,7 @@ def _stop_canceled(
     running, it is told to stop)."""
     move = states.CANCEL
     pipe = connection.pipeline()
-    states.changed(pipe, tenant, task_id, move.target, settings=settings)
-    upload_budgets.release(pipe, tenant, task_id)
-    pipe.expire(keys.checkpoint(task_id), settings.upload_retention_seconds)
+    transitions.changed(pipe, tenant, task_id, move.target, settings=settings)
     if previous == states.RUNNING:
         pipe.sadd(keys.canceling(), job_id)
     pipe.execute()
@@ -155,7 +153,7 @@ def retry_task(
     queue = queues.get(_retry_queue(judged.queue, tenant))
     pipe = connection.pipeline()
     register_queues(pipe, tenant)
-    states.changed(pipe, tenant, task_id, move.target, settings=settings)
+    transitions.changed(pipe, tenant, task_id, move.target, settings=settings)
     metrics.count(pipe, "manual_retries_total")
     queue.enqueue_many([job_data(task_id, settings, job_id=judged.job_id)], pipeline=pipe)
     pipe.execute()
@@ -299,13 +297,9 @@ def delete_document(
     pipe = connection.pipeline()
     for record in records:
         task_id = record["id"]
-        upload_budgets.release(pipe, tenant, task_id)
-        pipe.delete(
-            keys.task(task_id),
-            keys.checkpoint(task_id),
-            keys.idempotency(record.get("idempotency", "")),
-        )
-        states.forget(pipe, tenant, task_id)
+        pipe.delete(keys.task(task_id), keys.idempotency(record.get("idempotency", "")))
+        transitions.drop_checkpoint(pipe, task_id)
+        transitions.forget(pipe, tenant, task_id)
     stored_bytes.forget(pipe, tenant, task_ids)
     pipe.execute()
     originals.delete(settings, tenant, document_id, task_ids)

@@ -4,24 +4,16 @@ them, and what a person may do with a task now.
 Why one module: a dozen places need these facts (Lua scripts, the reconciler, the templates,
 the page script), and a copy in each could drift. Here they are stated once: the Lua
 scripts receive the statuses they may act on as arguments from the `Transition`s below, the
-task JSON carries `can_retry` and `can_cancel` from `can_retry`/`can_cancel`, and every status
-change is recorded through `changed`, the one place its bookkeeping (the active sets, the dead
-letters, the finished counters) happens.
+task JSON carries `can_retry` and `can_cancel` from `can_retry`/`can_cancel`. What follows a
+move (the active sets, the dead letters, budgets, checkpoints, counters, events) is
+jobs.tasks.transitions'.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from redis.client import Pipeline
-
-from jobs.core import keys, metrics
-from jobs.core.settings import Settings
-from jobs.tasks import webhook_events
-from jobs.tasks.announcements import announce
 
 PENDING, RUNNING, RETRYING = "pending", "running", "retrying"
 SUCCEEDED, FAILED, CANCELED = "succeeded", "failed", "canceled"
@@ -126,50 +118,3 @@ def batch_status(counts: Mapping[str, int]) -> str:
         if counts[status] == total:
             return status
     return PARTIAL
-
-
-def changed(pipe: Pipeline, tenant: str, task_id: str, status: str, *, settings: Settings) -> None:
-    """Queue what follows a task's move to `status`, whoever made it: the sets the limits and
-    the reconciler watch, the dead-letter indexes, the finished counters and, with webhooks on
-    (`settings`), the webhook event and its delivery (jobs.tasks.webhook_events). Queue it after the
-    write of the task's new state: the event keeps a copy of the task as it is then.
-
-    Every status change goes through here (a submit creates a task `pending` in its own
-    script, with the limits it checks), and is announced to the pages watching the task. Each
-    write is idempotent, so a change recorded twice (a re-sent command) leaves the same state.
-    """
-    announce(pipe, task_id)
-    if webhook_events.enabled(settings):  # off, nothing more is written
-        if status == PENDING:  # a Retry: the batches that list the task wait for it again
-            webhook_events.task_reopened(pipe, settings, task_id)
-        elif status in EVENT_TYPES:
-            webhook_events.task_finished(pipe, settings, tenant, task_id, EVENT_TYPES[status])
-    if status in LIVE:
-        if status == PENDING:
-            now = time.time()
-            pipe.zadd(keys.active(), {task_id: now})
-            pipe.zadd(keys.tenant_active(tenant), {task_id: now})
-            _not_a_dead_letter(pipe, tenant, task_id)
-        return
-    pipe.zrem(keys.active(), task_id)
-    pipe.zrem(keys.tenant_active(tenant), task_id)
-    if status == FAILED:
-        now = time.time()
-        pipe.zadd(keys.tenant_failed(tenant), {task_id: now})
-        pipe.zadd(keys.failed_all(), {task_id: now})
-    else:
-        _not_a_dead_letter(pipe, tenant, task_id)
-    metrics.count(pipe, "tasks_finished_total", status=status)
-
-
-def forget(pipe: Pipeline, tenant: str, task_id: str) -> None:
-    """A task is removed (its document deleted): it leaves every index, with no counter."""
-    announce(pipe, task_id)
-    pipe.zrem(keys.active(), task_id)
-    pipe.zrem(keys.tenant_active(tenant), task_id)
-    _not_a_dead_letter(pipe, tenant, task_id)
-
-
-def _not_a_dead_letter(pipe: Pipeline, tenant: str, task_id: str) -> None:
-    pipe.zrem(keys.tenant_failed(tenant), task_id)
-    pipe.zrem(keys.failed_all(), task_id)

@@ -3,8 +3,8 @@ completes, and the delivery job queued with it.
 
 Recorded only with INTAKE_WEBHOOK_URL set: otherwise nothing here runs and nothing is written.
 Every event is recorded in the same MULTI as the status change that causes it
-(jobs.tasks.states.changed): one Lua script copies the task's record as it is now into the event
-(so a later Retry does not change what `task.failed` says) and indexes it for its tenant, and
+(jobs.tasks.transitions.changed): one Lua script copies the task's record as it is now into the
+event (so a later Retry does not change what `task.failed` says) and indexes it for its tenant, and
 the event's RQ job (jobs.webhooks.deliver, queue `intake-webhooks`) is enqueued beside it, so
 an event is never lost nor sent before it is recorded, and nothing of it runs in the request
 or in the pipeline's attempt.

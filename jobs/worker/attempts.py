@@ -27,7 +27,7 @@ from jobs.core.clock import now_iso
 from jobs.core.failures import CancelRequested, TransientError
 from jobs.core.settings import Settings
 from jobs.tasks import record as task_record
-from jobs.tasks import states
+from jobs.tasks import states, transitions
 from jobs.tasks.announcements import announce
 
 COMMIT_TRIES = 5
@@ -88,11 +88,12 @@ class AttemptFence:
         """Take the task for this attempt; returns its record as it then is. The reads that
         `prefetch` queues travel in the same round trip, their replies into `prefetched` (the
         attempt's checkpoint and upload: a tiny document's attempt is a few round trips in
-        all). What follows the move to `running` (states.changed) is queued behind the move
-        in that round trip too when the caller knows the task's `tenant` (its job's queue
-        says it); else, or when the record names another tenant, it is sent next. What follows
-        `running` is only its announcement (it starts no webhook event and leaves the active
-        sets as they are), so a start refused after it was queued costs a page one re-read.
+        all). What follows the move to `running` (jobs.tasks.transitions.changed) is queued
+        behind the move in that round trip too when the caller knows the task's `tenant` (its
+        job's queue says it); else, or when the record names another tenant, it is sent next.
+        What follows `running` is only its announcement (it starts no webhook event and leaves
+        the active sets as they are), so a start refused after it was queued costs a page one
+        re-read.
 
         Raises Superseded (another run's job, or no record) or Refused (a status it may not
         start from, e.g. canceled just as it was dequeued).
@@ -110,7 +111,7 @@ class AttemptFence:
                 rest=[*move.sources, *task_record.as_argv(started)],
             )
             if tenant is not None:
-                states.changed(pipe, tenant, self.task_id, move.target, settings=settings)
+                transitions.changed(pipe, tenant, self.task_id, move.target, settings=settings)
             followed = len(pipe)
             if prefetch is not None:
                 prefetch(pipe)
@@ -129,7 +130,7 @@ class AttemptFence:
         taken = dict(zip(reply[2::2], reply[3::2]))
         if taken[task_record.TENANT] != tenant:
             after = self.connection.pipeline()
-            states.changed(
+            transitions.changed(
                 after, taken[task_record.TENANT], self.task_id, move.target, settings=settings
             )
             after.execute()

@@ -105,17 +105,6 @@ def summary(parsed: ParsedDocument) -> dict[str, Any]:
     }
 
 
-def delete(pipe: Pipeline, task_id: str) -> None:
-    """Queue the removal of everything kept for a retry: the checkpoint and a scan's page
-    ranges (jobs.worker.page_ranges)."""
-    pipe.delete(
-        keys.checkpoint(task_id),
-        keys.page_ranges(task_id),
-        keys.page_range_readers(task_id),
-        keys.page_ranges_done(task_id),
-    )
-
-
 #: The start of an embedding batch as `encode_embedding` writes it; np.savez's zip format is
 #: read too (what a worker of an earlier release left, which a retry after an upgrade may find).
 _MAGIC = b"intake-embedding-1\n"

@@ -36,7 +36,7 @@ from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.embedding.embedders import Embedding, HttpEmbedder, LocalEmbedder
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart, kb_connection
-from jobs.tasks import originals, states, upload_budgets
+from jobs.tasks import originals, states, transitions
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.text import ocr
@@ -219,9 +219,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             pending_flips.queue_record(pipe, attempt.task_id, staged)
         else:
             index.queue_flip(pipe, staged)
-        upload_budgets.release(pipe, tenant, attempt.task_id)
-        checkpoints.delete(pipe, attempt.task_id)
-        states.changed(
+        transitions.changed(
             pipe, tenant, attempt.task_id, states.SUCCEED.target, settings=attempt.settings
         )
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
@@ -499,7 +497,7 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
 
         def retry_later(pipe: Pipeline) -> None:
             attempt.queue_unsent(pipe, keep=True)
-            states.changed(
+            transitions.changed(
                 pipe, tenant, task_id, states.WAIT_FOR_RETRY.target, settings=attempt.settings
             )
             metrics.count(pipe, "retries_total")
@@ -511,13 +509,16 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
     reporter.current_step = states.STEP_OF[states.FAIL.target]
 
     def dead_letter(pipe: Pipeline) -> None:
-        states.changed(pipe, tenant, task_id, states.FAIL.target, settings=attempt.settings)
-        if error.retryable:
+        if error.retryable:  # kept for a Retry (jobs.tasks.transitions: until the retention)
             attempt.queue_unsent(pipe, keep=True)
-            pipe.expire(keys.checkpoint(task_id), attempt.settings.upload_retention_seconds)
-        else:
-            checkpoints.delete(pipe, task_id)
-        upload_budgets.release(pipe, tenant, task_id)
+        transitions.changed(
+            pipe,
+            tenant,
+            task_id,
+            states.FAIL.target,
+            settings=attempt.settings,
+            retryable=error.retryable,
+        )
         metrics.observe_steps(pipe, reporter.steps, reporter.attempt)
 
     reporter.commit(task_record.failed(as_dict, now_iso()), queue_more=dead_letter)

@@ -38,7 +38,7 @@ from jobs.core.failures import IntakeError, job_lost, worker_lost
 from jobs.core.settings import QUEUE_NAMES, Settings
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
-from jobs.tasks import states, upload_budgets
+from jobs.tasks import states, transitions
 from jobs.tasks.states import Transition
 from jobs.worker import parts
 
@@ -170,7 +170,7 @@ def _judge(
     status = task["status"]
     if not states.is_live(status):  # finished: only the active set still lists it
         pipe = connection.pipeline()
-        states.forget(pipe, task["tenant"] or "default", task_id)
+        transitions.forget(pipe, task["tenant"] or "default", task_id)
         pipe.execute()
         return "forgotten"
     if job_status is None:
@@ -229,21 +229,16 @@ def _lose_attempt(
 def _lose(
     connection: Redis, settings: Settings, task_id: str, task: dict[str, Any], error: IntakeError
 ) -> str | None:
-    outcome = _move(
+    return _move(
         connection,
         settings,
         task_id,
         task,
         states.LOSE,
         task_record.lost(error.as_dict(None), now_iso()),
+        retryable=error.retryable,
+        counted=("tasks_lost_total", error.code),
     )
-    if outcome:
-        pipe = connection.pipeline()
-        upload_budgets.release(pipe, task["tenant"] or "default", task_id)
-        pipe.expire(keys.checkpoint(task_id), settings.upload_retention_seconds)
-        metrics.count(pipe, "tasks_lost_total", reason=error.code)
-        pipe.execute()
-    return outcome
 
 
 def _move(
@@ -253,9 +248,14 @@ def _move(
     task: dict[str, Any],
     move: Transition,
     fields: task_record.Fields,
+    *,
+    retryable: bool = True,
+    counted: tuple[str, str] | None = None,
 ) -> str | None:
     """Compare-and-set the task to `move.target` (`fields`, jobs.tasks.record's writes of
-    that change); its bookkeeping follows."""
+    that change); what follows it (jobs.tasks.transitions) comes next, in one round trip with
+    the counter `counted` (name, reason), `retryable` saying whether a Retry can help a task
+    that failed."""
     expected = [task[name] or "" for name in _COMPARED]
     if not _COMPARE_AND_SET(
         connection,
@@ -264,7 +264,16 @@ def _move(
     ):
         return None
     pipe = connection.pipeline()
-    states.changed(pipe, task["tenant"] or "default", task_id, move.target, settings=settings)
+    transitions.changed(
+        pipe,
+        task["tenant"] or "default",
+        task_id,
+        move.target,
+        settings=settings,
+        retryable=retryable,
+    )
+    if counted is not None:
+        metrics.count(pipe, counted[0], reason=counted[1])
     pipe.execute()
     return move.target
 

@@ -181,3 +181,13 @@ def test_a_delete_of_one_version_leaves_an_upload_that_lands_between_its_check_a
     assert [hit["document_id"] for hit in hits] == ["readme.md"]
     assert service.delete_document("default", "readme.md", version=landed[0]) is True
     assert client.get("/api/search?q=kestrels").get_json()["results"] == []
+
+
+def test_a_job_canceled_behind_intakes_back_gives_back_its_upload_budget(client, redis):
+    task_id = _one(client, ("a.txt", TEXT))
+    assert int(redis.get(keys.tenant_blob_bytes("default"))) == len(TEXT)
+    Job.fetch(task_id, connection=redis).cancel()  # RQ's own cancel, not Intake's
+    assert reconcile(redis, Settings(), grace_seconds=-1)["canceled"] == 1
+    assert _task(client, task_id)["status"] == "canceled"
+    assert int(redis.get(keys.tenant_blob_bytes("default"))) == 0
+    assert int(redis.get(keys.blob_bytes())) == 0

@@ -14,7 +14,7 @@ from jobs import Settings
 from jobs.core import keys
 from jobs.core.failures import TransientError
 from jobs.tasks import record as task_record
-from jobs.tasks import states
+from jobs.tasks import states, transitions
 from jobs.worker.reconcile import reconcile
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
@@ -214,15 +214,15 @@ def test_a_retry_that_finds_its_task_changed_judges_it_again(client, redis, run_
     assert redis.hget(keys.task(task_id), "status") == b"pending"
 
 
-def test_start_goes_through_states_changed(client, redis, run_jobs, monkeypatch):
+def test_start_goes_through_transitions_changed(client, redis, run_jobs, monkeypatch):
     seen = []
-    changed = states.changed
+    changed = transitions.changed
 
-    def noting(pipe, tenant, task_id, status, *, settings):
+    def noting(pipe, tenant, task_id, status, **options):
         seen.append(status)
-        changed(pipe, tenant, task_id, status, settings=settings)
+        changed(pipe, tenant, task_id, status, **options)
 
-    monkeypatch.setattr(states, "changed", noting)
+    monkeypatch.setattr(transitions, "changed", noting)
     _one(client, ("a.txt", TEXT))
     run_jobs()
     # A start sent to a server without its script is built and sent again whole (scripts.send).
