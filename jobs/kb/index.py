@@ -17,10 +17,11 @@ compacts a posting string once a quarter of it is dead.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -249,7 +250,6 @@ def write_lexical(
                 "stats": stats[1],
             },
             "args": {
-                "chunks": stop - start,
                 "length": length,
                 "row_count": stop - start,
                 "text_count": 0 if texts is None else stop - start,
@@ -259,7 +259,7 @@ def write_lexical(
             "rest": piece,
         }
         if guard is None:  # one script: a NOSCRIPT leaves nothing done, so it is sent again
-            scripts.send(connection, _piece_sender(piece_call))
+            scripts.send(connection, functools.partial(_WRITE_PIECE.queue, **piece_call))
             continue
         with connection.pipeline(transaction=True) as pipe:
             if not guard(pipe):
@@ -282,10 +282,6 @@ def write_lexical(
             held = 0
     pipe.execute()
     return True
-
-
-def _piece_sender(call: dict[str, Any]) -> Callable[[Pipeline], None]:
-    return lambda pipe: _WRITE_PIECE.queue(pipe, **call)
 
 
 def _append_postings(pipe: Pipeline, tenant: str, groups: list[postings.Group]) -> None:

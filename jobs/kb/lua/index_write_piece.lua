@@ -3,14 +3,14 @@
 -- MULTI so that a NOSCRIPT (a restart, a failover) leaves nothing done and the call is sent
 -- again whole, without asking SCRIPT EXISTS first (jobs.core.scripts.send).
 -- KEYS: the rows and texts hashes, document frequencies, lexical statistics, then per group of
--- postings (a bucket's postings at one level, that bucket's levels). ARGV: the piece's chunks
--- and length, how many rows, texts and terms follow, then (chunk id, row) pairs, (chunk id,
+-- postings (a bucket's postings at one level, that bucket's levels). ARGV: the piece's length,
+-- how many rows (its chunks), texts and terms follow, then (chunk id, row) pairs, (chunk id,
 -- text) pairs, (bucket name, chunks) pairs and per group (level, ids, largest tf, shortest
 -- chunk).
 --! keys: rows texts frequencies stats
---! args: chunks length row_count text_count term_count
+--! args: length row_count text_count term_count
 --! include: index_postings
-local at = 6
+local at = 5
 
 local function hset_pairs(key, count)
   local stop = at + 2 * count
@@ -23,7 +23,7 @@ end
 
 hset_pairs(rows, tonumber(row_count))
 hset_pairs(texts, tonumber(text_count))
-redis.call('HINCRBY', stats, 'chunks', tonumber(chunks))
+redis.call('HINCRBY', stats, 'chunks', tonumber(row_count))
 redis.call('HINCRBY', stats, 'length', tonumber(length))
 for i = at, at + 2 * tonumber(term_count) - 1, 2 do
   redis.call('HINCRBY', frequencies, ARGV[i], tonumber(ARGV[i + 1]))
