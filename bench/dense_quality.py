@@ -62,6 +62,7 @@ from bench.search_quality import (  # noqa: E402
     TENANT,
     collection_dir,
     documents_of,
+    index_document,
     load,
     ndcg,
     recall,
@@ -69,7 +70,6 @@ from bench.search_quality import (  # noqa: E402
 from bench.servers import cpu_seconds, redis_server  # noqa: E402
 from jobs.core.settings import Settings  # noqa: E402
 from jobs.embedding.embedders import LocalEmbedder  # noqa: E402
-from jobs.kb import index  # noqa: E402
 from jobs.kb.search import LEXICAL_MODE, Searcher, candidates, fuse  # noqa: E402
 from jobs.text.chunking import chunk_text  # noqa: E402
 
@@ -277,20 +277,7 @@ def index_lexically(
     cpu, wall = time.process_time(), time.perf_counter()
     for doc, body in sorted(documents.items()):
         texts = chunk_text(body, settings.chunk_size, settings.chunk_overlap)
-        written = index.write(
-            connection,
-            index.IndexedDocument(
-                tenant=TENANT,
-                document_id=str(doc),
-                filename=f"cisi-{doc}.txt",
-                task_id=f"{doc:032x}",
-                version=1,
-                texts=texts,
-                vectors=None,
-            ),
-        )
-        if not written:
-            raise RuntimeError(f"document {doc} was not indexed")
+        index_document(connection, doc, texts)
         chunks += [(doc, text) for text in texts]
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     redis_cpu = cpu_seconds(redis_pid) - redis_cpu

@@ -116,6 +116,25 @@ def chunks_of(documents: dict[int, str], settings: Settings) -> list[tuple[int, 
     ]
 
 
+def index_document(connection: redis.Redis, doc: int, texts: list[str]) -> None:
+    """One CISI document's chunks staged and flipped by `jobs.kb.index.write`, the pipeline's
+    index step."""
+    written = index.write(
+        connection,
+        index.IndexedDocument(
+            tenant=TENANT,
+            document_id=str(doc),
+            filename=f"cisi-{doc}.txt",
+            task_id=f"{doc:032x}",
+            version=1,
+            texts=texts,
+            vectors=None,
+        ),
+    )
+    if not written:
+        raise RuntimeError(f"document {doc} was not indexed")
+
+
 def intake_side(
     connection: redis.Redis, chunks: list[tuple[int, str]]
 ) -> Callable[[str], list[int]]:
@@ -124,20 +143,7 @@ def intake_side(
     for doc, text in chunks:
         by_doc[doc].append(text)
     for doc, texts in by_doc.items():
-        written = index.write(
-            connection,
-            index.IndexedDocument(
-                tenant=TENANT,
-                document_id=str(doc),
-                filename=f"cisi-{doc}.txt",
-                task_id=f"{doc:032x}",
-                version=1,
-                texts=texts,
-                vectors=None,
-            ),
-        )
-        if not written:
-            raise RuntimeError(f"document {doc} was not indexed")
+        index_document(connection, doc, texts)
     searcher = Searcher(connection, LocalEmbedder())
 
     def search(query: str) -> list[int]:
