@@ -300,7 +300,7 @@ def running_stack(*args: Any, **kwargs: Any) -> Iterator[Stack]:
 @pytest.fixture(scope="session")
 def fault_stack(redis_server, _embedding_server, tmp_path_factory, postgres_url) -> Iterator[Stack]:
     """The HTTP embedder's stack: its dense vectors in the session's PostgreSQL (pgvector)."""
-    stack = start_stack(
+    with running_stack(
         redis_server,
         tmp_path_factory,
         "fault",
@@ -311,11 +311,8 @@ def fault_stack(redis_server, _embedding_server, tmp_path_factory, postgres_url)
             "INTAKE_VECTOR_DATABASE_URL": postgres_url,
         },
         embedding=_embedding_server,
-    )
-    try:
+    ) as stack:
         yield stack
-    finally:
-        stop_stack(stack)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from jobs.core import keys
-from tests.integration.fixtures import Stack, start_stack, stop_stack
+from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import TASK_TIMEOUT, get_json, txt, unique_word, upload
 from tests.integration.processes import ProcessGroup
@@ -91,7 +91,7 @@ def pair(tmp_path_factory) -> Iterator[Pair]:
 
 @pytest.fixture(scope="module")
 def stack(pair: Pair, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    started = start_stack(
+    with running_stack(
         pair.primary,
         tmp_path_factory,
         "replica-acks",
@@ -99,11 +99,8 @@ def stack(pair: Pair, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
         {"INTAKE_REPLICA_WAIT_MS": str(WAIT_MS)},
         embedding=_embedding_server,
         workers=1,
-    )
-    try:
+    ) as started:
         yield started
-    finally:
-        stop_stack(started)
 
 
 def _wait_succeeded(client: ApiClient, task_id: str) -> None:

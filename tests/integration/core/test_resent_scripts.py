@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from jobs.tasks import lifecycle, submit
-from tests.integration.fixtures import Stack, start_stack, stop_stack
+from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, txt, unique_word, upload, wait_terminal
 from tests.integration.redis_proxy import ResettingProxy
@@ -34,25 +34,26 @@ def proxied(
     redis_server, _embedding_server, tmp_path_factory
 ) -> Iterator[tuple[Stack, ResettingProxy]]:
     proxy = ResettingProxy(redis_server.port)
-    stack = start_stack(
-        redis_server,
-        tmp_path_factory,
-        "resend",
-        DATABASE,
-        {},
-        embedding=_embedding_server,
-        workers=1,
-        web_redis_url=proxy.url(DATABASE),
-    )
     try:
-        with ApiClient(stack.url) as client:  # the submit script is loaded: later ones are EVALSHA
-            response, _ = upload(client, [txt(f"warm-{unique_word()}.txt", "Warm words.")])
-            assert response.status_code == 202, response.text
-        for script in (lifecycle._CANCEL, lifecycle._RETRY):  # a lost reply is then the run's
-            stack.redis().script_load(script.source)
-        yield stack, proxy
+        with running_stack(
+            redis_server,
+            tmp_path_factory,
+            "resend",
+            DATABASE,
+            {},
+            embedding=_embedding_server,
+            workers=1,
+            web_redis_url=proxy.url(DATABASE),
+        ) as stack:
+            with ApiClient(
+                stack.url
+            ) as client:  # the submit script is loaded: later ones are EVALSHA
+                response, _ = upload(client, [txt(f"warm-{unique_word()}.txt", "Warm words.")])
+                assert response.status_code == 202, response.text
+            for script in (lifecycle._CANCEL, lifecycle._RETRY):  # a lost reply is then the run's
+                stack.redis().script_load(script.source)
+            yield stack, proxy
     finally:
-        stop_stack(stack)
         proxy.close()
 
 

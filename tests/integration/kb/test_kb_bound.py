@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jobs.core import keys
-from tests.integration.fixtures import Stack, start_stack, stop_stack
+from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, unique_word, wait_terminal
 from tests.integration.tasks.test_budgets import text_of_chunks
@@ -28,7 +28,7 @@ KB_LIMIT = 4
 
 @pytest.fixture(scope="module")
 def stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    started = start_stack(
+    with running_stack(
         redis_server,
         tmp_path_factory,
         "kb-bound",
@@ -38,11 +38,8 @@ def stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
             "INTAKE_KB_CHUNK_LIMIT": str(KB_LIMIT),
         },
         embedding=_embedding_server,
-    )
-    try:
+    ) as started:
         yield started
-    finally:
-        stop_stack(started)
 
 
 def send(client: ApiClient, name: str, content: bytes) -> Any:

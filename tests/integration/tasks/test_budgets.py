@@ -23,7 +23,7 @@ from jobs.core import keys
 from jobs.core.settings import Settings
 from jobs.tasks import originals
 from jobs.text.chunking import chunk_text
-from tests.integration.fixtures import Stack, start_stack, stop_stack
+from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, unique_word, wait_terminal
 from tests.samples import make_pdf_of_size, make_scan_of_size
@@ -45,7 +45,7 @@ TASK_TIMEOUT = 60.0
 
 @pytest.fixture(scope="module")
 def budgets(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    stack = start_stack(
+    with running_stack(
         redis_server,
         tmp_path_factory,
         "budgets",
@@ -59,11 +59,8 @@ def budgets(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack
             "INTAKE_MAX_ATTEMPTS": "2",
         },
         embedding=_embedding_server,
-    )
-    try:
+    ) as stack:
         yield stack
-    finally:
-        stop_stack(stack)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.integration.fixtures import Stack, start_stack, stop_stack
+from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient
 from tests.integration.intake_api import get_json, unique_word, wait_terminal
 from tests.samples import make_pdf_of_size
@@ -34,7 +34,7 @@ def bucket(s3_server) -> str:
 def s3_stack(
     redis_server, _embedding_server, tmp_path_factory, s3_server, bucket
 ) -> Iterator[Stack]:
-    stack = start_stack(
+    with running_stack(
         redis_server,
         tmp_path_factory,
         "s3",
@@ -44,11 +44,8 @@ def s3_stack(
             **s3_server.env,
         },
         embedding=_embedding_server,
-    )
-    try:
+    ) as stack:
         yield stack
-    finally:
-        stop_stack(stack)
 
 
 def _keys(s3_server, bucket: str) -> list[str]:

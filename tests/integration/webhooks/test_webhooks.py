@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from jobs.worker.workers import webhook_worker_command
-from tests.integration.fixtures import FAULT_ENV, Stack, start_stack, stop_stack
+from tests.integration.fixtures import FAULT_ENV, Stack, running_stack
 from tests.integration.helpers import ApiClient, assert_stays, poll
 from tests.integration.intake_api import (
     TASK_TIMEOUT,
@@ -54,7 +54,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 def hooked(
     redis_server, _embedding_server, tmp_path_factory, postgres_url, receiver
 ) -> Iterator[Stack]:
-    stack = start_stack(
+    with running_stack(
         redis_server,
         tmp_path_factory,
         "webhooks",
@@ -70,17 +70,16 @@ def hooked(
             "INTAKE_WEBHOOK_TIMEOUT": "2",
         },
         embedding=_embedding_server,
-    )
-    name = f"itest-webhooks-{unique_word()}"
-    webhook_worker = stack.workers.group.spawn(
-        "webhook-worker", webhook_worker_command(stack.redis_url, name=name), stack.env
-    )
-    try:
-        _wait_registered(stack, name)
-        yield stack
-    finally:
-        webhook_worker.stop(20)
-        stop_stack(stack)
+    ) as stack:
+        name = f"itest-webhooks-{unique_word()}"
+        webhook_worker = stack.workers.group.spawn(
+            "webhook-worker", webhook_worker_command(stack.redis_url, name=name), stack.env
+        )
+        try:
+            _wait_registered(stack, name)
+            yield stack
+        finally:
+            webhook_worker.stop(20)
 
 
 def _wait_registered(stack: Stack, name: str) -> None:

@@ -35,7 +35,7 @@ from tests.integration.faults import (
     task,
     wait_running_in_embedding,
 )
-from tests.integration.fixtures import Stack, start_stack, stop_stack
+from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import get_json, iso, txt, unique_word, upload, wait_terminal
 
@@ -64,7 +64,7 @@ LIBRARY = 60  # tenant eta's documents, re-indexed while a few fresh uploads arr
 
 @pytest.fixture(scope="module")
 def fair(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    stack = start_stack(
+    with running_stack(
         redis_server,
         tmp_path_factory,
         "fair",
@@ -78,11 +78,8 @@ def fair(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
             "INTAKE_RETRY_BASE_SECONDS": "1",
         },
         embedding=_embedding_server,
-    )
-    try:
+    ) as stack:
         yield stack
-    finally:
-        stop_stack(stack)
 
 
 @pytest.fixture

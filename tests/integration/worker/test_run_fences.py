@@ -32,7 +32,7 @@ from tests.integration.faults import (
     task,
     wait_running_in_embedding,
 )
-from tests.integration.fixtures import Stack, start_stack, stop_stack
+from tests.integration.fixtures import Stack, running_stack
 from tests.integration.helpers import ApiClient, poll
 from tests.integration.intake_api import TERMINAL, get_json, unique_word
 
@@ -44,7 +44,7 @@ RUN_TIMEOUT = 90.0  # a 3-batch document at 3 s a batch, twice, on a loaded mach
 
 @pytest.fixture(scope="module")
 def simple_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[Stack]:
-    stack = start_stack(
+    with running_stack(
         redis_server,
         tmp_path_factory,
         "simple",
@@ -60,11 +60,8 @@ def simple_stack(redis_server, _embedding_server, tmp_path_factory) -> Iterator[
         embedding=_embedding_server,
         workers=1,
         worker_class="rq.SimpleWorker",
-    )
-    try:
+    ) as stack:
         yield stack
-    finally:
-        stop_stack(stack)
 
 
 @pytest.fixture
