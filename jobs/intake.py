@@ -138,7 +138,7 @@ class Intake:
     def get_task(self, tenant: str, task_id: str) -> dict[str, Any]:
         """One HGETALL. Another tenant's task, like an unknown one, raises NoSuchTask."""
         record = tasks.load(self.connection, task_id) if tasks.is_id(task_id) else None
-        if record is None or record.get("tenant") != tenant:
+        if record is None or record.tenant != tenant:
             raise NoSuchTask()
         return tasks.view(record)
 
@@ -175,10 +175,10 @@ class Intake:
         file, an expired upload) are skipped; tasks in other states are left alone."""
         counts = {"retried": 0, "skipped": 0}
         for record in tasks.load_many(self.connection, task_ids):
-            if record is None or record.get("status") != states.FAILED:
+            if record is None or record.status != states.FAILED:
                 continue
             try:
-                self.retry(tenant, record["id"])
+                self.retry(tenant, record.id)
                 counts["retried"] += 1
             except (NoSuchTask, NotNow):
                 counts["skipped"] += 1

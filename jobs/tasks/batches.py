@@ -22,7 +22,12 @@ from jobs.core.exceptions import NoSuchBatch
 from jobs.core.health import ingestion_workers
 from jobs.core.jsontext import compact
 from jobs.tasks import eta, states
+from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
+from jobs.tasks.record import TaskRecord
+
+# What a batch's summary reads of each of its tasks (BatchReader.recent).
+_SUMMED = (task_record.STATUS, task_record.PROGRESS, task_record.ERROR)
 
 
 @dataclass(frozen=True)
@@ -212,20 +217,22 @@ class BatchReader:
             if raw:
                 found.append((tasks.decode(raw), task_ids))
                 for task_id in task_ids:
-                    pipe.hmget(keys.task(task_id.decode()), "status", "progress", "error")
+                    pipe.hmget(keys.task(task_id.decode()), *_SUMMED)
         states_read = iter(pipe.execute())
         items = []
         for batch, task_ids in found:
             rows = []
-            for status, progress, error in (next(states_read) for _ in task_ids):
-                if status is None:  # deleted with its document: gone, never a phantom pending
+            for row in (next(states_read) for _ in task_ids):
+                if row[0] is None:  # deleted with its document: gone, never a phantom pending
                     continue
-                status = status.decode()
+                task = TaskRecord.from_row(_SUMMED, row)
                 rows.append(
                     {
-                        "status": status,
-                        "progress": int(progress or 0),
-                        "can_retry": states.can_retry(status, json.loads(error or "null")),
+                        "status": task.status,
+                        "progress": task.progress,
+                        "can_retry": states.can_retry(
+                            task.status, json.loads(task.error or "null")
+                        ),
                     }
                 )
             items.append(view(batch, rows))

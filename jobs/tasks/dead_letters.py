@@ -25,7 +25,7 @@ def page(
     failed = [
         tasks.view(r)
         for r in tasks.load_many(connection, ids)
-        if r is not None and r.get("status") == states.FAILED
+        if r is not None and r.status == states.FAILED
     ]
     return {"tasks": failed, "offset": offset, "limit": limit, "total": connection.zcard(key)}
 

@@ -50,6 +50,7 @@ from jobs.tasks.record import (
     TENANT,
     UPDATED_AT,
     VERSION,
+    TaskRecord,
 )
 from jobs.text.filetypes import extension_kind, media_type
 
@@ -177,17 +178,17 @@ def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dic
     found = [
         r
         for r in tasks.load_many(connection, task_ids)
-        if r is not None and r.get(TENANT) == tenant and r.get(DOCUMENT_ID) == document_id
+        if r is not None and r.tenant == tenant and r.document_id == document_id
     ]
     found.sort(key=_newest_first)
-    by_id = {record["id"]: record for record in found}
+    by_id = {record.id: record for record in found}
     entry: dict[str, Any] | None
     if latest_id in by_id:
         entry = _from_task(document_id, latest_id, by_id[latest_id])
     else:
         entry = _from_index(document_id, _indexed(kb, tenant, [document_id])[0])
         if entry is None and found:  # the latest-task key expired before its records
-            entry = _from_task(document_id, found[0]["id"], found[0])
+            entry = _from_task(document_id, found[0].id, found[0])
     if entry is None:
         raise NoSuchDocument()
     return {**entry, "tasks": [_task_entry(record) for record in found]}
@@ -203,19 +204,19 @@ def older_versions(
     found = [
         r
         for r in tasks.load_many(connection, sorted(m.decode() for m in members))
-        if r is not None and r.get(TENANT) == tenant and r["id"] != current
+        if r is not None and r.tenant == tenant and r.id != current
     ]
     found.sort(key=_newest_first)
     indexed = kb.hget(keys.kb_document(tenant, document_id), "task_id")
-    older = [record["id"] for record in found]
+    older = [record.id for record in found]
     if indexed is not None and indexed.decode() not in older + [current]:
         older.append(indexed.decode())
     return older
 
 
-def _newest_first(record: Mapping[str, str]) -> tuple[int, float]:
+def _newest_first(record: TaskRecord) -> tuple[int, float]:
     """Latest submitted first: by version (the submission's time, µs), then by created_at."""
-    return (-int(record.get(VERSION) or 0), -timestamp(record.get(CREATED_AT)))
+    return (-record.version, -timestamp(record.created_at))
 
 
 def _read(
@@ -228,13 +229,11 @@ def _read(
     rows = _latest_rows(connection, [keys.document_latest(tenant, d) for d in document_ids])
     found: list[dict[str, Any] | None] = []
     for document_id, row in zip(document_ids, rows):
-        record = (
-            dict(zip(LIST_FIELDS, (v.decode() if v is not None else None for v in row[1:])))
-            if row
-            else {}
-        )
-        fine = record.get(TENANT) == tenant and record.get(DOCUMENT_ID) == document_id
-        found.append(_from_task(document_id, row[0].decode(), record) if fine else None)
+        record = TaskRecord.from_row(LIST_FIELDS, row[1:], task_id=row[0].decode()) if row else None
+        if record is not None and record.tenant == tenant and record.document_id == document_id:
+            found.append(_from_task(document_id, record.id, record))
+        else:
+            found.append(None)
     missing = [n for n, entry in enumerate(found) if entry is None]
     if missing:
         indexed = _indexed(kb, tenant, [document_ids[n] for n in missing])
@@ -264,21 +263,22 @@ def _indexed(kb: Redis, tenant: str, document_ids: list[str]) -> list[list[bytes
     return pipe.execute()
 
 
-def _from_task(document_id: str, task_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
-    """A document's entry from its latest task's record."""
-    result = json.loads(record[RESULT]) if record.get(RESULT) else {}
+def _from_task(document_id: str, task_id: str, record: TaskRecord) -> dict[str, Any]:
+    """A document's entry from its latest task's record (a size or version of 0 is none: no
+    file is empty, a version is a time)."""
+    result = json.loads(record.result) if record.result else {}
     return _entry(
         document_id,
         task_id=task_id,
-        filename=record.get(FILENAME) or "",
-        status=record.get(STATUS) or states.PENDING,
-        version=_int(record.get(VERSION)),
-        pipeline_version=record.get(PIPELINE_VERSION) or None,
+        filename=record.filename,
+        status=record.status or states.PENDING,
+        version=record.version or None,
+        pipeline_version=record.pipeline_version or None,
         chunks=_int(result.get("chunks")),
-        size=_int(record.get(SIZE)),
-        content_type=media_type(record.get(KIND)),
-        created_at=record.get(CREATED_AT) or None,
-        updated_at=record.get(UPDATED_AT) or record.get(CREATED_AT) or None,
+        size=record.size or None,
+        content_type=media_type(record.kind),
+        created_at=record.created_at or None,
+        updated_at=record.updated_at or record.created_at or None,
     )
 
 
@@ -336,7 +336,7 @@ def _entry(
     }
 
 
-def _task_entry(record: Mapping[str, str]) -> dict[str, Any]:
+def _task_entry(record: TaskRecord) -> dict[str, Any]:
     """One task of a document's history: what tells its versions and runs apart."""
     view = tasks.view(record)
     result = view["result"] or {}
@@ -346,8 +346,8 @@ def _task_entry(record: Mapping[str, str]) -> dict[str, Any]:
         "status": view["status"],
         "status_text": view["status_text"],
         "filename": view["filename"],
-        "bytes": _int(record.get(SIZE)),
-        "version": _int(record.get(VERSION)),
+        "bytes": record.size or None,
+        "version": record.version or None,
         "pipeline_version": view["pipeline_version"] or None,
         "chunks": _int(result.get("chunks")),
         "error": view["error"],

@@ -290,14 +290,12 @@ def delete_document(
         if outcome == "ok":
             _stop_canceled(connection, settings, tenant, task_id, previous, job_id)
     records = [
-        r
-        for r in tasks.load_many(connection, task_ids)
-        if r is not None and r.get("tenant") == tenant
+        r for r in tasks.load_many(connection, task_ids) if r is not None and r.tenant == tenant
     ]
     pipe = connection.pipeline()
     for record in records:
-        task_id = record["id"]
-        pipe.delete(keys.task(task_id), keys.idempotency(record.get("idempotency", "")))
+        task_id = record.id
+        pipe.delete(keys.task(task_id), keys.idempotency(record.idempotency))
         transitions.drop_checkpoint(pipe, task_id)
         transitions.forget(pipe, tenant, task_id)
     stored_bytes.forget(pipe, tenant, task_ids)

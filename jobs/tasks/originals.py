@@ -46,6 +46,7 @@ from jobs.core.object_store import NotStored, ObjectStore, open_store
 from jobs.core.settings import Settings
 from jobs.tasks import record as task_record
 from jobs.tasks import states, stored_bytes
+from jobs.tasks.record import TaskRecord
 from jobs.text.filetypes import media_type
 
 log = logging.getLogger(__name__)
@@ -136,13 +137,12 @@ def of_task(
 ) -> Original:
     """The original a task of `tenant` brought. Raises NoSuchDocument for another tenant's
     task as for an unknown one, or when its original is not stored."""
-    record = connection.hgetall(keys.task(task_id)) if task_id else {}
-    fields = {k.decode(): v.decode() for k, v in record.items()}
-    if not task_id or fields.get(task_record.TENANT) != tenant:
+    record = TaskRecord.from_hash(connection.hgetall(keys.task(task_id))) if task_id else None
+    if not task_id or record is None or record.tenant != tenant:
         raise NoSuchDocument()
-    document_id = fields.get(task_record.DOCUMENT_ID) or document_id
+    document_id = record.document_id or document_id
     # A re-index not run yet has no copy of its own: the one it will copy is the same bytes.
-    source = fields.get(task_record.ORIGINAL_OF) or task_id
+    source = record.original_of or task_id
     try:
         stream = open_original(settings, tenant, document_id, task_id)
     except NotStored:
@@ -155,9 +155,9 @@ def of_task(
             stream = io.BytesIO(moved)
     return Original(
         task_id,
-        fields.get(task_record.FILENAME) or document_id,
-        media_type(fields.get(task_record.KIND)),
-        int(fields.get(task_record.SIZE) or 0),
+        record.filename or document_id,
+        media_type(record.kind),
+        record.size,
         stream,
     )
 

@@ -1,4 +1,5 @@
-"""The task hash's one owner: the names of its fields, and what each state change writes there.
+"""The task hash's one owner: the names of its fields, what each state change writes there,
+and the typed record every reader gets (`TaskRecord`).
 
 Why one module: a field written under two spellings, or a change that clears a field in one
 place and not in another, leaves a task the API shows wrongly. So every writer of a task's state
@@ -6,14 +7,17 @@ place and not in another, leaves a task the API shows wrongly. So every writer o
 takes its field/value pairs from the functions below (`as_argv` hands them to a script), and
 the names of the fields a Lua script reads or compares are rendered into its source once, at
 load (`SCRIPT_NAMES`, jobs.core.scripts: `{{STATUS}}`): no script spells a field of the task
-hash (tests/unit/tasks/test_record.py holds that).
+hash (tests/unit/tasks/test_record.py holds that). A reader gets a `TaskRecord`, whose
+attributes are the fields' names (the same test holds that too), so no reader spells a field
+either: a typo is mypy's error, not a silent ''.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
 
 from jobs.tasks import states
 
@@ -85,12 +89,144 @@ FIELDS: tuple[str, ...] = (
 )
 #: What a script of the task hash may name (`{{STATUS}}` is rendered 'status'; jobs.core.scripts).
 SCRIPT_NAMES: dict[str, str] = {name.upper(): name for name in FIELDS}
+#: The fields that hold a number (a missing one reads 0).
+INT_FIELDS: frozenset[str] = frozenset({SIZE, VERSION, PROGRESS, ATTEMPTS, MAX_ATTEMPTS, RUN})
 
 # The words a status shows before a worker says more.
 WAITING_WORDS, STARTING_WORDS, CANCELED_WORDS = "Waiting for a worker", "Starting", "Canceled"
 FIRST_STEP = "parsing"
 
 Fields = dict[str, str | int]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A task's hash as read, each field typed: '' (a number: 0) where the hash has none.
+
+    Built from an HGETALL (`from_hash`) or an HMGET of some fields (`from_row`); the fields not
+    read are '' or 0 too, so a reader of a partial record must have read what it uses.
+    `steps`, `error` and `result` are the JSON text the hash keeps: a reader decodes what it
+    shows. Frozen: a change is written through the functions below, never into a record.
+    """
+
+    id: str = ""
+    tenant: str = ""
+    batch_id: str = ""
+    document_id: str = ""
+    filename: str = ""
+    kind: str = ""
+    size: int = 0
+    queue: str = ""
+    created_at: str = ""
+    pipeline_version: str = ""
+    trace_id: str = ""
+    idempotency: str = ""
+    version: int = 0
+    sha256: str = ""
+    original_of: str = ""
+    status: str = ""
+    current_step: str = ""
+    step_detail: str = ""
+    progress: int = 0
+    steps: str = ""
+    attempts: int = 0
+    max_attempts: int = 0
+    next_attempt_at: str = ""
+    started_at: str = ""
+    ended_at: str = ""
+    updated_at: str = ""
+    error: str = ""
+    result: str = ""
+    attempt_id: str = ""
+    run: int = 0
+    job_id: str = ""
+    replaced_job: str = ""
+    cancel_request: str = ""
+    canceled_from: str = ""
+    retry_request: str = ""
+    retried_from: str = ""
+
+    _plans: ClassVar[dict[tuple[str, ...], _Plan]] = {}
+
+    @classmethod
+    def from_hash(cls, raw: Mapping[bytes, bytes] | Mapping[str, str]) -> TaskRecord:
+        """The record of a hash as HGETALL returns it, or as text (a webhook event's copy of
+        the task); names the task hash does not have are left out."""
+        if raw and isinstance(next(iter(raw)), str):
+            text = cast(Mapping[str, str], raw)
+            return cls.from_row(FIELDS, [_encoded(text.get(name)) for name in FIELDS])
+        read = cast(Mapping[bytes, bytes], raw)
+        return cls.from_row(FIELDS, [read.get(name) for name in _ENCODED])
+
+    @classmethod
+    def from_row(
+        cls, names: tuple[str, ...], row: Sequence[bytes | None], *, task_id: str | None = None
+    ) -> TaskRecord:
+        """The record of an HMGET of `names` (None: the hash has no such field); `task_id`
+        when `names` has no ID.
+
+        A batch poll builds 200 of these: each is made without the generated __init__ (a
+        frozen dataclass sets each field by name, twice this cost), each slot set once by its
+        own descriptor, from a plan made once per tuple of names.
+        """
+        plan = cls._plans.get(names) or _plan(names)
+        record = object.__new__(cls)
+        for setter, at in plan.texts:
+            value = row[at]
+            setter(record, value.decode() if value else "")
+        for setter, at in plan.numbers:
+            value = row[at]
+            setter(record, int(value) if value else 0)
+        for setter, default in plan.rest:
+            setter(record, default)
+        if task_id is not None:
+            _SET_ID(record, task_id)
+        return record
+
+    def log_context(self) -> dict[str, str]:
+        """What a log line of this task carries (jobs.core.logs.event reads these names)."""
+        return {ID: self.id, BATCH_ID: self.batch_id, TENANT: self.tenant, TRACE_ID: self.trace_id}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How `TaskRecord.from_row` fills a record from a row: the slot setter and the row's
+    position of each text field read, the same of each number, then every other slot's setter
+    and default."""
+
+    texts: tuple[tuple[Any, int], ...]
+    numbers: tuple[tuple[Any, int], ...]
+    rest: tuple[tuple[Any, str | int], ...]
+
+
+def _setter(name: str) -> Any:
+    return vars(TaskRecord)[name].__set__  # the slot's member descriptor
+
+
+def _encoded(value: str | None) -> bytes | None:
+    return None if value is None else str(value).encode()
+
+
+def _default(name: str) -> str | int:
+    return 0 if name in INT_FIELDS else ""
+
+
+def _plan(names: tuple[str, ...]) -> _Plan:
+    unknown = [name for name in names if name not in FIELDS]
+    if unknown:
+        raise KeyError(f"not fields of the task hash: {unknown}")
+    read = [(_setter(name), at, name in INT_FIELDS) for at, name in enumerate(names)]
+    plan = _Plan(
+        tuple((setter, at) for setter, at, number in read if not number),
+        tuple((setter, at) for setter, at, number in read if number),
+        tuple((_setter(name), _default(name)) for name in FIELDS if name not in names),
+    )
+    TaskRecord._plans[names] = plan
+    return plan
+
+
+_ENCODED = tuple(name.encode() for name in FIELDS)
+_SET_ID = _setter(ID)
 
 
 def value(raw: Any) -> str | int:
@@ -181,9 +317,9 @@ def succeeded(result: Mapping[str, Any], pipeline_version: str, now: str) -> Fie
     }
 
 
-def steps_so_far(record: Mapping[str, str]) -> list[dict[str, Any]]:
+def steps_so_far(record: TaskRecord) -> list[dict[str, Any]]:
     """The steps a record holds so far (an earlier attempt's), which a new attempt extends."""
-    return json.loads(record.get(STEPS) or "[]")
+    return json.loads(record.steps or "[]")
 
 
 def retrying(error: Mapping[str, Any], next_attempt_at: str, step_detail: str, now: str) -> Fields:

@@ -16,57 +16,64 @@ from redis.client import Pipeline
 
 from jobs.core import keys, scripts
 from jobs.core.ids import is_id, new_id  # noqa: F401  (callers take them from here too)
+from jobs.tasks import record as task_record
 from jobs.tasks import states
+from jobs.tasks.record import TaskRecord
 
-_INT_FIELDS = ("progress", "attempts", "max_attempts")
 _WAITING = {states.PENDING: "Waiting for a worker"}
-_JSON_FIELDS = ("error", "result")
-_OPTIONAL_FIELDS = ("next_attempt_at", "started_at", "ended_at")
 
 
 def decode(raw: Mapping[bytes, bytes]) -> dict[str, str]:
+    """A hash read whole, as text (a batch's, a webhook event's; a task's is a TaskRecord)."""
     return {k.decode(): v.decode() for k, v in raw.items()}
 
 
-def load(connection: Redis, task_id: str) -> dict[str, str] | None:
-    """The raw record of one task, or None when there is none (unknown or expired)."""
-    raw = connection.hgetall(keys.task(task_id))
-    return decode(raw) if raw and b"tenant" in raw else None
+_TENANT_KEY = task_record.TENANT.encode()
 
 
-def load_many(connection: Redis, task_ids: Iterable[str]) -> list[dict[str, str] | None]:
+def _found(raw: Mapping[bytes, bytes]) -> TaskRecord | None:
+    # No tenant: an unknown task, or an expired one.
+    return TaskRecord.from_hash(raw) if raw and _TENANT_KEY in raw else None
+
+
+def load(connection: Redis, task_id: str) -> TaskRecord | None:
+    """The record of one task, or None when there is none (unknown or expired)."""
+    return _found(connection.hgetall(keys.task(task_id)))
+
+
+def load_many(connection: Redis, task_ids: Iterable[str]) -> list[TaskRecord | None]:
     """Records of many tasks in one pipelined round trip, in order."""
     pipe = connection.pipeline(transaction=False)
     for task_id in task_ids:
         pipe.hgetall(keys.task(task_id))
-    return [decode(raw) if raw and b"tenant" in raw else None for raw in pipe.execute()]
+    return [_found(raw) for raw in pipe.execute()]
 
 
 # Every field `view` reads (and `tenant`, whose presence tells that a record exists): a batch
 # reads only these, with HMGET, instead of the whole record.
 VIEW_FIELDS: tuple[str, ...] = (
-    "id",
-    "tenant",
-    "batch_id",
-    "document_id",
-    "filename",
-    "status",
-    "current_step",
-    "step_detail",
-    "created_at",
-    "updated_at",
-    "steps",
-    "pipeline_version",
-    "progress",
-    "attempts",
-    "max_attempts",
-    "error",
-    "result",
-    "next_attempt_at",
-    "started_at",
-    "ended_at",
+    task_record.ID,
+    task_record.TENANT,
+    task_record.BATCH_ID,
+    task_record.DOCUMENT_ID,
+    task_record.FILENAME,
+    task_record.STATUS,
+    task_record.CURRENT_STEP,
+    task_record.STEP_DETAIL,
+    task_record.CREATED_AT,
+    task_record.UPDATED_AT,
+    task_record.STEPS,
+    task_record.PIPELINE_VERSION,
+    task_record.PROGRESS,
+    task_record.ATTEMPTS,
+    task_record.MAX_ATTEMPTS,
+    task_record.ERROR,
+    task_record.RESULT,
+    task_record.NEXT_ATTEMPT_AT,
+    task_record.STARTED_AT,
+    task_record.ENDED_AT,
 )
-_TENANT = VIEW_FIELDS.index("tenant")
+_TENANT = VIEW_FIELDS.index(task_record.TENANT)
 
 
 # Returns each task's HMGET of VIEW_FIELDS, in order (nil where missing).
@@ -97,11 +104,11 @@ def load_view_fields(connection: Redis, task_ids: list[str]) -> list[list[bytes 
     return [row for reply in scripts.send(connection, build) for row in reply]
 
 
-def view_record(raw: list[bytes | None]) -> dict[str, str] | None:
+def view_record(raw: list[bytes | None]) -> TaskRecord | None:
     """The record `load` would give, restricted to VIEW_FIELDS (None for a missing task)."""
     if raw[_TENANT] is None:  # no tenant: unknown or expired
         return None
-    return {name: value.decode() for name, value in zip(VIEW_FIELDS, raw) if value is not None}
+    return TaskRecord.from_row(VIEW_FIELDS, raw)
 
 
 def poll_after_ms(status: str) -> int:
@@ -109,35 +116,38 @@ def poll_after_ms(status: str) -> int:
     return 1000 if status == states.RUNNING else 2000
 
 
-def view(record: Mapping[str, str]) -> dict[str, Any]:
-    """The task JSON of docs/architecture.md §4, built from a raw record. The only builder of that
-    shape."""
-    task_id = record["id"]
-    status = record.get("status", states.PENDING)
+def view(record: TaskRecord) -> dict[str, Any]:
+    """The task JSON of docs/architecture.md §4, built from a task's record. The only builder of
+    that shape (its keys are the API's, not the hash's: the two agree today, by choice)."""
+    task_id = record.id
+    status = record.status or states.PENDING
+    error = json.loads(record.error) if record.error else None
     task: dict[str, Any] = {
         "id": task_id,
-        "batch_id": record.get("batch_id", ""),
-        "document_id": record.get("document_id", ""),
-        "filename": record.get("filename", ""),
+        "batch_id": record.batch_id,
+        "document_id": record.document_id,
+        "filename": record.filename,
         "status": status,
-        "current_step": record.get("current_step") or "queued",
-        "step_detail": record.get("step_detail") or _WAITING.get(status, ""),
-        "created_at": record.get("created_at", ""),
-        "updated_at": record.get("updated_at") or record.get("created_at", ""),
-        "steps": json.loads(record.get("steps") or "[]"),
-        "pipeline_version": record.get("pipeline_version", ""),
+        "current_step": record.current_step or "queued",
+        "step_detail": record.step_detail or _WAITING.get(status, ""),
+        "created_at": record.created_at,
+        "updated_at": record.updated_at or record.created_at,
+        "steps": json.loads(record.steps or "[]"),
+        "pipeline_version": record.pipeline_version,
         "poll_after_ms": poll_after_ms(status),
         "url": f"/api/tasks/{task_id}",
         "page_url": f"/tasks/{task_id}",
+        "progress": record.progress,
+        "attempts": record.attempts,
+        "max_attempts": record.max_attempts,
+        "error": error,
+        "result": json.loads(record.result) if record.result else None,
+        "next_attempt_at": record.next_attempt_at or None,
+        "started_at": record.started_at or None,
+        "ended_at": record.ended_at or None,
+        "can_retry": states.can_retry(status, error),
+        "can_cancel": states.can_cancel(status),
     }
-    for name in _INT_FIELDS:
-        task[name] = int(record.get(name) or 0)
-    for name in _JSON_FIELDS:
-        task[name] = json.loads(record[name]) if record.get(name) else None
-    for name in _OPTIONAL_FIELDS:
-        task[name] = record.get(name) or None
-    task["can_retry"] = states.can_retry(status, task["error"])
-    task["can_cancel"] = states.can_cancel(status)
     task["status_text"] = status_text(task)
     return task
 

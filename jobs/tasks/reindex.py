@@ -40,8 +40,8 @@ from jobs.core import keys
 from jobs.core.exceptions import LimitReached
 from jobs.core.settings import Settings
 from jobs.tasks import library, lifecycle, originals, states
-from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
+from jobs.tasks.record import TaskRecord
 from jobs.tasks.submit import Upload, measure
 
 #: The most documents one `all` re-index reads at once (ids, then their records).
@@ -131,10 +131,10 @@ def choose(
     records = tasks.load_many(connection, [v or "" for v in versions])
     uploads, rejected = [], []
     for document_id, task_id, record in zip(ids, versions, records):
-        if task_id is None or record is None or record.get(task_record.TENANT) != tenant:
+        if task_id is None or record is None or record.tenant != tenant:
             rejected.append(_refused(document_id, "not_found", "No such document."))
             continue
-        if skip_failed and record.get(task_record.STATUS) == states.FAILED:
+        if skip_failed and record.status == states.FAILED:
             rejected.append(
                 _refused(
                     document_id,
@@ -143,13 +143,11 @@ def choose(
                 )
             )
             continue
-        if record.get(task_record.STATUS) in (states.FAILED, states.CANCELED):
+        if record.status in (states.FAILED, states.CANCELED):
             task_id, record = _stored_version(
                 connection, kb, settings, tenant, document_id, task_id, record
             )
-        sha256 = record.get(task_record.SHA256) or _digest(
-            connection, settings, tenant, document_id, task_id
-        )
+        sha256 = record.sha256 or _digest(connection, settings, tenant, document_id, task_id)
         if sha256 is None:
             rejected.append(
                 _refused(
@@ -161,10 +159,10 @@ def choose(
             continue
         uploads.append(
             Upload(
-                filename=record.get(task_record.FILENAME) or document_id,
+                filename=record.filename or document_id,
                 document_id=document_id,
-                kind=record.get(task_record.KIND, ""),
-                size=int(record.get(task_record.SIZE) or 0),
+                kind=record.kind,
+                size=record.size,
                 sha256=sha256,
                 original_of=task_id,
                 rerun=force,
@@ -180,27 +178,25 @@ def _stored_version(
     tenant: str,
     document_id: str,
     task_id: str,
-    record: dict[str, str],
-) -> tuple[str, dict[str, str]]:
+    record: TaskRecord,
+) -> tuple[str, TaskRecord]:
     """A failed or canceled version keeps its original only for the upload retention
     (jobs.tasks.originals): past it, the newest older version whose original is stored runs
     instead (the one indexed, most often); the version itself when none is."""
-    if originals.stored(
-        connection, settings, tenant, document_id, task_id, record.get(task_record.ORIGINAL_OF, "")
-    ):
+    if originals.stored(connection, settings, tenant, document_id, task_id, record.original_of):
         return task_id, record
     for older in library.older_versions(connection, kb, tenant, document_id, task_id):
         [found] = tasks.load_many(connection, [older])
         if (
             found is not None
-            and found.get(task_record.TENANT) == tenant
+            and found.tenant == tenant
             and originals.stored(
                 connection,
                 settings,
                 tenant,
                 document_id,
                 older,
-                found.get(task_record.ORIGINAL_OF, ""),
+                found.original_of,
             )
         ):
             return older, found

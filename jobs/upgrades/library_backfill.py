@@ -16,7 +16,7 @@ from jobs.core import keys
 from jobs.core.clock import timestamp
 from jobs.kb.connection import apart
 from jobs.tasks import library
-from jobs.tasks.record import CREATED_AT, DOCUMENT_ID, TENANT, UPDATED_AT
+from jobs.tasks.record import TaskRecord
 
 #: How long after its first pass `backfill` goes on adding what web processes of the release
 #: before the set (still serving during a rolling deploy) uploaded without adding it.
@@ -55,17 +55,15 @@ def _add_latest(connection: Redis) -> int:
 def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
     pipe = connection.pipeline(transaction=False)
     for key, row in zip(latest_keys, library._latest_rows(connection, latest_keys)):
-        record = {
-            name: v.decode() for name, v in zip(library.LIST_FIELDS, row[1:]) if v is not None
-        }
-        tenant, document_id = record.get(TENANT), record.get(DOCUMENT_ID)
-        if tenant is None or document_id is None:
+        if not row:
+            continue  # no latest task
+        record = TaskRecord.from_row(library.LIST_FIELDS, row[1:])
+        tenant, document_id = record.tenant, record.document_id
+        if not tenant or not document_id:
             continue  # its task's record expired
         if keys.document_latest(tenant, document_id) != key:
             continue  # a record that does not belong to this key: leave it alone
-        score = (
-            timestamp(record.get(UPDATED_AT)) or timestamp(record.get(CREATED_AT)) or (time.time())
-        )
+        score = timestamp(record.updated_at) or timestamp(record.created_at) or (time.time())
         library._ADD(
             pipe,
             keys={"documents": keys.tenant_documents(tenant)},

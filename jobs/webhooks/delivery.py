@@ -32,6 +32,7 @@ from jobs.core.settings import Settings
 from jobs.tasks import records as tasks
 from jobs.tasks import webhook_events as events
 from jobs.tasks.batches import BatchReader
+from jobs.tasks.record import TaskRecord
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,8 @@ def event_data(connection: Redis, event: Mapping[str, str]) -> Any:
             return BatchReader(connection).get(event["tenant"], event["subject"])
         except NoSuchBatch:  # removed since: its id is all there is to say
             return {"id": event["subject"]}
-    snapshot = json.loads(event.get("snapshot") or "{}")
-    if not snapshot.get("id"):  # deleted with its document as it finished
+    snapshot = TaskRecord.from_hash(json.loads(event.get("snapshot") or "{}"))
+    if not snapshot.id:  # deleted with its document as it finished
         return {"id": event["subject"], "status": event["type"].removeprefix("task.")}
     return tasks.view(snapshot)
 

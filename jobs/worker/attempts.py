@@ -29,6 +29,7 @@ from jobs.core.settings import Settings
 from jobs.tasks import record as task_record
 from jobs.tasks import states, transitions
 from jobs.tasks.announcements import announce
+from jobs.tasks.record import TaskRecord
 
 COMMIT_TRIES = 5
 #: A check between steps (`check()` with nothing queued) is skipped when this attempt's
@@ -84,7 +85,7 @@ class AttemptFence:
         settings: Settings,
         prefetch: Callable[[Pipeline], None] | None = None,
         tenant: str | None = None,
-    ) -> dict[str, str]:
+    ) -> TaskRecord:
         """Take the task for this attempt; returns its record as it then is. The reads that
         `prefetch` queues travel in the same round trip, their replies into `prefetched` (the
         attempt's checkpoint and upload: a tiny document's attempt is a few round trips in
@@ -119,20 +120,18 @@ class AttemptFence:
         # The script first, then an announcement and reads: safe to send again on NOSCRIPT.
         replies = scripts.send(self.connection, build)
         self.prefetched = replies[followed:]
-        reply = [v.decode() for v in replies[0]]
-        outcome, value = reply[0], reply[1]
+        reply = replies[0]
+        outcome, value = reply[0].decode(), reply[1].decode()
         if outcome == "refused":
             raise Refused(value)
         if outcome != "ok":
             raise Superseded(outcome)
         self.attempt = int(value)
         self.confirmed = time.monotonic()
-        taken = dict(zip(reply[2::2], reply[3::2]))
-        if taken[task_record.TENANT] != tenant:
+        taken = TaskRecord.from_hash(dict(zip(reply[2::2], reply[3::2])))
+        if taken.tenant != tenant:
             after = self.connection.pipeline()
-            transitions.changed(
-                after, taken[task_record.TENANT], self.task_id, move.target, settings=settings
-            )
+            transitions.changed(after, taken.tenant, self.task_id, move.target, settings=settings)
             after.execute()
         return taken
 

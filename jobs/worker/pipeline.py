@@ -69,14 +69,14 @@ class Attempt:
     """One attempt at one task: its record, parts, fence, progress reporter and checkpoints."""
 
     def __init__(
-        self, job: Any, record: dict[str, str], parts_: Parts, fence: AttemptFence
+        self, job: Any, record: task_record.TaskRecord, parts_: Parts, fence: AttemptFence
     ) -> None:
         self.started = time.monotonic()
         self.job = job
         self.connection: Redis = job.connection
         self.record = record
-        self.task_id = record["id"]
-        self.tenant = record["tenant"]
+        self.task_id = record.id
+        self.tenant = record.tenant
         self.settings = parts_.settings
         self.embedder = parts_.embedder
         self.fence = fence
@@ -89,7 +89,7 @@ class Attempt:
             attempt=fence.attempt,
         )
         # Operators see in rq-dashboard which document a job reads, escaped like all its meta.
-        job.meta["document"] = dashboard_text(record["filename"])
+        job.meta["document"] = dashboard_text(record.filename)
         self.checkpoints = checkpoints.Checkpoints(
             self.connection,
             self.task_id,
@@ -135,7 +135,7 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
         return {"skipped": str(exc)}
     attempt = Attempt(job, record, parts_, fence)
     try:
-        logs.event("attempt_started", record, attempt=fence.attempt)
+        logs.event("attempt_started", record.log_context(), attempt=fence.attempt)
         return _run(attempt)
     except CancelRequested:
         return _finish_canceled(attempt)
@@ -145,7 +145,7 @@ def run_attempt(job: Any, task_id: str, parts_: Parts) -> dict[str, Any]:
         error = classify(exc, attempt.reporter.current_step)
         logs.event(
             "attempt_failed",
-            record,
+            record.log_context(),
             attempt=fence.attempt,
             step=error.step,
             error=error.code,
@@ -187,10 +187,10 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             kb,
             index.IndexedDocument(
                 tenant=tenant,
-                document_id=record["document_id"],
-                filename=record["filename"],
+                document_id=record.document_id,
+                filename=record.filename,
                 task_id=attempt.task_id,
-                version=int(record.get("version") or 0),
+                version=record.version,
                 texts=[chunk.text for chunk in chunks],
                 vectors=vectors,
                 locations=[chunk.location for chunk in chunks],
@@ -207,12 +207,12 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     limits = (len(chunks), attempt.settings.tenant_chunk_limit, attempt.settings.kb_chunk_limit)
 
     def within_quota(reader: Redis | Pipeline) -> None:
-        replaced[0] = index.check_chunk_limit(reader, tenant, record["document_id"], *limits)
+        replaced[0] = index.check_chunk_limit(reader, tenant, record.document_id, *limits)
 
     def judge_quota(reply: Any) -> None:
         replaced[0] = index.judge_chunk_limit(reply, *limits)
 
-    quota_check = WatchedCheck(index.chunk_limit_read(tenant, record["document_id"]), judge_quota)
+    quota_check = WatchedCheck(index.chunk_limit_read(tenant, record.document_id), judge_quota)
 
     def index_and_clean_up(pipe: Pipeline) -> None:
         if separate:  # applied on the knowledge base's Redis once this lands (below)
@@ -235,7 +235,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             task_record.succeeded(result, attempt.version, now_iso()),
             queue_more=index_and_clean_up,
             check=None if separate else quota_check,
-            watch=() if separate else index.quota_keys(tenant, record["document_id"]),
+            watch=() if separate else index.quota_keys(tenant, record.document_id),
         )
     except BaseException:
         index.discard(kb, staged)  # a no-op if the flip did land
@@ -247,7 +247,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             try:
                 pending_flips.apply(kb, attempt.connection, attempt.task_id, staged)
             except Exception as exc:
-                logs.event("flip_left_for_housekeeping", record, error=repr(exc))
+                logs.event("flip_left_for_housekeeping", record.log_context(), error=repr(exc))
         # What the versions it and others replaced leave (rows, texts, vectors) is collected
         # in batches, by the job that finds a batch of it waiting: on no one's path, and
         # housekeeping collects the rest within its minute (and what a failure here leaves,
@@ -260,7 +260,7 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             store.close()
     logs.event(
         "task_succeeded",
-        record,
+        record.log_context(),
         attempt=reporter.attempt,
         **result,
         steps={s["name"]: [s["attempt"], s["started_at"], s["ended_at"]] for s in reporter.steps},
@@ -276,18 +276,18 @@ def _parse_and_chunk(attempt: Attempt) -> tuple[dict[str, Any], list[Chunk]]:
         return saved
     reporter, settings, record = attempt.reporter, attempt.settings, attempt.record
     began = time.monotonic()
-    reporter.begin_step("parsing", 2, f"Reading {record['filename']}")
+    reporter.begin_step("parsing", 2, f"Reading {record.filename}")
     data = originals.load(
         attempt.connection,
         settings,
         attempt.tenant,
-        record["document_id"],
+        record.document_id,
         attempt.task_id,
-        int(record.get("size") or 0),
-        record.get(task_record.ORIGINAL_OF, ""),
+        record.size,
+        record.original_of,
     )
-    split_at = scan_reading.SPLIT_AT if record["kind"] == "pdf" else 0
-    parsed = _parse(data, record["kind"], settings, reporter.update, split_at=split_at)
+    split_at = scan_reading.SPLIT_AT if record.kind == "pdf" else 0
+    parsed = _parse(data, record.kind, settings, reporter.update, split_at=split_at)
     if parsed.ocr_pending:  # a long scan: read in page ranges by every free worker
         parsed = scan_reading.read_in_ranges(
             attempt.job,
@@ -424,7 +424,7 @@ class BudgetWaits:
                 reporter.update(reporter.progress, self.resume)
                 logs.event(
                     "embedding_budget_waited",
-                    self.attempt.record,
+                    self.attempt.record.log_context(),
                     attempt=reporter.attempt,
                     seconds=round(now - self.began, 3),
                 )
@@ -458,7 +458,7 @@ def _finish_canceled(attempt: Attempt) -> dict[str, Any]:
     reporter.close()
     reporter.current_step = "canceled"
     reporter.write_canceled()
-    logs.event("task_canceled", attempt.record, attempt=reporter.attempt)
+    logs.event("task_canceled", attempt.record.log_context(), attempt=reporter.attempt)
     return {"canceled": True}
 
 
@@ -467,7 +467,10 @@ def _superseded(attempt: Attempt, reason: Superseded) -> dict[str, Any]:
     attempt.job.retries_left = 0
     attempt.reporter.close()
     logs.event(
-        "attempt_superseded", attempt.record, attempt=attempt.reporter.attempt, reason=str(reason)
+        "attempt_superseded",
+        attempt.record.log_context(),
+        attempt=attempt.reporter.attempt,
+        reason=str(reason),
     )
     return {"superseded": True}
 
@@ -491,9 +494,7 @@ def _record_failure(attempt: Attempt, error: IntakeError) -> None:
             _stretch_retry(job, retry_after)
         delay = job.get_retry_interval()
         reporter.current_step = states.STEP_OF[states.WAIT_FOR_RETRY.target]
-        words = tasks.attempt_words(
-            reporter.attempt + 1, int(attempt.record["max_attempts"]), delay
-        )
+        words = tasks.attempt_words(reporter.attempt + 1, attempt.record.max_attempts, delay)
 
         def retry_later(pipe: Pipeline) -> None:
             attempt.queue_unsent(pipe, keep=True)

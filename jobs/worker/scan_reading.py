@@ -47,6 +47,7 @@ from jobs.core.failures import CancelRequested, PermanentError
 from jobs.core.settings import MIB, Settings
 from jobs.tasks import originals
 from jobs.tasks import record as task_record
+from jobs.tasks.record import TaskRecord
 from jobs.text import ocr, parse_reply
 from jobs.text.parsers import ParsedDocument, ParseOptions, with_pages_read
 from jobs.text.sandbox import parse_bounded
@@ -63,6 +64,13 @@ READ_FUNCTION = "jobs.pipeline.read_page_range"
 RANGE_SHARE_OF_JOB = 0.8
 #: How long a range job's record is kept once it has ended (RQ's result_ttl, failure_ttl).
 RANGE_JOB_TTL_SECONDS = 600
+# What a range job reads of its task to find the original.
+_ORIGINAL = (
+    task_record.TENANT,
+    task_record.DOCUMENT_ID,
+    task_record.SIZE,
+    task_record.ORIGINAL_OF,
+)
 
 
 def options(
@@ -173,18 +181,15 @@ def read_page_range(task_id: str, run: str) -> dict[str, Any]:
         return {"nothing_to_read": type(outcome).__name__}
     pages = ranges.ranges()[outcome.index]
     try:
-        tenant, document_id, size, original_of = (
-            value.decode() if value else ""
-            for value in connection.hmget(
-                keys.task(task_id),
-                task_record.TENANT,
-                task_record.DOCUMENT_ID,
-                task_record.SIZE,
-                task_record.ORIGINAL_OF,
-            )
-        )
+        task = TaskRecord.from_row(_ORIGINAL, connection.hmget(keys.task(task_id), *_ORIGINAL))
         data = originals.load(
-            connection, settings, tenant, document_id, task_id, int(size or 0), original_of
+            connection,
+            settings,
+            task.tenant,
+            task.document_id,
+            task_id,
+            task.size,
+            task.original_of,
         )
         left = read_range(
             ranges,

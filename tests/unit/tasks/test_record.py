@@ -1,9 +1,11 @@
 """The task hash has one owner (jobs.tasks.record): every state change writes the pairs it
-returns, no Lua script spells a field of the task hash, and the retry rule is
-states.can_retry wherever a Retry is judged."""
+returns, every reader gets a TaskRecord whose attributes are the same names, no Lua script
+spells a field of the task hash, and the retry rule is states.can_retry wherever a Retry is
+judged."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -15,6 +17,7 @@ from jobs.core import keys
 from jobs.core.failures import TransientError
 from jobs.tasks import record as task_record
 from jobs.tasks import states, transitions
+from jobs.tasks.record import TaskRecord
 from jobs.worker.reconcile import reconcile
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
@@ -103,6 +106,35 @@ def test_the_scripts_that_change_a_task_spell_none_of_its_fields(module):
 
 def test_every_field_is_named_once():
     assert len(set(task_record.FIELDS)) == len(task_record.FIELDS)
+
+
+def test_a_record_s_attributes_are_the_fields_of_the_hash_and_its_numbers_are_ints():
+    """One spelling: a reader's attribute is the writer's field name."""
+    declared = dataclasses.fields(TaskRecord)
+    assert tuple(field.name for field in declared) == task_record.FIELDS
+    assert {field.name for field in declared if field.type == "int"} == task_record.INT_FIELDS
+
+
+def test_a_record_is_read_whole_or_in_part_typed():
+    whole = TaskRecord.from_hash(
+        {b"id": b"t1", b"tenant": b"acme", b"size": b"12", b"attempts": b"", b"by_test": b"1"}
+    )
+    assert (whole.id, whole.tenant, whole.size, whole.attempts, whole.error) == (
+        "t1",
+        "acme",
+        12,
+        0,
+        "",
+    )
+    assert TaskRecord.from_hash({"id": "t1", "tenant": "acme", "size": "12"}) == whole
+    part = TaskRecord.from_row(
+        (task_record.STATUS, task_record.RUN), [b"failed", None], task_id="t2"
+    )
+    assert (part.id, part.status, part.run, part.tenant) == ("t2", "failed", 0, "")
+    with pytest.raises(KeyError):
+        TaskRecord.from_row(("no_such_field",), [b"1"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        part.status = "running"  # type: ignore[misc]
 
 
 @pytest.fixture

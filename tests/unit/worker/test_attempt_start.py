@@ -57,7 +57,7 @@ def test_a_start_is_announced_in_its_own_round_trip(client, redis, monkeypatch):
         tenant=DEFAULT_TENANT,
         prefetch=lambda pipe: pipe.hgetall(keys.checkpoint(task_id)),
     )
-    assert record["status"] == "running" and fence.prefetched == [{}]
+    assert record.status == "running" and fence.prefetched == [{}]
     assert len(sent) == 1, "the start, its announcement and the prefetch: one round trip"
     assert _announced(pubsub) == [task_id]
 
