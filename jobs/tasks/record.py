@@ -243,6 +243,20 @@ def as_argv(fields: Mapping[str, Any]) -> list[str | int]:
     return [item for name, raw in fields.items() for item in (name, value(raw))]
 
 
+def shared(
+    *, tenant: str, batch_id: str, created_at: str, queue: str, pipeline_version: str, trace_id: str
+) -> Fields:
+    """What every task of one submit's batch holds alike (`created`'s `common`)."""
+    return {
+        TENANT: tenant,
+        BATCH_ID: batch_id,
+        CREATED_AT: created_at,
+        QUEUE: queue,
+        PIPELINE_VERSION: pipeline_version,
+        TRACE_ID: trace_id,
+    }
+
+
 def created(
     task_id: str,
     common: Mapping[str, Any],
@@ -257,9 +271,8 @@ def created(
     sha256: str,
     original_of: str | None = None,
 ) -> Fields:
-    """A new task, `pending`; `common` holds what every task of its batch shares (TENANT,
-    BATCH_ID, CREATED_AT, QUEUE, PIPELINE_VERSION, TRACE_ID). What the task JSON defaults is
-    left out."""
+    """A new task, `pending`; `common` holds what every task of its batch shares (`shared`).
+    What the task JSON defaults is left out."""
     return {
         ID: task_id,
         **common,

@@ -201,14 +201,15 @@ def submit_documents(
         digest = idempotency_digest(tenant, upload.document_id, upload.sha256, pipeline_version)
         firsts.setdefault(digest, upload)
     queue = queues.get(choose_queue(len(firsts), priority, tenant))
-    record = {
-        "tenant": tenant,
-        "batch_id": batch_id,
-        "created_at": created_at,
-        "queue": queue.name,
-        "pipeline_version": pipeline_version,
-        "trace_id": trace_id or batch_id,
-    }
+    trace_id = trace_id or batch_id
+    record = task_record.shared(
+        tenant=tenant,
+        batch_id=batch_id,
+        created_at=created_at,
+        queue=queue.name,
+        pipeline_version=pipeline_version,
+        trace_id=trace_id,
+    )
     indexed = (
         _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()])
         if (kb is not None and apart(kb, connection))
@@ -292,12 +293,10 @@ def submit_documents(
         if not len(last):  # WAIT counts its own connection's writes: one of the upload's
             last.expire(keys.batch(batch_id), ttl)
         replicas_.queue_wait(last, settings)
-        _confirm(last.execute()[-1], settings, batch_id, tenant, record["trace_id"])
+        _confirm(last.execute()[-1], settings, batch_id, tenant, trace_id)
     elif len(last):
         last.execute()
-    return _summary(
-        batch_id, created_at, firsts.values(), claimed.entries, tenant, record["trace_id"]
-    )
+    return _summary(batch_id, created_at, firsts.values(), claimed.entries, tenant, trace_id)
 
 
 def _claimed_index(upload: Upload, indexed: list[str] | None, number: int) -> str:
@@ -564,7 +563,7 @@ def job_data(task_id: str, settings: Settings, *, job_id: str | None = None) -> 
 
 
 def _task_fields(
-    task_id: str, upload: Upload, digest: str, settings: Settings, record: dict[str, str]
+    task_id: str, upload: Upload, digest: str, settings: Settings, record: task_record.Fields
 ) -> dict[str, Any]:
     """The new task's record for the submit script (jobs.tasks.record.created)."""
     return task_record.created(

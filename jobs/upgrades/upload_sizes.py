@@ -10,6 +10,7 @@ from __future__ import annotations
 from redis import Redis
 
 from jobs.core import keys
+from jobs.tasks import record as task_record
 
 
 def move_to_tenants(connection: Redis) -> None:
@@ -20,7 +21,7 @@ def move_to_tenants(connection: Redis) -> None:
         return
     pipe = connection.pipeline(transaction=False)
     for task_id in legacy:
-        pipe.hget(keys.task(task_id.decode()), "tenant")
+        pipe.hget(keys.task(task_id.decode()), task_record.TENANT)
     tenants = pipe.execute()
     pipe = connection.pipeline()
     for (task_id, size), tenant in zip(legacy.items(), tenants):
