@@ -21,18 +21,26 @@ themselves (statuses, who may move a task where) are jobs.tasks.states'.
 
 Each write is idempotent (a budget is given back once, whoever asks), so a change recorded twice
 (a re-sent command, a reconciler behind a worker) leaves the same state.
+
+A mover whose guard is a comparison with what it read (the reconciler) moves through
+`compare_and_move`: the comparison, the task's write and all of the above in one WATCHed MULTI.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from redis import Redis
 from redis.client import Pipeline
+from redis.exceptions import WatchError
 
-from jobs.core import keys, metrics
+from jobs.core import keys, metrics, scripts
 from jobs.core.settings import Settings
 from jobs.tasks import states, upload_budgets, webhook_events
 from jobs.tasks.announcements import announce
+from jobs.tasks.record import Fields, TaskRecord
+from jobs.tasks.states import Transition
 
 
 def changed(
@@ -80,6 +88,48 @@ def changed(
     else:
         drop_checkpoint(pipe, task_id)
     metrics.count(pipe, "tasks_finished_total", status=status)
+
+
+def compare_and_move(
+    connection: Redis,
+    settings: Settings,
+    judged: TaskRecord,
+    move: Transition,
+    fields: Fields,
+    *,
+    compared: tuple[str, ...],
+    retryable: bool = True,
+    also: Callable[[Pipeline], None] | None = None,
+) -> bool:
+    """Write `fields` (jobs.tasks.record's writes of `move`) and what follows the move
+    (`changed`, then `also`'s writes) in one MULTI, only while the task's `compared` fields
+    still hold what `judged` read; False, having written nothing, when it moved on.
+
+    Why a WATCH and not a script: a script can compare and write the task, but what follows a
+    move is queued by `changed` (scripts of its own among it), which a MULTI runs whatever a
+    script before it found. So the task is WATCHed and its compared fields read again in the
+    WATCH's round trip (jobs.core.scripts.watch), and the MULTI goes only if they agree: two
+    round trips. Whoever writes the task between the two (a worker's end, a cancel) makes the
+    EXEC fail, and the mover loses cleanly; one that wrote before the WATCH is seen by the read.
+    """
+    key = keys.task(judged.id)
+    with connection.pipeline() as pipe:
+        try:
+            [now] = scripts.watch(pipe, key, reads=[("HMGET", key, *compared)])
+            current = TaskRecord.from_row(compared, now)
+            if any(getattr(current, name) != getattr(judged, name) for name in compared):
+                return False
+            pipe.multi()
+            pipe.hset(key, mapping=fields)
+            changed(
+                pipe, judged.tenant, judged.id, move.target, settings=settings, retryable=retryable
+            )
+            if also is not None:
+                also(pipe)
+            pipe.execute()
+        except WatchError:
+            return False
+    return True
 
 
 def drop_checkpoint(pipe: Pipeline, task_id: str) -> None:

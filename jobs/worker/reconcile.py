@@ -14,8 +14,9 @@ of its current run, read through RQ's public API only:
 | pending/retrying          | canceled (dashboard)   | canceled                                 |
 
 A task is only judged once its record has been still for GRACE_SECONDS, and every change is a
-compare-and-set on status, attempts, attempt and run, so a task that moves on meanwhile is left
-alone. Jobs stopped by a cancel are taken out of the failed registry: a cancel is not a dead
+compare-and-set on status, attempts, attempt and run (jobs.tasks.transitions.compare_and_move:
+the comparison, the write and what follows it in one MULTI), so a task that moves on meanwhile
+is left alone. Jobs stopped by a cancel are taken out of the failed registry: a cancel is not a dead
 letter.
 """
 
@@ -27,18 +28,20 @@ import time
 from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
 from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
-from jobs.core import keys, metrics, queues, scripts
+from jobs.core import keys, metrics, queues
 from jobs.core.clock import iso_in, now_iso, timestamp
 from jobs.core.failures import IntakeError, job_lost, worker_lost
 from jobs.core.settings import QUEUE_NAMES, Settings
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
 from jobs.tasks import states, transitions
+from jobs.tasks.record import TaskRecord
 from jobs.tasks.states import Transition
 from jobs.worker import parts
 
@@ -59,12 +62,11 @@ _FIELDS = (
 )
 # What a compare-and-set finds unchanged: the status, and the attempt and run it was judged in.
 _COMPARED = (task_record.STATUS, task_record.ATTEMPTS, task_record.ATTEMPT_ID, task_record.JOB_ID)
-_COMPARE_AND_SET = scripts.load(__file__, "reconcile_compare_and_set", {"COMPARED": _COMPARED})
 
 
-def job_of(task_id: str, task: dict[str, Any]) -> str:
+def job_of(task: TaskRecord) -> str:
     """The RQ job of the task's current run (the first run's job has the task's id)."""
-    return task.get("job_id") or task_id
+    return task.job_id or task.id
 
 
 def reconcile(
@@ -77,19 +79,19 @@ def reconcile(
     for task_id in task_ids:
         pipe.hmget(keys.task(task_id), *_FIELDS)
     records = [
-        dict(zip(_FIELDS, (v.decode() if v is not None else None for v in fields)))
-        for fields in pipe.execute()
+        TaskRecord.from_row(_FIELDS, row, task_id=task_id)
+        for task_id, row in zip(task_ids, pipe.execute())
     ]
     cutoff = time.time() - grace_seconds
     still = [
-        (task_id, task)
-        for task_id, task in zip(task_ids, records)
-        if not states.is_live(task["status"])
-        or timestamp(task["updated_at"] or task["created_at"]) <= cutoff
+        task
+        for task in records
+        if not states.is_live(task.status)
+        or timestamp(task.updated_at or task.created_at) <= cutoff
     ]
     statuses = _job_statuses(connection, still)
-    for task_id, task in still:
-        outcome = _judge(connection, settings, task_id, task, statuses.get(job_of(task_id, task)))
+    for task in still:
+        outcome = _judge(connection, settings, task, statuses.get(job_of(task)))
         if outcome:
             changed[outcome] += 1
     changed["uncanceled"] = _clear_canceled_jobs(connection)
@@ -98,7 +100,7 @@ def reconcile(
     return changed
 
 
-def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+def _job_statuses(connection: Redis, judged: list[TaskRecord]) -> dict[str, str]:
     """The status of each judged task's job (missing: the job is gone).
 
     A waiting job is found in its queue or the scheduled registry (one read each of the queues
@@ -106,9 +108,7 @@ def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -
     checked to exist; only the others are fetched whole.
     """
     waiting: dict[str, str] = {}
-    recorded = {
-        task["queue"] for _, task in judged if task["status"] in (states.PENDING, states.RETRYING)
-    }
+    recorded = {task.queue for task in judged if task.status in (states.PENDING, states.RETRYING)}
     if recorded:
         names = list(QUEUE_NAMES) + sorted(
             name for name in recorded - set(QUEUE_NAMES) if name and queues.parse(name)
@@ -125,7 +125,7 @@ def _job_statuses(connection: Redis, judged: list[tuple[str, dict[str, Any]]]) -
                     JobStatus.SCHEDULED.value,
                 )
             )
-    job_ids = [job_of(task_id, task) for task_id, task in judged]
+    job_ids = [job_of(task) for task in judged]
     listed = [job_id for job_id in job_ids if job_id in waiting]
     pipe = connection.pipeline(transaction=False)
     for job_id in listed:
@@ -150,89 +150,80 @@ def horse_lost(connection: Redis, job: Any) -> str | None:
     `failed` ("worker lost").
     """
     task_id = job.args[0] if job.args else job.id
-    raw = connection.hmget(keys.task(task_id), *_FIELDS)
-    task = dict(zip(_FIELDS, (v.decode() if v is not None else None for v in raw)))
-    if task["status"] != states.RUNNING or job_of(task_id, task) != job.id:
+    task = TaskRecord.from_row(
+        _FIELDS, connection.hmget(keys.task(task_id), *_FIELDS), task_id=task_id
+    )
+    if task.status != states.RUNNING or job_of(task) != job.id:
         return None  # not this job's run any more: a Retry replaced it
     settings = parts.current().settings
     if job.retries_left:
-        return _lose_attempt(connection, settings, task_id, task, delay=job.get_retry_interval())
-    return _lose(connection, settings, task_id, task, worker_lost())
+        return _lose_attempt(connection, settings, task, delay=job.get_retry_interval())
+    return _lose(connection, settings, task, worker_lost())
 
 
 def _judge(
-    connection: Redis,
-    settings: Settings,
-    task_id: str,
-    task: dict[str, Any],
-    job_status: str | None,
+    connection: Redis, settings: Settings, task: TaskRecord, job_status: str | None
 ) -> str | None:
-    status = task["status"]
+    status = task.status
     if not states.is_live(status):  # finished: only the active set still lists it
         pipe = connection.pipeline()
-        transitions.forget(pipe, task["tenant"] or "default", task_id)
+        transitions.forget(pipe, task.tenant or "default", task.id)
         pipe.execute()
         return "forgotten"
     if job_status is None:
-        return _lose(connection, settings, task_id, task, job_lost())
+        return _lose(connection, settings, task, job_lost())
     if job_status in (JobStatus.FAILED.value, JobStatus.STOPPED.value):
-        return _lose(connection, settings, task_id, task, worker_lost())
+        return _lose(connection, settings, task, worker_lost())
     if job_status == JobStatus.CANCELED.value and states.CANCELED_ELSEWHERE.allows(status):
         return _move(
             connection,
             settings,
-            task_id,
             task,
             states.CANCELED_ELSEWHERE,
             task_record.canceled_elsewhere(now_iso()),
         )
     waiting = (JobStatus.SCHEDULED.value, JobStatus.QUEUED.value)
     if job_status in waiting and states.LOSE_ATTEMPT.allows(status):
-        return _lose_attempt(connection, settings, task_id, task, job_status=job_status)
+        return _lose_attempt(connection, settings, task, job_status=job_status)
     return None
 
 
 def _lose_attempt(
     connection: Redis,
     settings: Settings,
-    task_id: str,
-    task: dict[str, Any],
+    task: TaskRecord,
     job_status: str = JobStatus.SCHEDULED.value,
     delay: float | None = None,
 ) -> str | None:
     """RQ retried the job of an attempt nobody recorded the end of: `retrying`."""
     if delay is None and job_status == JobStatus.SCHEDULED.value:
         delay = 0.0
-        registry = ScheduledJobRegistry(task["queue"] or "intake", connection=connection)
+        registry = ScheduledJobRegistry(task.queue or "intake", connection=connection)
         with contextlib.suppress(Exception):  # it may have just been enqueued
-            scheduled = registry.get_scheduled_time(job_of(task_id, task))
+            scheduled = registry.get_scheduled_time(job_of(task))
             delay = max(0.0, scheduled.timestamp() - time.time())
     error = worker_lost()
     error.message = (
         "The worker processing this document stopped unexpectedly; it will be tried again."
     )
-    next_attempt = int(task["attempts"] or 0) + 1
-    words = tasks.attempt_words(next_attempt, int(task["max_attempts"] or next_attempt))
-    outcome = _move(
+    next_attempt = task.attempts + 1
+    words = tasks.attempt_words(next_attempt, task.max_attempts or next_attempt)
+    return _move(
         connection,
         settings,
-        task_id,
         task,
         states.LOSE_ATTEMPT,
         task_record.retrying(error.as_dict(None), iso_in(delay or 0.0), words, now_iso()),
+        counted=("tasks_lost_total", "worker_lost_retried"),
     )
-    if outcome:
-        metrics.count(connection, "tasks_lost_total", reason="worker_lost_retried")
-    return outcome
 
 
 def _lose(
-    connection: Redis, settings: Settings, task_id: str, task: dict[str, Any], error: IntakeError
+    connection: Redis, settings: Settings, task: TaskRecord, error: IntakeError
 ) -> str | None:
     return _move(
         connection,
         settings,
-        task_id,
         task,
         states.LOSE,
         task_record.lost(error.as_dict(None), now_iso()),
@@ -244,38 +235,32 @@ def _lose(
 def _move(
     connection: Redis,
     settings: Settings,
-    task_id: str,
-    task: dict[str, Any],
+    task: TaskRecord,
     move: Transition,
     fields: task_record.Fields,
     *,
     retryable: bool = True,
     counted: tuple[str, str] | None = None,
 ) -> str | None:
-    """Compare-and-set the task to `move.target` (`fields`, jobs.tasks.record's writes of
-    that change); what follows it (jobs.tasks.transitions) comes next, in one round trip with
-    the counter `counted` (name, reason), `retryable` saying whether a Retry can help a task
-    that failed."""
-    expected = [task[name] or "" for name in _COMPARED]
-    if not _COMPARE_AND_SET(
+    """Move the task to `move.target` (`fields`, jobs.tasks.record's writes of that change)
+    only while it is as judged; the counter `counted` (name, reason) goes in the same MULTI,
+    `retryable` says whether a Retry can help a task that failed."""
+
+    def count(pipe: Pipeline) -> None:
+        if counted is not None:
+            metrics.count(pipe, counted[0], reason=counted[1])
+
+    moved = transitions.compare_and_move(
         connection,
-        keys={"task": keys.task(task_id)},
-        rest=[*expected, *task_record.as_argv(fields)],
-    ):
-        return None
-    pipe = connection.pipeline()
-    transitions.changed(
-        pipe,
-        task["tenant"] or "default",
-        task_id,
-        move.target,
-        settings=settings,
+        settings,
+        task,
+        move,
+        fields,
+        compared=_COMPARED,
         retryable=retryable,
+        also=count,
     )
-    if counted is not None:
-        metrics.count(pipe, counted[0], reason=counted[1])
-    pipe.execute()
-    return move.target
+    return move.target if moved else None
 
 
 def _clear_canceled_jobs(connection: Redis) -> int:
