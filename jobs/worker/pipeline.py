@@ -31,6 +31,7 @@ from jobs.core import keys, logs, metrics, queues
 from jobs.core.clock import iso_in, now_iso
 from jobs.core.failures import AttemptFailed, CancelRequested, IntakeError, PermanentError
 from jobs.core.redis_client import WORKER
+from jobs.core.scripts import WatchedCheck
 from jobs.core.settings import MIB, Settings
 from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.embedding.embedders import Embedding, HttpEmbedder, LocalEmbedder
@@ -44,7 +45,7 @@ from jobs.text.chunking import Chunk, chunk_blocks
 from jobs.text.parsers import ParsedDocument
 from jobs.text.sandbox import parse_bounded
 from jobs.worker import checkpoints, parts, scan_reading
-from jobs.worker.attempts import AttemptFence, Refused, Superseded, WatchedCheck
+from jobs.worker.attempts import AttemptFence, Refused, Superseded
 from jobs.worker.classify import classify
 from jobs.worker.parts import Parts
 from jobs.worker.progress import dashboard_text
