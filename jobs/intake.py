@@ -25,7 +25,8 @@ from jobs.core.throttle import AuthFailures, ExpensiveReads, SearchSlots
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
 from jobs.kb import index
-from jobs.kb.connection import apart, kb_connection, kb_replicas
+from jobs.kb.connection import kb_connection, kb_replicas
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, library, lifecycle, originals, states
@@ -43,8 +44,8 @@ class Intake:
     def __init__(self, connection: Redis, settings: Settings) -> None:
         self.connection = connection
         self.settings = settings
-        #: The knowledge base's Redis: `connection` itself unless INTAKE_KB_URL names another.
-        self.kb = kb_connection(settings, connection, WEB)
+        #: The knowledge base: on `connection` itself unless INTAKE_KB_URL names another Redis.
+        self.kb = KnowledgeBase.of(settings, connection, WEB)
         self.queues = Queues(connection)  # every tenant's, made as they are first used
         self.batches = BatchReader(connection)
         # The query embedder: the workers' model, with a search's short timeout.
@@ -54,7 +55,7 @@ class Intake:
             connection, settings, timeout=settings.search_embedding_timeout
         )
         self.searcher = Searcher(
-            self.kb,
+            self.kb.redis,
             embedder,
             breaker_seconds=settings.search_breaker_seconds,
             vectors=parts.vector_store(settings),
@@ -78,7 +79,7 @@ class Intake:
         probes: dict[str, Callable[[], object]] = {
             "store": lambda: originals.store(settings).probe()
         }
-        if apart(self.kb, self.connection):
+        if self.kb.apart:
             probes["kb"] = kb_connection(settings, self.connection, PROBE).ping
         for number, replica in enumerate(kb_replicas(settings, PROBE), 1):
             probes[health.REPLICA_PROBE.format(number)] = replica.ping
@@ -122,10 +123,12 @@ class Intake:
         refused or left out). Raises LimitReached like an upload, and before reading the whole
         library when all of it would not fit (jobs.tasks.reindex)."""
         chosen = (
-            reindexing.choose_all(self.connection, self.kb, self.settings, tenant, force=force)
+            reindexing.choose_all(
+                self.connection, self.kb.redis, self.settings, tenant, force=force
+            )
             if document_ids is None
             else reindexing.choose(
-                self.connection, self.kb, self.settings, tenant, document_ids, force=force
+                self.connection, self.kb.redis, self.settings, tenant, document_ids, force=force
             )
         )
         if not chosen.uploads:
@@ -151,7 +154,7 @@ class Intake:
         found = None
         if task["status"] == states.SUCCEEDED:
             found = index.document_chunks(
-                self.kb, tenant, task["document_id"], task_id, offset, limit
+                self.kb.redis, tenant, task["document_id"], task_id, offset, limit
             )
         if found is None:
             raise NoChunks(task["status"])
@@ -199,7 +202,7 @@ class Intake:
         document's current version; False, removing nothing, when another one is. Raises
         NoSuchDocument when there was nothing of it."""
         return lifecycle.delete_document(
-            self.connection, self.settings, tenant, document_id, version=version, kb=self.kb
+            self.connection, self.settings, tenant, document_id, version=version, kb=self.kb.redis
         )
 
     def original(self, tenant: str, document_id: str) -> originals.Original:
@@ -211,7 +214,7 @@ class Intake:
         indexed = (
             None
             if latest is not None
-            else self.kb.hget(keys.kb_document(tenant, document_id), "task_id")
+            else self.kb.redis.hget(keys.kb_document(tenant, document_id), "task_id")
         )
         current = lifecycle.current_version(latest, indexed)
         try:
@@ -220,7 +223,7 @@ class Intake:
             if current is None:
                 raise
         for task_id in library.older_versions(
-            self.connection, self.kb, tenant, document_id, current
+            self.connection, self.kb.redis, tenant, document_id, current
         ):
             with contextlib.suppress(NoSuchDocument):
                 return originals.of_task(
@@ -241,13 +244,19 @@ class Intake:
         filters by id or file name, `status` by the latest task's (ValueError for one not in
         STATUSES)."""
         return library.page(
-            self.connection, self.kb, tenant, offset=offset, limit=limit, query=query, status=status
+            self.connection,
+            self.kb.redis,
+            tenant,
+            offset=offset,
+            limit=limit,
+            query=query,
+            status=status,
         )
 
     def document(self, tenant: str, document_id: str) -> dict[str, Any]:
         """One document and its tasks, newest first. Another tenant's, like an unknown one,
         raises NoSuchDocument."""
-        return library.document(self.connection, self.kb, tenant, document_id)
+        return library.document(self.connection, self.kb.redis, tenant, document_id)
 
     def list_failed(
         self, tenant: str | None, *, offset: int = 0, limit: int = 50
@@ -285,7 +294,7 @@ class Intake:
         full = health.with_dependencies(
             health.report(self.connection),
             checking.results(),
-            kb_apart=apart(self.kb, self.connection),
+            kb_apart=self.kb.apart,
             replicas=len(self.settings.kb_replica_url_list),
             store_kind=urlparse(self.settings.storage_address).scheme,
         )
