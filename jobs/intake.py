@@ -123,12 +123,10 @@ class Intake:
         refused or left out). Raises LimitReached like an upload, and before reading the whole
         library when all of it would not fit (jobs.tasks.reindex)."""
         chosen = (
-            reindexing.choose_all(
-                self.connection, self.kb.redis, self.settings, tenant, force=force
-            )
+            reindexing.choose_all(self.connection, self.kb, self.settings, tenant, force=force)
             if document_ids is None
             else reindexing.choose(
-                self.connection, self.kb.redis, self.settings, tenant, document_ids, force=force
+                self.connection, self.kb, self.settings, tenant, document_ids, force=force
             )
         )
         if not chosen.uploads:
@@ -202,7 +200,7 @@ class Intake:
         document's current version; False, removing nothing, when another one is. Raises
         NoSuchDocument when there was nothing of it."""
         return lifecycle.delete_document(
-            self.connection, self.settings, tenant, document_id, version=version, kb=self.kb.redis
+            self.connection, self.settings, tenant, document_id, version=version, kb=self.kb
         )
 
     def original(self, tenant: str, document_id: str) -> originals.Original:
@@ -223,7 +221,7 @@ class Intake:
             if current is None:
                 raise
         for task_id in library.older_versions(
-            self.connection, self.kb.redis, tenant, document_id, current
+            self.connection, self.kb, tenant, document_id, current
         ):
             with contextlib.suppress(NoSuchDocument):
                 return originals.of_task(
@@ -245,7 +243,7 @@ class Intake:
         STATUSES)."""
         return library.page(
             self.connection,
-            self.kb.redis,
+            self.kb,
             tenant,
             offset=offset,
             limit=limit,
@@ -256,7 +254,7 @@ class Intake:
     def document(self, tenant: str, document_id: str) -> dict[str, Any]:
         """One document and its tasks, newest first. Another tenant's, like an unknown one,
         raises NoSuchDocument."""
-        return library.document(self.connection, self.kb.redis, tenant, document_id)
+        return library.document(self.connection, self.kb, tenant, document_id)
 
     def list_failed(
         self, tenant: str | None, *, offset: int = 0, limit: int = 50

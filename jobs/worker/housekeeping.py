@@ -20,8 +20,10 @@ from collections.abc import Callable
 from redis import Redis
 
 from jobs.core import keys
+from jobs.core.settings import Settings
 from jobs.kb import index, pending_flips
 from jobs.kb.connection import apart
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import upload_budgets
 from jobs.upgrades import kb_layout, library_backfill, upload_sizes
 
@@ -43,7 +45,7 @@ def run(
     pipe.execute()
     upload_sizes.move_to_tenants(connection)
     upload_budgets.recount(connection)
-    library_backfill.backfill(connection, kb)
+    library_backfill.backfill(connection, KnowledgeBase(connection, Settings(), kb))
     if apart(kb, connection):
         pending_flips.apply_left(kb, connection)
     index.ensure_chunk_counts(kb)

@@ -25,6 +25,7 @@ from jobs.core import keys, queues
 from jobs.core.redis_client import WORKER
 from jobs.core.settings import Settings
 from jobs.kb.connection import kb_connection
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals
 from jobs.worker import housekeeping, parts, reconcile
 
@@ -53,7 +54,7 @@ def run_if_due(connection: Redis, settings: Settings) -> bool:
             if store is not None:
                 store.close()
         try:  # hourly at most: it lists the whole store (jobs.tasks.originals.sweep)
-            originals.sweep(connection, settings, kb_connection(settings, connection, WORKER))
+            originals.sweep(connection, settings, KnowledgeBase.of(settings, connection, WORKER))
         except Exception:  # noqa: BLE001 - a store that does not answer: the next hour's turn
             logging.getLogger(__name__).warning("originals not swept", exc_info=True)
     return True
