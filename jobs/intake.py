@@ -1,8 +1,8 @@
 """Intake: the web layer's one handle on the domain, built once per web process.
 
 It holds what a process builds once (the Redis client, settings, queues, the batch JSON cache,
-the query embedder) and hands each call to the module that owns it; outcomes other than
-success are the named exceptions of jobs.core.exceptions.
+the knowledge base, the query embedder) and hands each call to the module that owns it;
+outcomes other than success are the named exceptions of jobs.core.exceptions.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from jobs.core import health, keys
 from jobs.core.dependencies import Probes
 from jobs.core.exceptions import NoChunks, NoSuchDocument, NoSuchTask, NotNow
 from jobs.core.queues import Queues
-from jobs.core.redis_client import PROBE, WEB
+from jobs.core.redis_client import WEB
 from jobs.core.settings import REINDEX_PRIORITY, Settings
 from jobs.core.throttle import AuthFailures, ExpensiveReads, SearchSlots
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
 from jobs.kb import index
-from jobs.kb.connection import kb_connection, kb_replicas
 from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
@@ -35,7 +34,6 @@ from jobs.tasks import reindex as reindexing
 from jobs.tasks.batches import BatchReader
 from jobs.tasks.submit import Upload, submit_documents
 from jobs.webhooks import deliveries
-from jobs.worker import parts
 
 
 class Intake:
@@ -58,9 +56,9 @@ class Intake:
             self.kb.redis,
             embedder,
             breaker_seconds=settings.search_breaker_seconds,
-            vectors=parts.vector_store(settings),
+            vectors=self.kb.open_vectors(),
             budget=budget,
-            replicas=kb_replicas(settings, WEB),
+            replicas=self.kb.replicas,
         )
         # Limits every web process shares, on the queue's Redis (jobs.core.throttle).
         self.search_slots = SearchSlots(connection, settings.tenant_searches)
@@ -71,19 +69,12 @@ class Intake:
     def _dependency_probes(self) -> dict[str, Callable[[], object]]:
         """What health probes besides the queue's Redis, each on a client of its own with
         short timeouts (jobs.core.dependencies): the store of originals (made on first use, as
-        an upload would), the knowledge base when apart, its read replicas."""
+        an upload would), the knowledge base's (KnowledgeBase.probes)."""
         settings = self.settings
         # The store's client is made now, not by the first upload or poll: boto3's import and
         # first client take half a second, which a poll would report as a store that hangs.
         originals.store(settings)
-        probes: dict[str, Callable[[], object]] = {
-            "store": lambda: originals.store(settings).probe()
-        }
-        if self.kb.apart:
-            probes["kb"] = kb_connection(settings, self.connection, PROBE).ping
-        for number, replica in enumerate(kb_replicas(settings, PROBE), 1):
-            probes[health.REPLICA_PROBE.format(number)] = replica.ping
-        return probes
+        return {"store": lambda: originals.store(settings).probe(), **self.kb.probes()}
 
     def submit(
         self,
@@ -292,8 +283,8 @@ class Intake:
         full = health.with_dependencies(
             health.report(self.connection),
             checking.results(),
-            kb_apart=self.kb.apart,
-            replicas=len(self.settings.kb_replica_url_list),
+            apart=self.kb.apart,
+            replicas=len(self.kb.replicas),
             store_kind=urlparse(self.settings.storage_address).scheme,
         )
         return full if per_tenant else health.without_tenants(full)
