@@ -32,7 +32,7 @@ from jobs.core.health import REPLICA_PROBE
 from jobs.core.redis_client import COMMAND, PROBE, Profile, connect
 from jobs.core.scripts import WatchedCheck
 from jobs.core.settings import Settings
-from jobs.kb import index, pending_flips, vector_engine
+from jobs.kb import index, pending_flips
 
 if TYPE_CHECKING:
     from jobs.kb.vectors import VectorStore
@@ -107,9 +107,16 @@ class KnowledgeBase:
         return self.redis is not self.queue
 
     def open_vectors(self) -> VectorStore | None:
-        """A connection to the vector engine of dense embeddings (None without one), opened
-        per use and closed by the caller: a forked work-horse must not share its parent's."""
-        return vector_engine.vector_store(self.settings)
+        """A connection to the vector engine of dense embeddings, PostgreSQL with pgvector
+        (jobs.kb.vectors), where an HTTP embedder makes them; None for the local embedder,
+        which needs none. Opened per use and closed by the caller: a forked work-horse must
+        not share its parent's database connection."""
+        settings = self.settings
+        if not (settings.embedding_url and settings.vector_database_url):
+            return None
+        from jobs.kb.vectors import VectorStore  # psycopg is loaded only where it is used
+
+        return VectorStore(settings.vector_database_url)
 
     def keys_on_queue(self, *names: str) -> list[str]:
         """Those of `names` (the knowledge base's keys) that a WATCH or a script on the queue's

@@ -15,7 +15,8 @@ from jobs.core import keys
 from jobs.core.failures import TransientError
 from jobs.core.settings import Settings
 from jobs.embedding.embedders import LocalEmbedder
-from jobs.kb import postings, vector_engine
+from jobs.kb import postings
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals
 from jobs.text.terms import TermCounter
 from jobs.worker.attempts import AttemptFence, Superseded
@@ -222,7 +223,7 @@ def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(vector_engine, "vector_store", lambda settings: Store())
+    monkeypatch.setattr(KnowledgeBase, "open_vectors", lambda kb: Store())
     task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
     run_jobs(_DenseEmbedder())
     chunks = _task(client, task_id)["result"]["chunks"]
