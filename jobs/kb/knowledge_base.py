@@ -12,8 +12,14 @@ read, so they can also run on read replicas of the knowledge base's Redis
 
 Why one object decides: what differs between the two (what a MULTI on the queue's Redis may
 WATCH or read of the knowledge base, where the chunk limits are checked, when a flip lands, what
-a delete leaves) is decided here and nowhere else, so no caller asks where it lives, and a
-caller's round trips are those of either layout as it was written for it.
+a delete leaves) is decided here and nowhere else, so no caller asks where it lives
+(tests/unit/test_rooms.py). Each layout keeps its round trips: together, nothing is added to a
+task's commit or an upload's claim; apart, one read or write on the knowledge base's Redis goes
+beside them.
+
+Built once per process and queue client (`of`), like its Redis clients: a forked work-horse
+inherits them, and redis-py gives a fork connections of its own; the vector engine's
+connection is opened per use (`open_vectors`).
 """
 
 from __future__ import annotations
@@ -75,7 +81,8 @@ class ClaimReads:
 
 class KnowledgeBase:
     """The knowledge base as one process reaches it: `redis` is the queue's own client unless
-    it lives apart; `replicas` take searches in turn (jobs.kb.read_replicas)."""
+    it lives apart; `replicas` take searches in turn (jobs.kb.read_replicas). A process builds
+    it with `of`; a test may hand it clients of its own."""
 
     def __init__(
         self,
