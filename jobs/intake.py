@@ -1,8 +1,8 @@
 """Intake: the web layer's one handle on the domain, built once per web process.
 
 It holds what a process builds once (the Redis client, settings, queues, the batch JSON cache,
-the query embedder) and hands each call to the module that owns it; outcomes other than
-success are the named exceptions of jobs.core.exceptions.
+the knowledge base, the query embedder) and hands each call to the module that owns it;
+outcomes other than success are the named exceptions of jobs.core.exceptions.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from jobs.core import health, keys
 from jobs.core.dependencies import Probes
 from jobs.core.exceptions import NoChunks, NoSuchDocument, NoSuchTask, NotNow
 from jobs.core.queues import Queues
-from jobs.core.redis_client import PROBE, WEB
+from jobs.core.redis_client import WEB
 from jobs.core.settings import REINDEX_PRIORITY, Settings
 from jobs.core.throttle import AuthFailures, ExpensiveReads, SearchSlots
 from jobs.embedding.budget import EmbeddingBudget
 from jobs.embedding.embedders import make_embedder
 from jobs.kb import index
-from jobs.kb.connection import apart, kb_connection, kb_replicas
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.kb.search import SearchAnswer, Searcher
 from jobs.kb.versions import pipeline_version
 from jobs.tasks import dead_letters, library, lifecycle, originals, states
@@ -34,7 +34,6 @@ from jobs.tasks import reindex as reindexing
 from jobs.tasks.batches import BatchReader
 from jobs.tasks.submit import Upload, submit_documents
 from jobs.webhooks import deliveries
-from jobs.worker import parts
 
 
 class Intake:
@@ -43,8 +42,8 @@ class Intake:
     def __init__(self, connection: Redis, settings: Settings) -> None:
         self.connection = connection
         self.settings = settings
-        #: The knowledge base's Redis: `connection` itself unless INTAKE_KB_URL names another.
-        self.kb = kb_connection(settings, connection, WEB)
+        #: The knowledge base: on `connection` itself unless INTAKE_KB_URL names another Redis.
+        self.kb = KnowledgeBase.of(settings, connection, WEB)
         self.queues = Queues(connection)  # every tenant's, made as they are first used
         self.batches = BatchReader(connection)
         # The query embedder: the workers' model, with a search's short timeout.
@@ -54,12 +53,12 @@ class Intake:
             connection, settings, timeout=settings.search_embedding_timeout
         )
         self.searcher = Searcher(
-            self.kb,
+            self.kb.redis,
             embedder,
             breaker_seconds=settings.search_breaker_seconds,
-            vectors=parts.vector_store(settings),
+            vectors=self.kb.open_vectors(),
             budget=budget,
-            replicas=kb_replicas(settings, WEB),
+            replicas=self.kb.replicas,
         )
         # Limits every web process shares, on the queue's Redis (jobs.core.throttle).
         self.search_slots = SearchSlots(connection, settings.tenant_searches)
@@ -70,19 +69,12 @@ class Intake:
     def _dependency_probes(self) -> dict[str, Callable[[], object]]:
         """What health probes besides the queue's Redis, each on a client of its own with
         short timeouts (jobs.core.dependencies): the store of originals (made on first use, as
-        an upload would), the knowledge base when apart, its read replicas."""
+        an upload would), the knowledge base's (KnowledgeBase.probes)."""
         settings = self.settings
         # The store's client is made now, not by the first upload or poll: boto3's import and
         # first client take half a second, which a poll would report as a store that hangs.
         originals.store(settings)
-        probes: dict[str, Callable[[], object]] = {
-            "store": lambda: originals.store(settings).probe()
-        }
-        if apart(self.kb, self.connection):
-            probes["kb"] = kb_connection(settings, self.connection, PROBE).ping
-        for number, replica in enumerate(kb_replicas(settings, PROBE), 1):
-            probes[health.REPLICA_PROBE.format(number)] = replica.ping
-        return probes
+        return {"store": lambda: originals.store(settings).probe(), **self.kb.probes()}
 
     def submit(
         self,
@@ -151,7 +143,7 @@ class Intake:
         found = None
         if task["status"] == states.SUCCEEDED:
             found = index.document_chunks(
-                self.kb, tenant, task["document_id"], task_id, offset, limit
+                self.kb.redis, tenant, task["document_id"], task_id, offset, limit
             )
         if found is None:
             raise NoChunks(task["status"])
@@ -211,7 +203,7 @@ class Intake:
         indexed = (
             None
             if latest is not None
-            else self.kb.hget(keys.kb_document(tenant, document_id), "task_id")
+            else self.kb.redis.hget(keys.kb_document(tenant, document_id), "task_id")
         )
         current = lifecycle.current_version(latest, indexed)
         try:
@@ -241,7 +233,13 @@ class Intake:
         filters by id or file name, `status` by the latest task's (ValueError for one not in
         STATUSES)."""
         return library.page(
-            self.connection, self.kb, tenant, offset=offset, limit=limit, query=query, status=status
+            self.connection,
+            self.kb,
+            tenant,
+            offset=offset,
+            limit=limit,
+            query=query,
+            status=status,
         )
 
     def document(self, tenant: str, document_id: str) -> dict[str, Any]:
@@ -285,8 +283,8 @@ class Intake:
         full = health.with_dependencies(
             health.report(self.connection),
             checking.results(),
-            kb_apart=apart(self.kb, self.connection),
-            replicas=len(self.settings.kb_replica_url_list),
+            apart=self.kb.apart,
+            replicas=len(self.kb.replicas),
             store_kind=urlparse(self.settings.storage_address).scheme,
         )
         return full if per_tenant else health.without_tenants(full)

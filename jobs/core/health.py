@@ -69,17 +69,18 @@ def with_dependencies(
     full: dict[str, Any],
     checks: Mapping[str, Check],
     *,
-    kb_apart: bool,
+    apart: bool,
     replicas: int,
     store_kind: str,
 ) -> dict[str, Any]:
     """`full` (a `report`) with the knowledge base and the store as `checks` found them
-    (`kb`, REPLICA_PROBE's, `store`), and the `status` they make. A knowledge base on the queue's
-    Redis is not probed apart: it answered as `redis` did."""
+    (`kb`, REPLICA_PROBE's, `store`), and the `status` they make. `apart`: the knowledge base
+    lives on a Redis of its own (jobs.kb.knowledge_base says); on the queue's, it is not
+    probed by itself: it answered as `redis` did."""
     dependencies = dict(full["dependencies"])
-    kb = checks["kb"].view() if kb_apart else dict(dependencies["redis"])
+    kb = checks["kb"].view() if apart else dict(dependencies["redis"])
     kb = {
-        "apart": kb_apart,
+        "apart": apart,
         **kb,
         "replicas": [
             checks[REPLICA_PROBE.format(number)].view() for number in range(1, replicas + 1)

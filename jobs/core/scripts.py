@@ -257,6 +257,17 @@ def send(
     return replies
 
 
+@dataclass(frozen=True)
+class WatchedCheck:
+    """What a commit reads under its WATCH (`read`: a command, a script's as
+    `Script.command`, sent by `watch`) and what it makes of the reply (`judge` raises to
+    refuse the commit). Here, below every package, so that the package that knows the read
+    (the knowledge base's chunk limits) can hand it to the one that commits (the worker)."""
+
+    read: Sequence[Any]
+    judge: Callable[[Any], None]
+
+
 def watch(pipe: Pipeline, *names: str, reads: Sequence[Sequence[Any]] = ()) -> list[Any]:
     """WATCH `names` on `pipe` and send, in the same round trip, the `reads` (commands, a
     script's as `Script.command`) and SCRIPT EXISTS of every script this process loaded; what

@@ -74,7 +74,7 @@ class Settings:
     # size it below Redis `maxmemory` (docs/deploying.md, "The knowledge base").
     kb_chunk_limit: int = 6_000_000
     # Where the knowledge base lives: another Redis than the queue's, or (empty) the queue's
-    # own (jobs.kb.connection; docs/deploying.md, "The knowledge base on a Redis of its own").
+    # own (jobs.kb.knowledge_base; docs/deploying.md, "The knowledge base on a Redis of its own").
     kb_url: str = ""
     # Read replicas of the knowledge base's Redis (`redis://…,redis://…`): searches take turns
     # on them, and on the primary when one does not answer (jobs.kb.read_replicas).

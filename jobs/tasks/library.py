@@ -35,7 +35,7 @@ from redis.client import Pipeline
 from jobs.core import keys, scripts
 from jobs.core.clock import iso, timestamp
 from jobs.core.exceptions import NoSuchDocument
-from jobs.kb.connection import apart
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import records as tasks
 from jobs.tasks import states
 from jobs.tasks.record import (
@@ -100,7 +100,7 @@ def with_original_urls(hits: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
 
 def page(
     connection: Redis,
-    kb: Redis,
+    kb: KnowledgeBase,
     tenant: str,
     *,
     offset: int = 0,
@@ -111,7 +111,8 @@ def page(
     """`{"total", "documents", "offset", "limit"}`: the tenant's documents newest first (by when
     new content was last submitted), from `offset`. `query` keeps those whose id or file name
     holds it (case-insensitive); `status` those whose latest task has it (states.STATUSES,
-    else ValueError). `kb`: the knowledge base's Redis (`connection` itself unless apart)."""
+    else ValueError). `kb`: the process's knowledge base, where entries whose task records
+    expired are read."""
     if status is not None and status not in states.STATUSES:
         raise ValueError(f"unknown status {status!r}")
     if query or status:
@@ -122,7 +123,7 @@ def page(
     pipe.zrevrange(key, offset, offset + limit - 1)
     total, members = pipe.execute()
     ids = [member.decode() for member in members]
-    found = _read(connection, kb, tenant, ids)
+    found = _read(connection, kb.redis, tenant, ids)
     gone = _forget(connection, kb, tenant, [i for i, entry in zip(ids, found) if entry is None])
     return {
         "total": max(total - gone, 0),
@@ -134,7 +135,7 @@ def page(
 
 def _filtered(
     connection: Redis,
-    kb: Redis,
+    kb: KnowledgeBase,
     tenant: str,
     offset: int,
     limit: int,
@@ -150,7 +151,7 @@ def _filtered(
         if not ids:
             break
         start += len(ids)
-        for document_id, entry in zip(ids, _read(connection, kb, tenant, ids)):
+        for document_id, entry in zip(ids, _read(connection, kb.redis, tenant, ids)):
             if document_id in seen:
                 continue
             seen.add(document_id)
@@ -166,7 +167,7 @@ def _filtered(
     return {"total": total, "documents": kept, "offset": offset, "limit": limit}
 
 
-def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dict[str, Any]:
+def document(connection: Redis, kb: KnowledgeBase, tenant: str, document_id: str) -> dict[str, Any]:
     """One document as a page of `page` shows it, with `tasks`: every task of it the records
     still hold, newest first. Raises NoSuchDocument (another tenant's is one)."""
     pipe = connection.pipeline(transaction=False)
@@ -186,7 +187,7 @@ def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dic
     if latest_id in by_id:
         entry = _from_task(document_id, latest_id, by_id[latest_id])
     else:
-        entry = _from_index(document_id, _indexed(kb, tenant, [document_id])[0])
+        entry = _from_index(document_id, _indexed(kb.redis, tenant, [document_id])[0])
         if entry is None and found:  # the latest-task key expired before its records
             entry = _from_task(document_id, found[0].id, found[0])
     if entry is None:
@@ -195,7 +196,7 @@ def document(connection: Redis, kb: Redis, tenant: str, document_id: str) -> dic
 
 
 def older_versions(
-    connection: Redis, kb: Redis, tenant: str, document_id: str, current: str
+    connection: Redis, kb: KnowledgeBase, tenant: str, document_id: str, current: str
 ) -> list[str]:
     """The document's other versions than `current`, newest first: its tasks the records
     still hold, then the one the knowledge base holds. Read only when the current version's
@@ -207,7 +208,7 @@ def older_versions(
         if r is not None and r.tenant == tenant and r.id != current
     ]
     found.sort(key=_newest_first)
-    indexed = kb.hget(keys.kb_document(tenant, document_id), "task_id")
+    indexed = kb.redis.hget(keys.kb_document(tenant, document_id), "task_id")
     older = [record.id for record in found]
     if indexed is not None and indexed.decode() not in older + [current]:
         older.append(indexed.decode())
@@ -377,18 +378,19 @@ def _time_of_version(version: int | None) -> str | None:
         return None
 
 
-def _forget(connection: Redis, kb: Redis, tenant: str, document_ids: list[str]) -> int:
+def _forget(connection: Redis, kb: KnowledgeBase, tenant: str, document_ids: list[str]) -> int:
     """Take out of the tenant's set the documents a read found nothing of, each only while
-    that still holds (_FORGET); returns how many went."""
+    that still holds (_FORGET: while no key named names it, the indexed entry among them
+    where the script can read it); returns how many went."""
     if not document_ids:
         return 0
-    together = not apart(kb, connection)
 
     def build(pipe: Pipeline) -> None:  # each a ZREM on a condition: safe to send again
         for document_id in document_ids:
-            named = [keys.document_latest(tenant, document_id)]
-            if together:
-                named.append(keys.kb_document(tenant, document_id))
+            named = [
+                keys.document_latest(tenant, document_id),
+                *kb.keys_on_queue(keys.kb_document(tenant, document_id)),
+            ]
             _FORGET.queue(
                 pipe,
                 keys={"documents": keys.tenant_documents(tenant)},

@@ -19,7 +19,7 @@ import contextlib
 import json
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis import Redis, WatchError
 from redis.client import Pipeline
@@ -37,6 +37,9 @@ from jobs.core.settings import Settings
 from jobs.tasks import originals, states, stored_bytes, transitions
 from jobs.tasks import record as task_record
 from jobs.tasks.submit import job_data
+
+if TYPE_CHECKING:
+    from jobs.kb.knowledge_base import KnowledgeBase
 
 _CANCEL = scripts.load(__file__, "lifecycle_cancel", task_record.SCRIPT_NAMES)
 _RETRY = scripts.load(__file__, "lifecycle_retry", task_record.SCRIPT_NAMES)
@@ -262,7 +265,7 @@ def delete_document(
     document_id: str,
     *,
     version: str | None = None,
-    kb: Redis | None = None,
+    kb: KnowledgeBase | None = None,
 ) -> bool:
     """Remove a document: its chunks, and every task of it (stopped first if still running);
     True when it was removed.
@@ -274,14 +277,14 @@ def delete_document(
 
     Its idempotency keys go too, so the same file uploaded again is ingested again. A running
     attempt finds its task canceled, then gone, so it can never put the document back. Raises
-    NoSuchDocument when there was nothing to remove. `kb`: the knowledge base's Redis when
-    it is not `connection` (INTAKE_KB_URL).
+    NoSuchDocument when there was nothing to remove. `kb`: the process's knowledge base
+    (KnowledgeBase.of `settings` and `connection` when None).
     """
     from jobs.kb import index  # the index and records are what is removed
-    from jobs.kb.vector_engine import vector_store
+    from jobs.kb.knowledge_base import KnowledgeBase
     from jobs.tasks import records as tasks
 
-    kb = connection if kb is None else kb
+    kb = KnowledgeBase.of(settings, connection) if kb is None else kb
     detached = _detach(connection, tenant, document_id, version, kb)
     if detached is None:
         return False
@@ -302,9 +305,9 @@ def delete_document(
     pipe.execute()
     originals.delete(settings, tenant, document_id, task_ids)
     if had_chunks:
-        store = vector_store(settings)
+        store = kb.open_vectors()
         try:
-            index.collect_garbage(kb, tenant, store)
+            index.collect_garbage(kb.redis, tenant, store)
         finally:
             if store is not None:
                 store.close()
@@ -325,7 +328,7 @@ def current_version(latest: bytes | None, indexed: bytes | None) -> str | None:
 
 
 def _detach(
-    connection: Redis, tenant: str, document_id: str, version: str | None, kb: Redis
+    connection: Redis, tenant: str, document_id: str, version: str | None, kb: KnowledgeBase
 ) -> tuple[list[str], list[list[str]], bool] | None:
     """In one MULTI: cancel the document's live tasks, take it out of the index and forget
     its task list, its latest task and its place in the tenant's documents. Returns the tasks,
@@ -337,26 +340,20 @@ def _detach(
     same MULTI means a running attempt's own commit (which WATCHes its task) cannot flip its
     version back in after the removal.
 
-    With the knowledge base on a Redis of its own (`kb`), the indexed entry is read there
-    unWATCHed, the MULTI forgets the flips its tasks' commits recorded (jobs.kb.pending_flips)
-    instead of removing, and the removal follows it, leaving a tombstone that refuses any flip
-    staged before it: a flip already on its way cannot bring the document back.
+    The knowledge base decides its own part (KnowledgeBase): what of it is WATCHed and read
+    here, and how the document leaves it: in this MULTI, or, with the knowledge base on a
+    Redis of its own, right after it, leaving a tombstone that refuses any flip staged before
+    it, so that a flip already on its way cannot bring the document back.
     """
-    from jobs.kb import index, pending_flips
-    from jobs.kb.connection import apart
-
-    separate = apart(kb, connection)
-
-    latest_key, indexed_key = (
-        keys.document_latest(tenant, document_id),
-        keys.kb_document(tenant, document_id),
-    )
+    latest_key = keys.document_latest(tenant, document_id)
     tasks_key = keys.document_tasks(tenant, document_id)
     while True:
         with connection.pipeline() as pipe:
             try:
-                pipe.watch(latest_key, tasks_key, *(() if separate else (indexed_key,)))
-                indexed = (kb if separate else pipe).hget(indexed_key, "task_id")
+                pipe.watch(
+                    latest_key, tasks_key, *kb.keys_on_queue(keys.kb_document(tenant, document_id))
+                )
+                indexed = kb.indexed_task(pipe, tenant, document_id)
                 current = current_version(pipe.get(latest_key), indexed)
                 if version is not None and current is not None and current != version:
                     return None
@@ -364,19 +361,14 @@ def _detach(
                 pipe.multi()
                 for task_id in task_ids:
                     _cancel(pipe, tenant, task_id)
-                if separate:
-                    pending_flips.queue_forget(pipe, task_ids)
-                else:
-                    index.queue_removal(pipe, tenant, document_id)
+                had_chunks = kb.queue_removal(pipe, tenant, document_id, task_ids)
                 pipe.delete(latest_key, tasks_key)
                 pipe.zrem(keys.tenant_documents(tenant), document_id)
                 replies = pipe.execute()
             except WatchError:
                 continue
         cancels = [_decoded(r) for r in replies[: len(task_ids)]]
-        if separate:
-            return task_ids, cancels, bool(index.removal(kb, tenant, document_id, tombstone=True))
-        return task_ids, cancels, bool(replies[len(task_ids)])
+        return task_ids, cancels, had_chunks(replies)
 
 
 def _decoded(reply: list[Any]) -> list[str]:

@@ -44,6 +44,7 @@ from jobs.core.exceptions import NoSuchDocument
 from jobs.core.failures import PermanentError, TransientError
 from jobs.core.object_store import NotStored, ObjectStore, open_store
 from jobs.core.settings import Settings
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import record as task_record
 from jobs.tasks import states, stored_bytes
 from jobs.tasks.record import TaskRecord
@@ -231,19 +232,20 @@ def delete(settings: Settings, tenant: str, document_id: str, task_ids: Iterable
             )
 
 
-def sweep(connection: Redis, settings: Settings, kb: Redis | None = None) -> int:
+def sweep(connection: Redis, settings: Settings, kb: KnowledgeBase | None = None) -> int:
     """Remove the originals that are neither their task's (a record that lives) nor their
     document's indexed version, once an hour old, and those of failed or canceled tasks that
     ended more than the upload retention ago unless their version is indexed; returns how
     many. Counts what stays against its tenant's quota where the count missed it
     (jobs.tasks.stored_bytes). At most once per SWEEP_EVERY_SECONDS over the whole fleet (a
-    lock key), since it lists the whole store. `kb`: the knowledge base's Redis when it is
-    not `connection` (INTAKE_KB_URL).
+    lock key), since it lists the whole store. `kb`: the process's knowledge base, where the
+    indexed versions are read (KnowledgeBase.of `settings` and `connection` when None).
 
     Writes cut off by a kill are cleared too, once a day old (UNFINISHED_MIN_AGE_SECONDS):
     no listing shows them, so nothing else would ever remove them."""
     if not connection.set(keys.originals_sweep(), 1, nx=True, ex=SWEEP_EVERY_SECONDS):
         return 0
+    kb = KnowledgeBase.of(settings, connection) if kb is None else kb
     target, removed, page = store(settings), 0, []
     now = time.time()
     cleared = target.clear_unfinished(now - UNFINISHED_MIN_AGE_SECONDS)
@@ -255,10 +257,10 @@ def sweep(connection: Redis, settings: Settings, kb: Redis | None = None) -> int
             continue
         page.append(Listed(stored_name, *parts, size))
         if len(page) >= _SWEEP_PAGE:
-            removed += _sweep_page(connection, kb or connection, target, page, settings, now)
+            removed += _sweep_page(connection, kb.redis, target, page, settings, now)
             page = []
     if page:
-        removed += _sweep_page(connection, kb or connection, target, page, settings, now)
+        removed += _sweep_page(connection, kb.redis, target, page, settings, now)
     return removed
 
 

@@ -39,6 +39,7 @@ from redis import Redis
 from jobs.core import keys
 from jobs.core.exceptions import LimitReached
 from jobs.core.settings import Settings
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import library, lifecycle, originals, states
 from jobs.tasks import records as tasks
 from jobs.tasks.record import TaskRecord
@@ -60,7 +61,7 @@ class Chosen:
 
 
 def choose_all(
-    connection: Redis, kb: Redis, settings: Settings, tenant: str, *, force: bool = False
+    connection: Redis, kb: KnowledgeBase, settings: Settings, tenant: str, *, force: bool = False
 ) -> Chosen:
     """Every document of the tenant (keys.tenant_documents), oldest first, so that a re-index
     of all goes through the library in the order it was built, read a PAGE at a time; those
@@ -105,7 +106,7 @@ def _room(connection: Redis, settings: Settings, tenant: str) -> tuple[str, int]
 
 def choose(
     connection: Redis,
-    kb: Redis,
+    kb: KnowledgeBase,
     settings: Settings,
     tenant: str,
     document_ids: Iterable[str],
@@ -123,7 +124,7 @@ def choose(
     for document_id in ids:
         pipe.get(keys.document_latest(tenant, document_id))
     latest = pipe.execute()
-    pipe = kb.pipeline(transaction=False)
+    pipe = kb.redis.pipeline(transaction=False)
     for document_id in ids:
         pipe.hget(keys.kb_document(tenant, document_id), "task_id")
     indexed = pipe.execute()
@@ -173,7 +174,7 @@ def choose(
 
 def _stored_version(
     connection: Redis,
-    kb: Redis,
+    kb: KnowledgeBase,
     settings: Settings,
     tenant: str,
     document_id: str,

@@ -49,7 +49,7 @@ from jobs.core.failures import backoff_delays
 from jobs.core.queues import DEFAULT_TENANT, PRIORITIES, Queues, queue_name
 from jobs.core.queues import register as register_queues
 from jobs.core.settings import Settings
-from jobs.kb.connection import apart
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals, states, webhook_events
 from jobs.tasks import record as task_record
 from jobs.tasks.records import new_id
@@ -180,13 +180,12 @@ def submit_documents(
     priority: str | None = None,
     force: bool = False,
     trace_id: str | None = None,
-    kb: Redis | None = None,
+    kb: KnowledgeBase | None = None,
 ) -> dict[str, Any]:
     """Create a batch of tasks (reusing duplicates) and enqueue one job per new task.
 
-    `kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL): what the
-    claim reads of it (the chunk counts, each document's indexed task) is read there first,
-    in one round trip.
+    `kb`: the process's knowledge base (KnowledgeBase.of `settings` and `connection` when
+    None): what the claim is given of it (`KnowledgeBase.claim_reads`).
 
     Raises LimitReached when the batch is refused whole, and NotReplicated when the primary
     has a replica attached and none confirmed the upload within INTAKE_REPLICA_WAIT_MS: then
@@ -210,14 +209,8 @@ def submit_documents(
         pipeline_version=pipeline_version,
         trace_id=trace_id,
     )
-    indexed = (
-        _kb_state(kb, settings, tenant, [u.document_id for u in firsts.values()])
-        if (kb is not None and apart(kb, connection))
-        else None
-    )
-    chunk_limits = (
-        ("", "") if indexed is not None else (settings.tenant_chunk_limit, settings.kb_chunk_limit)
-    )
+    kb = KnowledgeBase.of(settings, connection) if kb is None else kb
+    known = kb.claim_reads(tenant, [u.document_id for u in firsts.values()])
     call = _ClaimCall(
         keys={
             "active": keys.active(),
@@ -244,8 +237,8 @@ def submit_documents(
             "tenant_places": settings.tenant_queue_limit,
             "blob_budget": settings.blob_budget_bytes,
             "tenant_blob_budget": settings.tenant_blob_budget_bytes,
-            "chunk_limit": chunk_limits[0],
-            "all_chunk_limit": chunk_limits[1],
+            "chunk_limit": known.chunk_limit,
+            "all_chunk_limit": known.all_chunk_limit,
             "file_count": len(firsts),
             "batch_id": batch_id,
             "tenant": tenant,
@@ -273,7 +266,7 @@ def submit_documents(
         call.rest += [
             task_id,
             upload.size,
-            _claimed_index(upload, indexed, number),
+            _claimed_index(upload, known.indexed[number]),
             upload.document_id,
             len(fields),
         ]
@@ -299,14 +292,12 @@ def submit_documents(
     return _summary(batch_id, created_at, firsts.values(), claimed.entries, tenant, trace_id)
 
 
-def _claimed_index(upload: Upload, indexed: list[str] | None, number: int) -> str:
-    """What the claim takes for the task whose version the knowledge base holds: '?' (read it
-    there), the one `_kb_state` read, or, for a re-run, '' (none): then the claim, not forced,
-    creates a task unless the one of this content is live, which it answers as a duplicate,
-    in the same script as the creation, so a double click on Re-index is one run."""
-    if upload.rerun:
-        return ""
-    return "?" if indexed is None else indexed[number]
+def _claimed_index(upload: Upload, indexed: str) -> str:
+    """What the claim takes for the task whose version the knowledge base holds: what the
+    knowledge base said (`ClaimReads.indexed`), or, for a re-run, '' (none): then the claim,
+    not forced, creates a task unless the one of this content is live, which it answers as a
+    duplicate, in the same script as the creation, so a double click on Re-index is one run."""
+    return "" if upload.rerun else indexed
 
 
 @dataclass(frozen=True)
@@ -426,23 +417,6 @@ def _submit_many(
     if not created:
         return claimed, connection.pipeline(transaction=False)
     return claimed, _store_and_enqueue(connection, queue, settings, tenant, batch_id, created)
-
-
-def _kb_state(kb: Redis, settings: Settings, tenant: str, document_ids: list[str]) -> list[str]:
-    """What the claim needs of a knowledge base on its own Redis, read in one round trip:
-    refuses the batch (LimitReached) when the tenant's or all tenants' chunks are at their
-    limit; returns, per document, the task whose version is indexed ('' for none)."""
-    pipe = kb.pipeline(transaction=False)
-    pipe.get(keys.tenant_chunks(tenant))
-    pipe.get(keys.kb_total_chunks())
-    for document_id in document_ids:
-        pipe.hget(keys.kb_document(tenant, document_id), "task_id")
-    held, total, *owners = pipe.execute()
-    if int(held or 0) >= settings.tenant_chunk_limit:
-        raise LimitReached("knowledge_base_full")
-    if int(total or 0) >= settings.kb_chunk_limit:
-        raise LimitReached("kb_total_full")
-    return [owner.decode() if owner else "" for owner in owners]
 
 
 def _confirm(

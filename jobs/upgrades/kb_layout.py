@@ -188,14 +188,14 @@ def main() -> int:
     """`python -m jobs.upgrades.kb_layout`: migrate the knowledge base now, before a deploy (on
     $INTAKE_KB_URL when it is set, else on $REDIS_URL)."""
     from jobs.core.settings import Settings
-    from jobs.kb.vector_engine import vector_store
+    from jobs.kb.knowledge_base import KnowledgeBase
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings.from_env()
-    connection = connect(settings.kb_url or settings.redis_url, COMMAND)
-    store = vector_store(settings)
+    kb = KnowledgeBase.of(settings, connect(settings.redis_url, COMMAND))
+    store = kb.open_vectors()
     started = time.perf_counter()
-    moved = migrate(connection, store) + to_bm25(connection)
+    moved = migrate(kb.redis, store) + to_bm25(kb.redis)
     print(
         f"{moved} document{'' if moved == 1 else 's'} migrated in "
         f"{time.perf_counter() - started:.1f} s",

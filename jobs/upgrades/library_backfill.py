@@ -14,7 +14,7 @@ from redis import Redis
 
 from jobs.core import keys
 from jobs.core.clock import timestamp
-from jobs.kb.connection import apart
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import library
 from jobs.tasks.record import TaskRecord
 
@@ -23,15 +23,16 @@ from jobs.tasks.record import TaskRecord
 BACKFILL_GRACE_SECONDS = 3600
 
 
-def backfill(connection: Redis, kb: Redis | None = None) -> int:
+def backfill(connection: Redis, kb: KnowledgeBase | None = None) -> int:
     """Put into each tenant's set the documents it lacks: those with a latest task (scored by
     that task's last change) and, the first time, those only the knowledge base still holds
     (scored by their version's time); returns how many were added.
 
     Once, where other upgrades run (housekeeping): for BACKFILL_GRACE_SECONDS after the first
     pass, later passes look at the latest tasks again, for uploads through web processes of
-    the previous release; then each call is one GET."""
-    kb = connection if kb is None else kb
+    the previous release; then each call is one GET. `kb`: the process's knowledge base (one
+    on `connection` when None)."""
+    kb = KnowledgeBase.on_queue(connection) if kb is None else kb
     marked = connection.get(keys.tenant_documents_filled())
     if marked is not None and float(marked) < time.time() - BACKFILL_GRACE_SECONDS:
         return 0
@@ -73,17 +74,17 @@ def _add_latest_batch(connection: Redis, latest_keys: list[str]) -> int:
     return sum(int(done) for done in pipe.execute())
 
 
-def _add_indexed(connection: Redis, kb: Redis) -> int:
-    """Documents only the knowledge base holds (their task records expired): checked on the
-    same Redis when it is the queue's, else left for a read to forget if deleted meanwhile."""
-    together = not apart(kb, connection)
+def _add_indexed(connection: Redis, kb: KnowledgeBase) -> int:
+    """Documents only the knowledge base holds (their task records expired): checked by the
+    script where it can read the knowledge base's entry (KnowledgeBase.keys_on_queue), else
+    left for a read to forget if deleted meanwhile."""
     head, tail = keys.kb_documents("\0").split("\0")
     added = 0
-    for set_key in kb.scan_iter(match=keys.kb_documents("*"), count=500):
+    for set_key in kb.redis.scan_iter(match=keys.kb_documents("*"), count=500):
         name = set_key.decode()
         tenant = name[len(head) : len(name) - len(tail)]
-        doc_keys = [k.decode() for k in kb.smembers(set_key)]
-        read = kb.pipeline(transaction=False)
+        doc_keys = [k.decode() for k in kb.redis.smembers(set_key)]
+        read = kb.redis.pipeline(transaction=False)
         for doc_key in doc_keys:
             read.hmget(doc_key, "document_id", "version")
         pipe = connection.pipeline(transaction=False)
@@ -91,12 +92,11 @@ def _add_indexed(connection: Redis, kb: Redis) -> int:
             if document_id is None:
                 continue
             score = (library._int(version) or 0) / 1e6 or time.time()
-            named = [doc_key] if together else []
             library._ADD(
                 pipe,
                 keys={"documents": keys.tenant_documents(tenant)},
                 args={"score": score, "document_id": document_id.decode()},
-                more_keys=named,
+                more_keys=kb.keys_on_queue(doc_key),
             )
         added += sum(int(done) for done in pipe.execute())
     return added

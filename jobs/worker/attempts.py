@@ -15,7 +15,6 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
@@ -25,6 +24,7 @@ from redis.exceptions import WatchError
 from jobs.core import keys, scripts
 from jobs.core.clock import now_iso
 from jobs.core.failures import CancelRequested, TransientError
+from jobs.core.scripts import WatchedCheck
 from jobs.core.settings import Settings
 from jobs.tasks import record as task_record
 from jobs.tasks import states, transitions
@@ -53,16 +53,6 @@ class Refused(Exception):
     def __init__(self, status: str) -> None:
         super().__init__(status)
         self.status = status
-
-
-@dataclass(frozen=True)
-class WatchedCheck:
-    """What a commit reads under its WATCH (`read`: a command, a script's as
-    `jobs.core.scripts.Script.command`) and what it makes of the reply (`judge` raises to
-    refuse the commit)."""
-
-    read: Sequence[Any]
-    judge: Callable[[Any], None]
 
 
 class AttemptFence:

@@ -7,9 +7,9 @@ knowledge bases written before their chunks were counted get counted, those writ
 chunk ids or BM25 are migrated (jobs.upgrades.kb_layout), and the garbage of replaced and
 deleted documents is collected (what a worker that died in the middle of it left). Documents
 uploaded before each tenant's list of documents existed are put into it
-(jobs.upgrades.library_backfill, once). With the knowledge base
-on a Redis of its own, the flips that workers recorded but did not live to apply are applied
-(jobs.kb.pending_flips).
+(jobs.upgrades.library_backfill, once). The flips that workers recorded but did not live to
+apply are applied (KnowledgeBase.apply_left: only a knowledge base on a Redis of its own has
+any, jobs.kb.pending_flips).
 """
 
 from __future__ import annotations
@@ -20,20 +20,16 @@ from collections.abc import Callable
 from redis import Redis
 
 from jobs.core import keys
-from jobs.kb import index, pending_flips
-from jobs.kb.connection import apart
+from jobs.kb import index
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import upload_budgets
 from jobs.upgrades import kb_layout, library_backfill, upload_sizes
 
 
-def run(
-    connection: Redis,
-    ttl_seconds: int,
-    vectors: index.VectorWriter | None = None,
-    kb: Redis | None = None,
-) -> None:
-    """`kb`: the knowledge base's Redis when it is not `connection` (INTAKE_KB_URL)."""
-    kb = connection if kb is None else kb
+def run(connection: Redis, ttl_seconds: int, kb: KnowledgeBase | None = None) -> None:
+    """`kb`: the process's knowledge base (one on `connection` when None), whose vector
+    engine is opened for the run."""
+    kb = KnowledgeBase.on_queue(connection) if kb is None else kb
     pipe = connection.pipeline(transaction=False)
     horizon = time.time() - ttl_seconds
     pipe.zremrangebyscore(keys.failed_all(), "-inf", horizon)
@@ -44,13 +40,17 @@ def run(
     upload_sizes.move_to_tenants(connection)
     upload_budgets.recount(connection)
     library_backfill.backfill(connection, kb)
-    if apart(kb, connection):
-        pending_flips.apply_left(kb, connection)
-    index.ensure_chunk_counts(kb)
-    kb_layout.migrate(kb, vectors)
-    kb_layout.to_bm25(kb)
-    for tenant in _tenants_with(kb, keys.kb_garbage, keys.kb_staged):
-        index.collect_garbage(kb, tenant, vectors)
+    kb.apply_left()
+    vectors = kb.open_vectors()
+    try:
+        index.ensure_chunk_counts(kb.redis)
+        kb_layout.migrate(kb.redis, vectors)
+        kb_layout.to_bm25(kb.redis)
+        for tenant in _tenants_with(kb.redis, keys.kb_garbage, keys.kb_staged):
+            index.collect_garbage(kb.redis, tenant, vectors)
+    finally:
+        if vectors is not None:
+            vectors.close()
 
 
 def _tenants_with(connection: Redis, *key_of: Callable[[str], str]) -> set[str]:

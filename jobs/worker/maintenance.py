@@ -24,9 +24,9 @@ from rq.registry import StartedJobRegistry
 from jobs.core import keys, queues
 from jobs.core.redis_client import WORKER
 from jobs.core.settings import Settings
-from jobs.kb.connection import kb_connection
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals
-from jobs.worker import housekeeping, parts, reconcile
+from jobs.worker import housekeeping, reconcile
 
 INTERVAL_SECONDS = 4
 HOUSEKEEPING_SECONDS = 60
@@ -41,19 +41,10 @@ def run_if_due(connection: Redis, settings: Settings) -> bool:
         StartedJobRegistry(name, connection=connection).cleanup()
     reconcile.reconcile(connection, settings)
     if connection.set(keys.housekeeping_lock(), 1, nx=True, ex=HOUSEKEEPING_SECONDS):
-        store = parts.vector_store(settings)
-        try:
-            housekeeping.run(
-                connection,
-                settings.retention_seconds,
-                store,
-                kb_connection(settings, connection, WORKER),
-            )
-        finally:
-            if store is not None:
-                store.close()
+        kb = KnowledgeBase.of(settings, connection, WORKER)
+        housekeeping.run(connection, settings.retention_seconds, kb)
         try:  # hourly at most: it lists the whole store (jobs.tasks.originals.sweep)
-            originals.sweep(connection, settings, kb_connection(settings, connection, WORKER))
+            originals.sweep(connection, settings, kb)
         except Exception:  # noqa: BLE001 - a store that does not answer: the next hour's turn
             logging.getLogger(__name__).warning("originals not swept", exc_info=True)
     return True

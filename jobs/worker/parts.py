@@ -17,7 +17,6 @@ from functools import cached_property
 
 from jobs.core.settings import Settings
 from jobs.embedding.embedders import Embedder, make_embedder
-from jobs.kb.vector_engine import vector_store  # noqa: F401  (used as parts.vector_store)
 from jobs.kb.versions import pipeline_version
 from jobs.worker.progress import ProgressReporter
 

@@ -34,8 +34,8 @@ from jobs.core.redis_client import WORKER
 from jobs.core.settings import MIB, Settings
 from jobs.embedding.budget import BudgetWait, EmbeddingBudget, WaitingGate
 from jobs.embedding.embedders import Embedding, HttpEmbedder, LocalEmbedder
-from jobs.kb import index, pending_flips
-from jobs.kb.connection import apart, kb_connection
+from jobs.kb import index
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals, states, transitions
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
@@ -44,7 +44,7 @@ from jobs.text.chunking import Chunk, chunk_blocks
 from jobs.text.parsers import ParsedDocument
 from jobs.text.sandbox import parse_bounded
 from jobs.worker import checkpoints, parts, scan_reading
-from jobs.worker.attempts import AttemptFence, Refused, Superseded, WatchedCheck
+from jobs.worker.attempts import AttemptFence, Refused, Superseded
 from jobs.worker.classify import classify
 from jobs.worker.parts import Parts
 from jobs.worker.progress import dashboard_text
@@ -179,12 +179,11 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter, record, tenant = attempt.reporter, attempt.record, attempt.tenant
     reporter.begin_step("indexing", 92, f"Indexing {len(chunks)} chunks")
     result = {**summary, "chunks": len(chunks)}
-    kb = kb_connection(attempt.settings, attempt.connection, WORKER)
-    separate = apart(kb, attempt.connection)
-    store = parts.vector_store(attempt.settings)
+    kb = KnowledgeBase.of(attempt.settings, attempt.connection, WORKER)
+    store = kb.open_vectors()
     try:
         staged = index.stage(
-            kb,
+            kb.redis,
             index.IndexedDocument(
                 tenant=tenant,
                 document_id=record.document_id,
@@ -202,23 +201,8 @@ def _run(attempt: Attempt) -> dict[str, Any]:
             store.close()
         raise
 
-    replaced = [0]  # the chunks of the version the flip replaces, as read under WATCH
-
-    limits = (len(chunks), attempt.settings.tenant_chunk_limit, attempt.settings.kb_chunk_limit)
-
-    def within_quota(reader: Redis | Pipeline) -> None:
-        replaced[0] = index.check_chunk_limit(reader, tenant, record.document_id, *limits)
-
-    def judge_quota(reply: Any) -> None:
-        replaced[0] = index.judge_chunk_limit(reply, *limits)
-
-    quota_check = WatchedCheck(index.chunk_limit_read(tenant, record.document_id), judge_quota)
-
     def index_and_clean_up(pipe: Pipeline) -> None:
-        if separate:  # applied on the knowledge base's Redis once this lands (below)
-            pending_flips.queue_record(pipe, attempt.task_id, staged)
-        else:
-            index.queue_flip(pipe, staged)
+        kb.queue_flip(pipe, attempt.task_id, staged)
         transitions.changed(
             pipe, tenant, attempt.task_id, states.SUCCEED.target, settings=attempt.settings
         )
@@ -229,32 +213,30 @@ def _run(attempt: Attempt) -> dict[str, Any]:
     reporter.progress, reporter.current_step = 100, "done"
     reporter.step_detail = f"Indexed {len(chunks)} chunk{'s' if len(chunks) != 1 else ''}"
     try:
-        if separate:  # no WATCH spans two Redis servers: the limit is checked just before
-            within_quota(kb)
+        quota = kb.chunk_quota(tenant, record.document_id, len(chunks))
         reporter.commit(
             task_record.succeeded(result, attempt.version, now_iso()),
             queue_more=index_and_clean_up,
-            check=None if separate else quota_check,
-            watch=() if separate else index.quota_keys(tenant, record.document_id),
+            check=quota.check,
+            watch=quota.watch,
         )
     except BaseException:
-        index.discard(kb, staged)  # a no-op if the flip did land
+        index.discard(kb.redis, staged)  # a no-op if the flip did land
         if store is not None:
             store.close()
         raise
     try:
-        if separate:  # what fails here, housekeeping applies (jobs.kb.pending_flips)
-            try:
-                pending_flips.apply(kb, attempt.connection, attempt.task_id, staged)
-            except Exception as exc:
-                logs.event("flip_left_for_housekeeping", record.log_context(), error=repr(exc))
+        try:  # what fails here, housekeeping applies (jobs.kb.pending_flips)
+            kb.apply_after(attempt.task_id, staged)
+        except Exception as exc:
+            logs.event("flip_left_for_housekeeping", record.log_context(), error=repr(exc))
         # What the versions it and others replaced leave (rows, texts, vectors) is collected
         # in batches, by the job that finds a batch of it waiting: on no one's path, and
         # housekeeping collects the rest within its minute (and what a failure here leaves,
         # and stagings a lost worker left). A first version replaces nothing: no round trip.
-        if replaced[0] and index.garbage_waiting(kb, tenant) >= index.RUNS_PER_COLLECTION:
+        if quota.replaced and index.garbage_waiting(kb.redis, tenant) >= index.RUNS_PER_COLLECTION:
             with contextlib.suppress(Exception):
-                index.collect_garbage(kb, tenant, store)
+                index.collect_garbage(kb.redis, tenant, store)
     finally:
         if store is not None:
             store.close()

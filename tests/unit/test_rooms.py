@@ -146,3 +146,82 @@ def test_production_code_never_imports_fakeredis():
         if m.split(".")[0] == "fakeredis"
     ]
     assert found == []
+
+
+# -- where the knowledge base lives is jobs/kb's to know (jobs.kb.knowledge_base) -------------
+
+#: What tells where the knowledge base lives; only jobs/kb/ may ask it, or branch on it.
+WHERE_IT_LIVES = ("apart", "separate", "together", "kb_apart", "kb_connection", "kb_replicas")
+#: Health is handed KnowledgeBase.apart to report it (GET /api/health's `kb.apart`, and under
+#: `kb` the knowledge base's own probe or the queue's Redis's answer): its one branch on it.
+HEALTH_REPORTS_IT = ("jobs/core/health.py", " if apart else ")
+
+
+def _asks_where_the_kb_lives(path: Path, tree: ast.AST) -> list[str]:
+    """Calls of `apart(…)` (and its old helpers), imports of jobs.kb.pending_flips (what only
+    a knowledge base apart does) and jobs.kb.connection, and conditions that read a name or an
+    attribute of WHERE_IT_LIVES. Passing the property on (`apart=kb.apart`) is not a branch."""
+    found = []
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name in WHERE_IT_LIVES:
+                found.append(f"{where} calls {name}()")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+            if names & {"jobs.kb.pending_flips", "jobs.kb.connection"}:
+                found.append(f"{where} imports {node.module}")
+        elif isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert, ast.comprehension)):
+            tests = node.ifs if isinstance(node, ast.comprehension) else [node.test]
+            for part in (part for test in tests for part in ast.walk(test)):
+                read = part.attr if isinstance(part, ast.Attribute) else None
+                read = part.id if isinstance(part, ast.Name) else read
+                if read in WHERE_IT_LIVES:
+                    found.append(f"{where} branches on {read}")
+    return found
+
+
+def _outside_the_kb() -> list[tuple[Path, ast.AST]]:
+    paths = [
+        path
+        for folder in ("jobs", "webapp", "runner")
+        for path in (ROOT / folder).rglob("*.py")
+        if (ROOT / "jobs" / "kb") not in path.parents
+    ]
+    return [(path, ast.parse(path.read_text(), str(path))) for path in paths]
+
+
+def test_no_module_outside_the_knowledge_base_asks_where_it_lives():
+    """One KnowledgeBase per process decides what differs when the knowledge base is on a
+    Redis of its own (the flip, the limits, a delete, the claim's reads, health's probes): its
+    callers make the same calls either way."""
+    found = [
+        line for path, tree in _outside_the_kb() for line in _asks_where_the_kb_lives(path, tree)
+    ]
+    health, text = HEALTH_REPORTS_IT
+    lines = (ROOT / health).read_text().splitlines()
+    reported = f"{health}:{next(n for n, line in enumerate(lines, 1) if text in line)}"
+    assert found == [f"{reported} branches on apart"]
+
+
+def test_the_where_it_lives_check_sees_what_it_must_refuse():
+    planted = ast.parse(
+        "from jobs.kb import pending_flips\n"
+        "from jobs.kb.connection import apart\n"
+        "def f(kb, queue, pipe):\n"
+        "    if apart(kb, queue):\n"
+        "        pending_flips.queue_forget(pipe, [])\n"
+        "    watch = () if kb.apart else ('k',)\n"
+        "    separate = kb is not queue\n"
+        "    return [k for k in watch if not separate], dict(apart=kb.apart)\n"
+    )
+    found = _asks_where_the_kb_lives(ROOT / "jobs" / "planted.py", planted)
+    assert sorted(line.split(" ", 1)[1] for line in found) == [
+        "branches on apart",  # `if apart(…)`: the name, in its condition
+        "branches on apart",  # `if kb.apart`
+        "branches on separate",
+        "calls apart()",
+        "imports jobs.kb",
+        "imports jobs.kb.connection",
+    ], found

@@ -9,8 +9,10 @@ import fakeredis
 import pytest
 
 from jobs.core import keys
+from jobs.core.settings import Settings
 from jobs.kb import index
 from jobs.kb.index import IndexedDocument
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import library
 from jobs.upgrades import library_backfill
 from jobs.worker.housekeeping import run as housekeeping
@@ -289,13 +291,14 @@ def test_with_the_knowledge_base_apart_its_entries_stand_in_and_are_backfilled()
             "acme", "dir/kept.pdf", "kept.pdf", "f" * 32, 1_700_000_000_000_000, texts, None
         ),
     )
-    assert library_backfill.backfill(queue, kb) == 1
-    page = library.page(queue, kb, "acme")
+    base = KnowledgeBase(queue, Settings(), kb)
+    assert library_backfill.backfill(queue, base) == 1
+    page = library.page(queue, base, "acme")
     assert page["total"] == 1
     kept = page["documents"][0]
     assert (kept["document_id"], kept["status"], kept["chunks"]) == ("dir/kept.pdf", "succeeded", 1)
     assert kept["content_type"] == "application/pdf"
     assert kept["created_at"] == "2023-11-14T22:13:20.000Z"
-    assert library.page(queue, kb, "acme", query="KEPT")["total"] == 1
-    assert library.page(queue, kb, "other")["total"] == 0
+    assert library.page(queue, base, "acme", query="KEPT")["total"] == 1
+    assert library.page(queue, base, "other")["total"] == 0
     assert not queue.keys("intake:kb:*"), "nothing of the knowledge base on the queue's Redis"

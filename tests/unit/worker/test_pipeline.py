@@ -16,9 +16,9 @@ from jobs.core.failures import TransientError
 from jobs.core.settings import Settings
 from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb import postings
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals
 from jobs.text.terms import TermCounter
-from jobs.worker import parts
 from jobs.worker.attempts import AttemptFence, Superseded
 from jobs.worker.progress import ProgressReporter
 from tests.samples import make_pdf_no_text
@@ -223,7 +223,7 @@ def test_dense_batches_are_stacked(client, run_jobs, redis, monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(parts, "vector_store", lambda settings: Store())
+    monkeypatch.setattr(KnowledgeBase, "open_vectors", lambda kb: Store())
     task_id = upload(client, ("a.txt", TEXT)).get_json()["tasks"][0]["id"]
     run_jobs(_DenseEmbedder())
     chunks = _task(client, task_id)["result"]["chunks"]

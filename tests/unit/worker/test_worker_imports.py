@@ -1,7 +1,8 @@
 """A work-horse is a fork of a worker whose maintenance thread runs beside its main loop. A fork
 taken while that thread is half way through an import inherits the module's import lock held
 by a thread that does not exist in the child: the horse's own import of that module then waits
-forever (seen: a task stuck `running` at jobs.worker.parts.vector_store). So whatever the thread
+forever (seen: a task stuck `running` opening the vector store, whose module, jobs.kb.vectors, is
+imported on first use: now KnowledgeBase.open_vectors). So whatever the thread
 imports lazily must already be imported once the worker is built."""
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import fakeredis
 from jobs.worker.workers import IntakeWorker
 IntakeWorker(["intake"], connection=fakeredis.FakeRedis())
 from jobs.worker import maintenance  # what work() imports before it starts the thread
-from jobs.worker import parts
+from jobs.core.redis_client import WORKER
 from jobs.core.settings import Settings
+from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals
 before = set(sys.modules)
-store = parts.vector_store(Settings(embedding_url="http://127.0.0.1:9/v1",
-                                    vector_database_url="postgresql://127.0.0.1:9/none"))
+kb = KnowledgeBase.of(Settings(embedding_url="http://127.0.0.1:9/v1",
+                               vector_database_url="postgresql://127.0.0.1:9/none"),
+                      fakeredis.FakeRedis(), WORKER)
+store = kb.open_vectors()
 try:  # the hourly sweep of the originals, here in an S3 bucket that does not answer
     originals.sweep(fakeredis.FakeRedis(), Settings.from_env())
 except Exception as exc:
