@@ -9,10 +9,19 @@ inverse document frequencies and the average chunk length read at the moment of 
 impact-ordered postings (jobs.kb.postings): it reads the postings of the term whose unread ones
 could add the most, highest levels first, a block at a time, scores each new chunk exactly from
 its own row, and stops once the k-th best score reaches the most any unread chunk could get.
-Then the answer is exact. A query whose terms are in most chunks with near-equal weights could
-read its way through millions of postings before that point, so `budget` caps the chunks scored:
-past it the answer is the best of the highest-impact chunks of every term (what the
-Lucene-family's impact-ordered early termination gives), reported with ``exact = False``.
+Then the answer is exact.
+
+What a search may cost. Redis runs one script at a time, so a search's cost is everyone's: one
+call must never hold it long, whatever the query (its length, its language, words no chunk
+holds). So the script counts its work in units of about a microsecond of a core (a posting
+read, a row read, a term looked up in a row, more for a longer row) and a call stops at
+WORK_PER_CALL, handing back where it is: between two calls Redis serves every other client (a
+call holds it ~2 ms at most, so eight searches at once keep a PING within ~20 ms). A search
+stops at `budget` units in all (SEARCH_WORK, more for a larger k), answering the best found so
+far with ``exact = False``. Terms that no chunk holds are dropped before anything is read; of
+the rest, the TERM_LIMIT rarest are scored (a pasted page keeps its most telling words, and its
+answer says it is not exact); a candidate is scored heaviest term first and left as soon as
+what its remaining terms could add cannot lift it into the top k.
 
 Dense vectors live in a vector engine (jobs.kb.vectors); what it finds is checked against the
 same live-chunk bitmap, so a chunk of a replaced or deleted document is never answered.
@@ -32,14 +41,15 @@ from jobs.core import keys, scripts
 from jobs.kb.postings import DELTA, K1, B, bucket_name, query_terms
 from jobs.text.terms import SparseRows
 
-#: Most chunks one lexical search scores (each is one row read and a few string finds, ~5 µs),
-#: and at least this many per hit asked for: a larger k needs more candidates to be exact.
-#: A search scores at most CALL_BUDGET of them per script call, so that Redis serves every
-#: other client in between (a call holds it ~20 ms at most).
-DEFAULT_BUDGET = 65536
-BUDGET_PER_HIT = 20
-CALL_BUDGET = 4096
+#: The work (units of about a microsecond of a core: jobs/kb/lua/retrieval_lexical.lua) one
+#: script call does at most, one search in all (at least WORK_PER_HIT per hit asked for: a
+#: larger k needs more candidates to be exact), and how many of a query's terms are scored.
+WORK_PER_CALL = 2_000
+SEARCH_WORK = 60_000
+WORK_PER_HIT = 1_000
+TERM_LIMIT = 64
 BLOCK = 256  # chunk ids read per GETRANGE
+SLICE = 32  # chunk ids whose liveness and rows are read at once
 
 
 # The two searches, each with the part they share (retrieval_hydrate.lua): the primary's keep
@@ -47,7 +57,7 @@ BLOCK = 256  # chunk ids read per GETRANGE
 # refuses BITFIELD, which may write, even with only GETs, so its scripts read the live bits with
 # BITFIELD_RO (Redis 6.2+), which only reads.
 def _searches(bitfield: str) -> tuple[scripts.Script, scripts.Script]:
-    names: dict[str, scripts.Rendered] = {"BLOCK": BLOCK, "BITFIELD": bitfield}
+    names: dict[str, scripts.Rendered] = {"BLOCK": BLOCK, "SLICE": SLICE, "BITFIELD": bitfield}
     return (
         scripts.load(__file__, "retrieval_lexical", names),
         scripts.load(__file__, "retrieval_dense", names),
@@ -65,6 +75,8 @@ class Found:
     hits: list[dict[str, Any]]
     exact: bool = True
     scored: int = 0
+    work: int = 0
+    calls: int = 0
 
 
 def _answers(rows: Sequence[Sequence[bytes]]) -> list[dict[str, Any]]:
@@ -90,7 +102,7 @@ class Retriever:
     `replica`: that Redis is a read replica."""
 
     def __init__(
-        self, connection: Redis, budget: int = DEFAULT_BUDGET, *, replica: bool = False
+        self, connection: Redis, budget: int = SEARCH_WORK, *, replica: bool = False
     ) -> None:
         self.budget = budget
         self.connection = connection
@@ -103,8 +115,8 @@ class Retriever:
         terms = query_terms(query)
         if not terms or k <= 0:
             return Found([])
-        budget = max(self.budget, k * BUDGET_PER_HIT)
-        per_call = min(budget, CALL_BUDGET)
+        budget = max(self.budget, k * WORK_PER_HIT)
+        per_call = min(budget, WORK_PER_CALL)
         terms_args: list[Any] = []
         for bucket, count in terms:
             terms_args += [bucket, count]
@@ -119,17 +131,18 @@ class Retriever:
             keys.kb_levels(tenant, bucket_name(int.from_bytes(bucket, "big")))
             for bucket, _ in terms
         ]
-        state, total = "", 0
+        state, scored, work, calls = "", 0, 0, 0
         while True:
-            last = total + per_call >= budget
-            status, scored, reply = self._lexical(
+            last = work + per_call >= budget
+            status, rows, done, reply = self._lexical(
                 self.connection,
                 keys=declared,
                 more_keys=levels,
                 args={
                     "tenant_prefix": keys.kb_prefix(tenant),
                     "wanted": k,
-                    "scoring_budget": per_call,
+                    "work_budget": min(per_call, budget - work),
+                    "term_limit": TERM_LIMIT,
                     "bm25_k1": K1,
                     "bm25_b": B,
                     "bm25_delta": DELTA,
@@ -138,9 +151,9 @@ class Retriever:
                 },
                 rest=terms_args,
             )
-            total += int(scored)
+            scored, work, calls = scored + int(rows), work + int(done), calls + 1
             if status != 2:
-                return Found(_answers(reply), status == 1, total)
+                return Found(_answers(reply), status == 1, scored, work, calls)
             state = reply.decode()
 
     def hydrate(

@@ -163,13 +163,23 @@ def test_the_search_is_exact_on_a_corpus_where_it_stops_early(redis):
         assert found.scored < len(texts), f"{words}: it read every chunk"
 
 
-def test_a_search_past_its_budget_answers_from_the_highest_impacts(redis):
-    texts = [("common " * (1 + n % 5)) + f"filler{n}" for n in range(600)]
+def test_a_search_past_its_budget_answers_from_the_highest_impacts(redis, monkeypatch):
+    from jobs.kb import retrieval
+
+    monkeypatch.setattr(retrieval, "WORK_PER_HIT", 1)
+    texts = [
+        ("common " * (1 + n % 5)) + " ".join(f"filler{n}x{j}" for j in range(n % 7))
+        for n in range(600)
+    ]
     put(redis, "many", texts)
-    found = search(redis, "common", k=5, budget=256)
-    assert found.scored <= 256 + 256
-    assert len(found.hits) == 5
-    assert all("common common common common common" in h["text"] for h in found.hits)
+    whole = search(redis, "common", k=20)
+    found = search(redis, "common", k=20, budget=64)
+    assert whole.exact and len(whole.hits) == 20
+    assert not found.exact
+    assert found.work <= 64 + 8, "past its budget by a row or so at most"
+    assert found.scored < whole.scored
+    assert found.hits, "the best found so far"
+    assert all(h["text"].count("common") == 5 for h in found.hits), "the highest impacts first"
 
 
 def test_a_staged_document_is_invisible_until_its_flip(redis):
@@ -543,10 +553,10 @@ def test_a_search_goes_on_across_script_calls_to_the_same_exact_answer(redis, mo
     put(redis, "corpus", texts)
     whole = {q: search(redis, q, k=20) for q in ("w0 w1 w2", "w5 w40", "w1")}
     calls = []
-    monkeypatch.setattr(retrieval, "CALL_BUDGET", 16)
+    monkeypatch.setattr(retrieval, "WORK_PER_CALL", 16)
     original = Retriever.__init__
 
-    def counting(self, connection, budget=retrieval.DEFAULT_BUDGET):
+    def counting(self, connection, budget=retrieval.SEARCH_WORK):
         original(self, connection, budget)
         script = self._lexical
         self._lexical = lambda client, **given: (
