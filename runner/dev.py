@@ -29,16 +29,24 @@ from runner import record
 from runner.postgres_service import VECTOR_DATABASE_ENV, start_vector_database
 from runner.processes import ManagedProcess, kill_sessions, stop_all
 from runner.redis_service import (
+    KB_URL_ENV,
     NOT_DURABLE_NOTICE,
     STOP_TIMEOUT,
     EmbeddedRedis,
     RedisBackend,
+    RedisProcess,
+    start_kb_redis,
     start_redis,
 )
 
 log = logging.getLogger("intake.dev")
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+KB_TOGETHER_NOTICE = (
+    "Knowledge base: kept on the queue's Redis, which already holds one (this instance was made "
+    "before the knowledge base had a Redis of its own; docs/deploying.md says how to move it)"
+)
 
 
 class WorkerSupervisor:
@@ -193,6 +201,13 @@ def start_services(
     if isinstance(backend, EmbeddedRedis):
         _say(NOT_DURABLE_NOTICE)
     env = {**os.environ, "REDIS_URL": backend.url, "SECRET_KEY": secret_key}
+    knowledge_base = start_kb_redis(instance_dir / "redis-kb", backend)
+    if knowledge_base is not None:
+        stack.callback(knowledge_base.stop)  # LIFO: after the workers, like the queue's
+        env[KB_URL_ENV] = knowledge_base.url
+        _say(f"Knowledge base: {knowledge_base.description}")
+    elif isinstance(backend, RedisProcess):
+        _say(KB_TOGETHER_NOTICE)
     if STORAGE_ENV not in env:  # made now: health names a store whose directory is missing down
         originals = instance_dir / "originals"
         originals.mkdir(parents=True, exist_ok=True)
@@ -243,15 +258,18 @@ def run(
     previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
     try:
         backend, supervisor = start_services(stack, workers, secret_key, instance_dir)
-        record.write(instance_dir, backend.url)  # for `flask ingest` in another terminal
+        # for `flask ingest` in another terminal
+        record.write(instance_dir, backend.url, supervisor.env.get(KB_URL_ENV, ""))
         stack.callback(record.remove, instance_dir)
         vectors = (
             {VECTOR_DATABASE_ENV: supervisor.env[VECTOR_DATABASE_ENV]}
             if supervisor.env.get(VECTOR_DATABASE_ENV)
             else {}
         )
+        kb = {KB_URL_ENV: supervisor.env[KB_URL_ENV]} if supervisor.env.get(KB_URL_ENV) else {}
         app = app_factory(
             {
+                **kb,
                 "REDIS_URL": backend.url,
                 "SECRET_KEY": secret_key,
                 "INTAKE_LOCAL_MODE": True,
@@ -263,6 +281,7 @@ def run(
         _say(
             f"\nIntake dev runner\n  Web:       {base}/\n  Dashboard: {base}/rq\n"
             f"  Redis:     {backend.description}\n"
+            f"  Knowledge: {supervisor.env.get(KB_URL_ENV) or 'on the same Redis'}\n"
             f"  Originals: {supervisor.env[STORAGE_ENV]}\n"
             f"  Workers:   {workers} (pids {supervisor.pids}), restarted if they exit\n"
             f"  Secret:    {key_source}\n"

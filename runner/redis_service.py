@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import redis
 
+from jobs.core import keys
 from runner.processes import ManagedProcess, free_port
 
 if TYPE_CHECKING:
@@ -191,6 +192,36 @@ def start_redis(data_dir: Path, env: Mapping[str, str] = os.environ) -> RedisBac
     if executable and env.get(NO_REDIS_SERVER_ENV, "") in ("", "0"):
         return RedisProcess(data_dir, executable).start()
     return EmbeddedRedis().start()
+
+
+KB_URL_ENV = "INTAKE_KB_URL"
+
+
+def start_kb_redis(
+    data_dir: Path, queue: RedisBackend, env: Mapping[str, str] = os.environ
+) -> RedisBackend | None:
+    """The knowledge base's Redis, or None to keep it on the queue's (docs/deploying.md,
+    "The knowledge base on a Redis of its own").
+
+    Why apart: a search runs on a Redis core; on the queue's, even short script calls add up
+    while a tenant searches hard, and every upload and poll waits behind them. So when the
+    runner starts its own redis-server for the queue, it starts a second one for the knowledge
+    base (AOF under `data_dir`). INTAKE_KB_URL, if set, is used as it is. Kept together: a queue
+    Redis someone else runs (REDIS_URL: their choice), the embedded fakeredis, and an instance
+    whose queue Redis already holds a knowledge base (made before the split: moving it is the
+    operator's call, deploying.md says how)."""
+    if env.get(KB_URL_ENV):
+        return ExternalRedis(env[KB_URL_ENV], KB_URL_ENV)
+    if not isinstance(queue, RedisProcess) or holds_knowledge_base(queue.url):
+        return None
+    return RedisProcess(data_dir, queue.executable).start()
+
+
+def holds_knowledge_base(url: str) -> bool:
+    """True when any knowledge base key is in that Redis."""
+    with redis.Redis.from_url(url) as connection:
+        found = connection.scan_iter(match=f"{keys.PREFIX}kb:*", count=10_000)
+        return next(found, None) is not None
 
 
 NOT_DURABLE_NOTICE = """

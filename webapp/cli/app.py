@@ -48,4 +48,6 @@ def on_dev_runner(app: Flask) -> Flask:
         return app
     from webapp import create_app
 
-    return create_app({"REDIS_URL": found, "REDIS_URL_FROM_DEV_RUNNER": True})
+    kb_url = record.running_kb_url(record.INSTANCE_DIR)
+    config = {"REDIS_URL": found, "REDIS_URL_FROM_DEV_RUNNER": True}
+    return create_app({**config, "INTAKE_KB_URL": kb_url} if kb_url else config)

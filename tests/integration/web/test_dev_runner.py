@@ -1,6 +1,7 @@
 """`make run` as a person uses it (docs/architecture.md §2): `flask --app webapp dev` starts a
-redis-server with AOF, two supervised workers and the web app; a document goes through; a worker
-killed is started again; Ctrl-C stops every process it started, Redis last.
+redis-server with AOF for the queue and one for the knowledge base, two supervised workers and
+the web app; a document goes through and is found, its index on the knowledge base's Redis
+alone; a worker killed is started again; Ctrl-C stops every process it started, Redis last.
 
 The runner is started exactly as `make run` starts it, with its Redis data in the test's own
 folder (--instance-dir) and on free ports.
@@ -8,11 +9,13 @@ folder (--instance-dir) and on free ports.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
 
 import pytest
+import redis
 
 from runner.processes import ManagedProcess, free_port
 from tests.integration.helpers import ApiClient, poll
@@ -91,6 +94,19 @@ def test_make_run_serves_a_document_restarts_a_worker_and_stops_everything(tmp_p
             task_id = response.json()["tasks"][0]["id"]
             assert wait_terminal(client, [task_id])[0][task_id]["status"] == "succeeded"
             assert (tmp_path / "instance" / "redis").is_dir(), "the AOF is in --instance-dir"
+            (hit,) = get_json(client, f"/api/search?q={word}")["results"]
+            assert hit["task_id"] == task_id
+            kb = get_json(client, "/api/health")["dependencies"]["kb"]
+            assert kb["apart"] and kb["up"], kb
+            assert (tmp_path / "instance" / "redis-kb").is_dir(), "the KB's AOF too"
+            state = json.loads((tmp_path / "instance" / "dev-runner.json").read_text())
+            queue, knowledge_base = (
+                redis.Redis.from_url(state[k]) for k in ("redis_url", "kb_url")
+            )
+            assert list(knowledge_base.scan_iter(match="intake:kb:*", count=10_000))
+            assert not list(queue.scan_iter(match="intake:kb:*", count=10_000)), (
+                "no search reads the queue's Redis"
+            )
 
             before = set(health["workers"]["names"])
             # The runner's own children only: a worker forks a scheduler with the same command
