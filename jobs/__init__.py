@@ -26,6 +26,7 @@ from jobs.core.failures import IntakeError, PermanentError, TransientError
 from jobs.core.health import shared_queue_name
 from jobs.core.ids import ID_PATTERN, is_id
 from jobs.core.jsontext import compact as compact_json
+from jobs.core.keys import kb_pattern as knowledge_base_keys
 from jobs.core.logs import configure as configure_logging
 from jobs.core.logs import held as held_logs
 from jobs.core.logs import write as write_logs
@@ -72,6 +73,7 @@ __all__ = [
     "compact_json",
     "configure_logging",
     "connect_redis",
+    "knowledge_base_keys",
     "dead_letter_count",
     "detect_kind",
     "display_url",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import redis
 
-from jobs.core import keys
+from jobs import knowledge_base_keys
 from runner.processes import ManagedProcess, free_port
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def start_kb_redis(
 def holds_knowledge_base(url: str) -> bool:
     """True when any knowledge base key is in that Redis."""
     with redis.Redis.from_url(url) as connection:
-        found = connection.scan_iter(match=f"{keys.PREFIX}kb:*", count=10_000)
+        found = connection.scan_iter(match=knowledge_base_keys(), count=10_000)
         return next(found, None) is not None
 
 

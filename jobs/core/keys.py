@@ -64,6 +64,11 @@ def kb_generation(tenant: str) -> str:
     return f"{PREFIX}kb:{tenant}:gen"
 
 
+def kb_pattern() -> str:
+    """A SCAN pattern for every key of every tenant's knowledge base (is there one here?)."""
+    return f"{PREFIX}kb:*"
+
+
 def kb_prefix(tenant: str) -> str:
     """The start of every key of a tenant's knowledge base. The search scripts derive from it
     the keys named by what other keys hold: a term's ``i:<bucket>:<level>`` postings (the levels
