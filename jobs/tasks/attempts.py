@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from redis import Redis
@@ -175,12 +175,15 @@ class AttemptFence:
 
     def commit(
         self,
-        build: Callable[[Pipeline], None],
+        fields: Mapping[str, Any],
+        ttl_seconds: int,
+        build: Callable[[Pipeline], None] | None = None,
         *,
         watch: Iterable[str] = (),
         check: WatchedCheck | None = None,
     ) -> list[Any]:
-        """Send `build`'s writes in one MULTI, only while this attempt owns the running task.
+        """Write `fields` (jobs.tasks.record's: a change of status) into the task, then
+        `build`'s writes, in one MULTI, only while this attempt owns the running task.
 
         The task key (and `watch`) are WATCHed: if anyone changes them before EXEC, the writes
         are not applied and the ownership is checked again. `check` reads the watched keys
@@ -199,7 +202,10 @@ class AttemptFence:
                     if check is not None:
                         check.judge(replies[1])
                     pipe.multi()
-                    build(pipe)
+                    pipe.hset(self.key, mapping=dict(fields))
+                    pipe.expire(self.key, ttl_seconds)
+                    if build is not None:
+                        build(pipe)
                     return pipe.execute()
                 except WatchError:
                     continue

@@ -36,8 +36,8 @@ from jobs.core import keys, scripts
 from jobs.core.failures import CancelRequested
 from jobs.tasks import record as task_record
 from jobs.tasks import states
+from jobs.tasks.attempts import Superseded
 from jobs.text.sandbox import HEARTBEAT_SECONDS
-from jobs.worker.attempts import Superseded
 
 #: How long a claim lasts unless renewed: four of the reader's heartbeats (a reader alive
 #: renews it in time even on a loaded machine), and how soon a lost reader's range is read again.

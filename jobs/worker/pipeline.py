@@ -3,7 +3,7 @@ parse → chunk → embed → index.
 
 `ingest_document` is RQ's entry point only: it hands the job, the task id and this process's
 parts (jobs.worker.parts: settings, embedder, progress reporter) to `run_attempt`, which uses
-nothing else. An attempt first takes its task (jobs.worker.attempts): only the job of the task's
+nothing else. An attempt first takes its task (jobs.tasks.attempts): only the job of the task's
 current run may, and only while the task may start; a job canceled just as it was dequeued, or one
 of a run a Retry replaced, ends at once having changed nothing. After that every write of the
 attempt is fenced by its own id, and it checks that it still owns the task between steps and
@@ -39,12 +39,12 @@ from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals, states, transitions
 from jobs.tasks import record as task_record
 from jobs.tasks import records as tasks
+from jobs.tasks.attempts import AttemptFence, Refused, Superseded
 from jobs.text import ocr
 from jobs.text.chunking import Chunk, chunk_blocks
 from jobs.text.parsers import ParsedDocument
 from jobs.text.sandbox import parse_bounded
 from jobs.worker import checkpoints, parts, scan_reading
-from jobs.worker.attempts import AttemptFence, Refused, Superseded
 from jobs.worker.classify import classify
 from jobs.worker.parts import Parts
 from jobs.worker.progress import dashboard_text

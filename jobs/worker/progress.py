@@ -1,7 +1,7 @@
 """ProgressReporter: the one writer of a running attempt's progress.
 
 Each write goes to Intake's plain task hash (what the API reads) through the attempt's fence
-(jobs.worker.attempts): nothing is written once the attempt no longer owns the running task, so
+(jobs.tasks.attempts): nothing is written once the attempt no longer owns the running task, so
 a cancel, a Retry or a delete is never undone by a late write. Only a write the fence let
 through is then copied to the RQ job's meta (what rq-dashboard shows) with RQ's own
 `Job.save_meta()`: the job is the one writer of its meta, and an attempt that lost its task
@@ -33,7 +33,7 @@ from redis.client import Pipeline
 from jobs.core.clock import now_iso
 from jobs.core.redis_client import is_outage
 from jobs.tasks import record as task_record
-from jobs.worker.attempts import AttemptFence
+from jobs.tasks.attempts import AttemptFence
 
 log = logging.getLogger(__name__)
 
@@ -168,15 +168,8 @@ class ProgressReporter:
         applies only while this attempt owns the running task (`AttemptFence.commit`, which
         takes `options`), else raises CancelRequested or Superseded."""
         fields = self._fields(extra)
-
-        def build(pipe: Pipeline) -> None:
-            pipe.hset(self.fence.key, mapping=fields)
-            pipe.expire(self.fence.key, self.ttl_seconds)
-            if queue_more is not None:
-                queue_more(pipe)
-
         with self._lock:
-            self.fence.commit(build, **options)
+            self.fence.commit(fields, self.ttl_seconds, queue_more, **options)
             self._wrote()
             self._save_meta(fields)
 

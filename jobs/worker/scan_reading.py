@@ -47,12 +47,12 @@ from jobs.core.failures import CancelRequested, PermanentError
 from jobs.core.settings import MIB, Settings
 from jobs.tasks import originals
 from jobs.tasks import record as task_record
+from jobs.tasks.attempts import Superseded
 from jobs.tasks.record import TaskRecord
 from jobs.text import ocr, parse_reply
 from jobs.text.parsers import ParsedDocument, ParseOptions, with_pages_read
 from jobs.text.sandbox import parse_bounded
 from jobs.worker import parts
-from jobs.worker.attempts import Superseded
 from jobs.worker.page_ranges import MAX_TRIES, Claimed, Failed, Finished, PageRanges, cut
 
 log = logging.getLogger(__name__)

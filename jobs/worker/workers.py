@@ -126,7 +126,7 @@ def stop_horse_left_behind(worker: Worker) -> None:
     the job's heartbeat expires and another worker re-drives the task (§8). A cut-off
     worker so stops its horse within seconds of noticing, ~20 s after the cut on a stalled
     link (tests/integration/worker/test_cut_off_worker.py), well before the 65 s after which the
-    task is taken over; the attempt fence (jobs.worker.attempts) refuses whatever slips through.
+    task is taken over; the attempt fence (jobs.tasks.attempts) refuses whatever slips through.
     A Sentinel failover does not get here: refused connections are tried again for ~20 s
     (jobs.core.redis_client.WORKER) while a replica is promoted."""
     pid = worker.horse_pid

@@ -23,8 +23,8 @@ from jobs.core.failures import CancelRequested
 from jobs.core.settings import Settings
 from jobs.tasks import lifecycle, states
 from jobs.tasks import record as task_record
+from jobs.tasks.attempts import Superseded
 from jobs.worker import page_ranges
-from jobs.worker.attempts import Superseded
 from jobs.worker.page_ranges import MAX_TRIES, Claimed, Failed, Finished, PageRanges, Waiting, cut
 from jobs.worker.scan_reading import RANGE_PAGES, range_failure
 from tests.integration.helpers import poll

@@ -40,8 +40,8 @@ SHARED = {
 }
 # The modules whose scripts change a task's state: they spell no field of it at all.
 WRITERS = (
+    "jobs/tasks/attempts.py",
     "jobs/tasks/lifecycle.py",
-    "jobs/worker/attempts.py",
     "jobs/worker/reconcile.py",
     "jobs/worker/progress.py",
     "jobs/worker/pipeline.py",
@@ -259,3 +259,21 @@ def test_start_goes_through_transitions_changed(client, redis, run_jobs, monkeyp
     run_jobs()
     # A start sent to a server without its script is built and sent again whole (scripts.send).
     assert list(dict.fromkeys(seen))[:2] == [states.RUNNING, states.SUCCEEDED]
+
+
+def test_no_module_outside_tasks_writes_a_task_hash():
+    """A task's state has one home (jobs/tasks): the worker reports through the attempt's fence
+    (jobs.tasks.attempts) and transitions, and reads the hash at most."""
+    jobs = Path(__file__).resolve().parents[3] / "jobs"
+    python_write = re.compile(r"\.(hset|hdel|hincrby|hsetnx|hmset|delete)\(\s*keys\.task\(")
+    lua_write = re.compile(r"'(HSET|HDEL|HINCRBY|HSETNX|HMSET|DEL|EXPIRE)',\s*task\b")
+    found = [
+        str(path.relative_to(jobs.parent))
+        for path in sorted(jobs.rglob("*"))
+        if path.suffix in (".py", ".lua")
+        and "tasks" not in path.relative_to(jobs).parts[:1]
+        and (python_write if path.suffix == ".py" else lua_write).search(path.read_text())
+    ]
+    assert found == []
+    # The patterns do find a write (so the test would see one outside tasks/).
+    assert lua_write.search((jobs / "tasks" / "lua" / "attempts_start.lua").read_text())

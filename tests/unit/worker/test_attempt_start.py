@@ -1,5 +1,5 @@
 """An attempt's start: the move to `running`, what follows it and the prefetched reads travel
-in one round trip when the job's queue names the task's tenant (jobs.worker.attempts)."""
+in one round trip when the job's queue names the task's tenant (jobs.tasks.attempts)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from redis.client import Pipeline
 from jobs import Settings
 from jobs.core import keys
 from jobs.core.queues import DEFAULT_TENANT
-from jobs.worker import attempts
-from jobs.worker.attempts import AttemptFence
+from jobs.tasks import attempts
+from jobs.tasks.attempts import AttemptFence
 from tests.unit.tasks.test_lifecycle import TEXT, _one
 
 

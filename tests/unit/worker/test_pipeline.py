@@ -18,8 +18,8 @@ from jobs.embedding.embedders import LocalEmbedder
 from jobs.kb import postings
 from jobs.kb.knowledge_base import KnowledgeBase
 from jobs.tasks import originals
+from jobs.tasks.attempts import AttemptFence, Superseded
 from jobs.text.terms import TermCounter
-from jobs.worker.attempts import AttemptFence, Superseded
 from jobs.worker.progress import ProgressReporter
 from tests.samples import make_pdf_no_text
 from tests.unit.conftest import upload
