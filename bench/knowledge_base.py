@@ -118,12 +118,7 @@ def _document(n: int, nonce: str, rng: np.random.Generator) -> tuple[str, bytes,
 
 def exact_queries(seed: int = 17) -> list[str]:
     """EXACT_QUERIES queries of 1–4 words, their vocabulary ranks log-uniform."""
-    rng = np.random.default_rng(seed)
-    queries = []
-    for _ in range(EXACT_QUERIES):
-        ranks = np.exp(rng.uniform(0, np.log(len(corpus.WORDS)), int(rng.integers(1, 5))))
-        queries.append(" ".join(corpus.WORDS[int(r)] for r in ranks))
-    return queries
+    return corpus.short_queries(seed, EXACT_QUERIES)
 
 
 def exact_share(base: str, redis_url: str) -> dict[str, Any]:
@@ -253,8 +248,8 @@ def run() -> dict[str, Any]:
             rss_empty = worker_rss_mb(pid)
             log(f"writing {SMALL:,} and {LARGE:,} chunks (jobs.kb.index.write, 2 processes)")
             built = {
-                "small_s": corpus.build(redis_url, "small", SMALL),
-                "large_s": corpus.build(redis_url, "large", LARGE),
+                "small_s": corpus.build(redis_url, "small", SMALL).seconds,
+                "large_s": corpus.build(redis_url, "large", LARGE).seconds,
             }
             redis_mb = connection.info("memory")["used_memory"] / 2**20
             log(f"search latency: {ROUNDS} interleaved rounds x {PER_ROUND} per side")
