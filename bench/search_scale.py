@@ -375,9 +375,10 @@ def _search_loop(redis_url: str, tenant: str, queries: list[str], stop: Any, don
     from jobs.text.terms import TERMS
 
     connection = redis.Redis.from_url(redis_url, socket_timeout=None)
+    connection.ping()
     retriever = Retriever(connection)
     rows = [TERMS.count_query(q) for q in queries]
-    n = 0
+    n = done.value = 0  # ready: the first search goes now
     while not stop.is_set():
         retriever.lexical(tenant, rows[n % len(rows)], K)
         n += 1
@@ -388,10 +389,11 @@ def _search_loop(redis_url: str, tenant: str, queries: list[str], stop: Any, don
 def ping_under_search(
     redis_url: str, connection: redis.Redis, sets: dict[str, dict], seconds: float
 ) -> dict[str, Any]:
-    """PING round trips while CONCURRENT processes run the worst-case queries in a loop."""
+    """PING round trips while CONCURRENT processes run the worst-case queries in a loop (from 1 s
+    after the last of them sent its first one)."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
-    counts = [context.Value("i", 0) for _ in range(CONCURRENT)]
+    counts = [context.Value("i", -1) for _ in range(CONCURRENT)]  # -1: not searching yet
     workers = [
         context.Process(
             target=_search_loop,
@@ -402,17 +404,18 @@ def ping_under_search(
     connection.config_set("slowlog-log-slower-than", 1000)
     connection.config_set("slowlog-max-len", 100_000)
     connection.slowlog_reset()
+    pinger = redis.Redis.from_url(redis_url, socket_timeout=None)
+    pinger.ping()
     for worker in workers:
         worker.start()
     try:
         deadline = time.monotonic() + 300
-        while min(c.value for c in counts) == 0:  # every searcher has started searching
+        while min(c.value for c in counts) < 0:
             if time.monotonic() > deadline or not all(w.is_alive() for w in workers):
                 raise RuntimeError("the concurrent searchers did not start")
             time.sleep(0.05)
+        time.sleep(1.0)
         before = sum(c.value for c in counts)
-        pinger = redis.Redis.from_url(redis_url, socket_timeout=None)
-        pinger.ping()
         pings: list[float] = []
         begun = time.perf_counter()
         while (elapsed := time.perf_counter() - begun) < seconds or (
@@ -423,11 +426,16 @@ def ping_under_search(
             pings.append(time.perf_counter() - started)
             time.sleep(0.001)
         searches = sum(c.value for c in counts) - before
-        pinger.close()
     finally:
+        pinger.close()
+        # A search under way at the end may take long at a million chunks: the searchers are
+        # waited for a few seconds, then ended (the call they sent runs to its end in Redis).
         stop.set()
         for worker in workers:
-            worker.join(600)
+            worker.join(5)
+            if worker.is_alive():
+                worker.terminate()
+                worker.join()
     calls = [e["duration"] / 1e6 for e in connection.slowlog_get(-1) if _is_evalsha(e)]
     connection.config_set("slowlog-log-slower-than", 10_000)
     ms = 1000 * np.asarray(pings)
