@@ -19,15 +19,23 @@ Figures (docs/architecture.md §11, §12), each measured in this one run:
   compared with the exact one (asked with no budget, through the script itself) and the
   smallest overlap reported.
 
+Then, on a redis-server of its own, bench.search_scale: the search script beside tantivy at a
+million chunks of English and of Chinese (search_p95_ratio_tantivy_en/_zh, search_max_call_ms,
+ping_p99_ms_under_search; its docstring). `--only kb` or `--only search` runs one part;
+`--chunks N` (INTAKE_BENCH_SCALE_CHUNKS) sizes both to the machine, the goals being judged at
+1,000,000 only (`--help`).
+
 The server is the Procfile's `web:` line as written (bench.servers.procfile_web) with API keys
 for the tenants; workers are production `rq worker` processes (bench.servers.workers). The two
 big knowledge bases are written directly with `jobs.kb.index.write` (bench.corpus): the staging and
 flip the pipeline's last step makes, from 2 processes; the during-ingest figure indexes through
-the workers. Takes ~6 minutes; prints progress on stderr, then a table, then one JSON line.
+the workers. Prints progress on stderr, then one table of both parts' figures, then one JSON
+line.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -42,7 +50,7 @@ import numpy as np
 import redis
 import requests
 
-from bench import corpus, measure
+from bench import corpus, measure, search_scale
 from bench.servers import procfile_web, redis_server, workers
 
 SMALL, LARGE = 10_000, 1_000_000
@@ -118,12 +126,7 @@ def _document(n: int, nonce: str, rng: np.random.Generator) -> tuple[str, bytes,
 
 def exact_queries(seed: int = 17) -> list[str]:
     """EXACT_QUERIES queries of 1–4 words, their vocabulary ranks log-uniform."""
-    rng = np.random.default_rng(seed)
-    queries = []
-    for _ in range(EXACT_QUERIES):
-        ranks = np.exp(rng.uniform(0, np.log(len(corpus.WORDS)), int(rng.integers(1, 5))))
-        queries.append(" ".join(corpus.WORDS[int(r)] for r in ranks))
-    return queries
+    return corpus.short_queries(seed, EXACT_QUERIES)
 
 
 def exact_share(base: str, redis_url: str) -> dict[str, Any]:
@@ -236,7 +239,7 @@ def memory_searches(base: str) -> None:
         s.close()
 
 
-def run() -> dict[str, Any]:
+def run(large: int = LARGE) -> dict[str, Any]:
     nonce = uuid.uuid4().hex[:8]
     keys = ",".join(f"{tenant}:{key}" for tenant, key in KEYS.items())
     with tempfile.TemporaryDirectory(prefix="intake-bench-scale-") as tmp:
@@ -251,15 +254,15 @@ def run() -> dict[str, Any]:
                 measure.get_latencies(s, _search_url(base, _query()), 20)
                 s.close()
             rss_empty = worker_rss_mb(pid)
-            log(f"writing {SMALL:,} and {LARGE:,} chunks (jobs.kb.index.write, 2 processes)")
+            log(f"writing {SMALL:,} and {large:,} chunks (jobs.kb.index.write, 2 processes)")
             built = {
-                "small_s": corpus.build(redis_url, "small", SMALL),
-                "large_s": corpus.build(redis_url, "large", LARGE),
+                "small_s": corpus.build(redis_url, "small", SMALL).seconds,
+                "large_s": corpus.build(redis_url, "large", large).seconds,
             }
             redis_mb = connection.info("memory")["used_memory"] / 2**20
             log(f"search latency: {ROUNDS} interleaved rounds x {PER_ROUND} per side")
             grown = growth(base)
-            log(f"exact share: {EXACT_QUERIES} queries of 1-4 words at {LARGE:,} chunks")
+            log(f"exact share: {EXACT_QUERIES} queries of 1-4 words at {large:,} chunks")
             exactness = exact_share(base, redis_url)
             memory_searches(base)
             rss_full = worker_rss_mb(pid)
@@ -281,34 +284,38 @@ def run() -> dict[str, Any]:
         "rss_empty_mb": rss_empty,
         "rss_full_mb": rss_full,
         "redis_mb": redis_mb,
+        "large": large,
     }
 
 
-def main() -> int:
-    found = run()
+def figures_of(found: dict[str, Any]) -> dict[str, Any]:
     grown, ingest, searchable = found["growth"], found["ingest"], found["searchable"]
-    figures = {
+    return {
         "kb_search_growth_ratio": round(grown["ratio"], 4),
         "kb_search_during_ingest_ratio": round(ingest["ratio"], 4),
         "kb_web_rss_growth_mb": round(found["rss_full_mb"] - found["rss_empty_mb"], 1),
         "time_to_searchable_s": round(searchable["median_s"], 4),
         "search_exact_share": round(found["exactness"]["share"], 4),
     }
-    measure.print_table(figures, GOALS)
+
+
+def print_context(found: dict[str, Any]) -> None:
+    grown, ingest, searchable = found["growth"], found["ingest"], found["searchable"]
+    large = found["large"]
     print(
-        f"search: median {grown['subject_ms']:.2f} ms at {LARGE:,} chunks vs "
+        f"search: median {grown['subject_ms']:.2f} ms at {large:,} chunks vs "
         f"{grown['baseline_ms']:.2f} ms at {SMALL:,} (q={_query()}; exact top 10: "
         f"{grown['exact']}); per-round ratios q1/median/q3 "
         + "/".join(f"{v:.2f}" for v in grown["round_ratios"])
     )
     print(
         f"index written in {found['built']['small_s']:.1f} s ({SMALL:,}) and "
-        f"{found['built']['large_s']:.1f} s ({LARGE:,}); Redis used "
+        f"{found['built']['large_s']:.1f} s ({large:,}); Redis used "
         f"{found['redis_mb']:.0f} MB"
     )
     print(
         f"web worker RSS: {found['rss_empty_mb']:.1f} MB empty, {found['rss_full_mb']:.1f} MB "
-        f"after {LARGE + SMALL:,} chunks and {RSS_SEARCHES} searches"
+        f"after {large + SMALL:,} chunks and {RSS_SEARCHES} searches"
     )
     print(
         f"during ingest: median {ingest['during_ms']:.2f} ms over {ingest['searches_during']} "
@@ -318,7 +325,7 @@ def main() -> int:
     )
     exactness = found["exactness"]
     print(
-        f"exact share: {exactness['share']:.3f} of {EXACT_QUERIES} queries at {LARGE:,} "
+        f"exact share: {exactness['share']:.3f} of {EXACT_QUERIES} queries at {large:,} "
         f"chunks; latency median {exactness['median_ms']:.1f} ms, p95 "
         f"{exactness['p95_ms']:.1f} ms, max {exactness['max_ms']:.1f} ms; "
         f"{exactness['inexact']} inexact, whose top 10 held at least "
@@ -328,7 +335,44 @@ def main() -> int:
         f"time to searchable: median {searchable['median_s']:.3f} s, max "
         f"{searchable['max_s']:.3f} s over {MARKERS} documents"
     )
-    met = measure.goals_met(figures, GOALS)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    search_scale.arguments(parser)
+    parser.add_argument(
+        "--only",
+        choices=("kb", "search"),
+        help="one part: this module's figures (kb) or bench.search_scale's (search)",
+    )
+    args = parser.parse_args()
+    figures: dict[str, Any] = {}
+    goals: dict[str, tuple[str, Callable[[float], bool]]] = {}
+    reported: tuple[str, ...] = ()
+    printers: list[Callable[[], None]] = []
+    full_scale = True
+    if args.only != "search":
+        found = run(args.chunks)
+        figures |= figures_of(found)
+        goals |= GOALS
+        printers.append(lambda: print_context(found))
+        full_scale &= args.chunks >= LARGE
+    if args.only != "kb":
+        chunks, cap = search_scale.scale_of(args)
+        scaled = search_scale.run(chunks, cap, args.queries, args.ping_seconds)
+        found_figures = search_scale.figures_of(scaled)
+        figures |= found_figures
+        goals |= search_scale.GOALS
+        reported = search_scale.REPORTED
+        printers.append(lambda: search_scale.print_context(scaled))
+        full_scale &= search_scale.at_full_scale(found_figures)
+    measure.print_table(figures, goals, reported)
+    for printer in printers:
+        printer()
+        print()
+    if not full_scale:
+        print(f"measured below {LARGE:,} chunks: the goals are judged at {LARGE:,}")
+    met = measure.goals_met(figures, goals) and full_scale
     print(json.dumps({**figures, "goals_met": met}), flush=True)
     return 0
 

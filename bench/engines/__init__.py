@@ -4,7 +4,7 @@ benches use, so that a maintainer can weigh them against Redis (docs/architectur
 
 Not part of `make bench` nor of the tests; each script skips, saying so, when its package is
 missing. Shared here: the CISI collection chunked as bench.search_quality chunks it, the
-million chunks bench.corpus.build writes (the same seeds, the same split in two halves), and
+million chunks bench.corpus.build writes (document n from the seed and n), and
 the latency summary.
 """
 
@@ -24,7 +24,7 @@ from jobs.core.settings import Settings
 ROOT = Path(__file__).resolve().parents[2]
 MILLION = 1_000_000
 PER_DOCUMENT = 1000
-SEED = 11  # bench.corpus.build's default: half i from seed 11 + i
+SEED = 11  # bench.corpus.build's default (bench.corpus.Corpus)
 
 
 def cisi() -> tuple[list[tuple[int, str]], list[tuple[int, str]], dict[int, set[int]]] | None:
@@ -35,16 +35,11 @@ def cisi() -> tuple[list[tuple[int, str]], list[tuple[int, str]], dict[int, set[
     return search_quality.chunks_of(documents, Settings()), queries, relevant
 
 
-def million(chunks: int = MILLION, halves: int = 2) -> Iterator[tuple[int, list[str]]]:
-    """(document number, its chunk texts): what bench.corpus.build(chunks, processes=2) writes."""
-    share = -(-chunks // halves // PER_DOCUMENT) * PER_DOCUMENT
-    for half in range(halves):
-        size = min(share, chunks - half * share)
-        if size <= 0:
-            break
-        first = half * share // PER_DOCUMENT
-        for n, (texts, _rows) in enumerate(corpus.documents(SEED + half, size, PER_DOCUMENT)):
-            yield first + n, texts
+def million(chunks: int = MILLION) -> Iterator[tuple[int, list[str]]]:
+    """(document number, its chunk texts): what bench.corpus.build(chunks) writes."""
+    spec = corpus.Corpus(seed=SEED, per_document=PER_DOCUMENT)
+    for n in range(spec.count(chunks)):
+        yield n, spec.texts(n, spec.size(n, chunks))
 
 
 def two_word_query() -> str:

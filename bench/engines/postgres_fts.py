@@ -112,7 +112,7 @@ def scale(connection, chunks: int, budget: float) -> dict[str, object]:
     log(f"COPY {chunks:,} chunks: {copied:.0f} s")
     indexed = index(connection, "kb")
     log(f"GIN index + ANALYZE: {indexed:.0f} s")
-    extra = engines.million(10 * engines.PER_DOCUMENT, halves=1)
+    extra = engines.million(10 * engines.PER_DOCUMENT)
     started = time.perf_counter()
     for d, texts in extra:
         load(connection, "kb", ((10**6 + d, n, t) for n, t in enumerate(texts)))
