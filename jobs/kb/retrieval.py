@@ -16,7 +16,7 @@ call must never hold it long, whatever the query (its length, its language, word
 holds). So the script counts its work in units of about a microsecond of a core (a posting
 read, a row read, a term looked up in a row, more for a longer row) and a call stops at
 WORK_PER_CALL, handing back where it is: between two calls Redis serves every other client (a
-call holds it ~2 ms at most, so eight searches at once keep a PING within ~20 ms). A search
+call holds it ~1 ms at most, so eight searches at once keep a PING within ~10 ms). A search
 stops at `budget` units in all (SEARCH_WORK, more for a larger k), answering the best found so
 far with ``exact = False``. Terms that no chunk holds are dropped before anything is read; of
 the rest, the TERM_LIMIT rarest are scored (a pasted page keeps its most telling words, and its
@@ -44,7 +44,7 @@ from jobs.text.terms import SparseRows
 #: The work (units of about a microsecond of a core: jobs/kb/lua/retrieval_lexical.lua) one
 #: script call does at most, one search in all (at least WORK_PER_HIT per hit asked for: a
 #: larger k needs more candidates to be exact), and how many of a query's terms are scored.
-WORK_PER_CALL = 2_000
+WORK_PER_CALL = 1_000
 SEARCH_WORK = 60_000
 WORK_PER_HIT = 1_000
 TERM_LIMIT = 64
