@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 
 import Stemmer
@@ -75,33 +76,35 @@ def terms(text: str) -> list[str]:
     return found
 
 
-def document_terms(text: str) -> list[str]:
-    """The terms a chunk is indexed by: stemmed words without stop words, and each spaceless
-    run's pairs and characters."""
+def analysed(text: str, spaceless_terms: Callable[[str], list[str]]) -> list[str]:
+    """The terms of `text` in order: stemmed words without stop words, and each spaceless run
+    as `spaceless_terms` makes it (a document's and a query's analyses differ only there)."""
     found: list[str] = []
     for run, word in _TERM.findall(normalise(text)):
         if word:
             if len(word) > 1 and word not in STOP_WORDS:
                 found.append(stem(word))
-        elif len(run) == 1:
-            found.append(run)
         else:
-            found.extend(run[i : i + 2] for i in range(len(run) - 1))
-            found.extend(run)
+            found.extend(spaceless_terms(run))
     return found
+
+
+def pairs_and_characters(run: str) -> list[str]:
+    """What a chunk's spaceless run is indexed by: its overlapping pairs, then each of its
+    characters (a lone character once)."""
+    return [run] if len(run) == 1 else [*pairs(run), *run]
+
+
+def document_terms(text: str) -> list[str]:
+    """The terms a chunk is indexed by: stemmed words without stop words, and each spaceless
+    run's pairs and characters."""
+    return analysed(text, pairs_and_characters)
 
 
 def query_terms(text: str) -> list[str]:
     """The terms a query is searched by, repeats kept (a word asked twice weighs twice): stemmed
     words without stop words, a spaceless run by its pairs, a lone character by itself."""
-    found: list[str] = []
-    for run, word in _TERM.findall(normalise(text)):
-        if word:
-            if len(word) > 1 and word not in STOP_WORDS:
-                found.append(stem(word))
-        else:
-            found.extend(pairs(run))
-    return found
+    return analysed(text, pairs)
 
 
 def spaceless(text: str) -> bool:
