@@ -20,7 +20,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,26 +80,43 @@ def load(folder: Path) -> tuple[dict[int, str], list[tuple[int, str]], dict[int,
     return documents, queries, relevant
 
 
-def ndcg(ranked: list[int], relevant: set[int], at: int = NDCG_AT) -> float:
-    gain = sum(1 / math.log2(r + 2) for r, d in enumerate(ranked[:at]) if d in relevant)
-    ideal = sum(1 / math.log2(r + 2) for r in range(min(at, len(relevant))))
+#: A query's judgments: the relevant documents (each of gain 1), or each judged document's gain.
+Judged = Collection[int] | Mapping[int, int]
+
+
+def gains_of(judged: Judged) -> Mapping[int, int]:
+    return judged if isinstance(judged, Mapping) else dict.fromkeys(judged, 1)
+
+
+def ndcg(ranked: list[int], judged: Judged, at: int = NDCG_AT) -> float:
+    """nDCG@at with a log2 discount; the gain of a document is its judgment's (1 where only the
+    relevant ones are given, 0 where not judged); the ideal ranking is of the judged ones."""
+    gains = gains_of(judged)
+    gain = sum(gains.get(d, 0) / math.log2(r + 2) for r, d in enumerate(ranked[:at]))
+    ideal = sum(
+        g / math.log2(r + 2) for r, g in enumerate(sorted(gains.values(), reverse=True)[:at])
+    )
     return gain / ideal if ideal else 0.0
 
 
-def recall(ranked: list[int], relevant: set[int], at: int = RECALL_AT) -> float:
-    return len(set(ranked[:at]) & relevant) / len(relevant)
+def recall(ranked: list[int], relevant: Collection[int], at: int = RECALL_AT) -> float:
+    return len(set(ranked[:at]) & set(relevant)) / len(relevant)
 
 
 def score(
     search: Callable[[str], list[int]],
-    queries: list[tuple[int, str]],
-    relevant: dict[int, set[int]],
+    queries: list[tuple[Hashable, str]],
+    judged: Mapping[Any, Judged],
+    relevant_from: int = 1,
 ) -> dict[str, float]:
+    """Mean nDCG@10 and Recall@50 of `search` over `queries` (id, text); a document counts as
+    relevant for recall from the gain `relevant_from` on."""
     n = r = 0.0
     for qid, text in queries:
         ranked = search(text)
-        n += ndcg(ranked, relevant[qid])
-        r += recall(ranked, relevant[qid])
+        gains = gains_of(judged[qid])
+        n += ndcg(ranked, gains)
+        r += recall(ranked, [d for d, g in gains.items() if g >= relevant_from])
     return {"ndcg10": n / len(queries), "recall50": r / len(queries)}
 
 
@@ -116,15 +133,17 @@ def chunks_of(documents: dict[int, str], settings: Settings) -> list[tuple[int, 
     ]
 
 
-def index_document(connection: redis.Redis, doc: int, texts: list[str]) -> None:
-    """One CISI document's chunks staged and flipped by `jobs.kb.index.write`, the pipeline's
-    index step."""
+def index_document(
+    connection: redis.Redis, doc: int, texts: list[str], tenant: str = TENANT
+) -> None:
+    """One document's chunks staged and flipped by `jobs.kb.index.write`, the pipeline's index
+    step."""
     written = index.write(
         connection,
         index.IndexedDocument(
-            tenant=TENANT,
+            tenant=tenant,
             document_id=str(doc),
-            filename=f"cisi-{doc}.txt",
+            filename=f"{tenant}-{doc}.txt",
             task_id=f"{doc:032x}",
             version=1,
             texts=texts,
@@ -136,19 +155,20 @@ def index_document(connection: redis.Redis, doc: int, texts: list[str]) -> None:
 
 
 def intake_side(
-    connection: redis.Redis, chunks: list[tuple[int, str]]
+    connection: redis.Redis, chunks: list[tuple[int, str]], tenant: str = TENANT, k: int = RANKED
 ) -> Callable[[str], list[int]]:
-    """Index every document as the pipeline does; a search function over it."""
+    """Index every document as the pipeline does (in the order of `chunks`: chunk ids, and so
+    equal scores, follow it); a search function over it, asking for `k` chunks."""
     by_doc: dict[int, list[str]] = collections.defaultdict(list)
     for doc, text in chunks:
         by_doc[doc].append(text)
     for doc, texts in by_doc.items():
-        index_document(connection, doc, texts)
+        index_document(connection, doc, texts, tenant)
     searcher = Searcher(connection, LocalEmbedder())
 
     def search(query: str) -> list[int]:
         started = time.perf_counter()
-        answer = searcher.search(TENANT, query, k=RANKED)
+        answer = searcher.search(tenant, query, k=k)
         SEEN["seconds"].append(time.perf_counter() - started)
         SEEN["exact"].append(answer.exact)
         return documents_of(int(hit["document_id"]) for hit in answer.results)
@@ -177,6 +197,39 @@ def bm25s_side(texts: list[tuple[int, str]]) -> Callable[[str], list[int]]:
     return search
 
 
+def measured_intake(
+    chunks: list[tuple[int, str]],
+    scored: Callable[[Callable[[str], list[int]]], dict[str, float]],
+    tenant: str = TENANT,
+    k: int = RANKED,
+) -> dict[str, Any]:
+    """`scored` (the figures of a search function) of Intake's search over `chunks`, indexed
+    into a redis-server of its own, with the share of exact answers and the median latency."""
+    with tempfile.TemporaryDirectory(prefix="intake-quality-") as workdir:
+        with redis_server(Path(workdir)) as (url, _pid):
+            connection = redis.Redis.from_url(url)
+            SEEN["seconds"].clear()
+            SEEN["exact"].clear()
+            subject = scored(intake_side(connection, chunks, tenant, k))
+    seconds = sorted(SEEN["seconds"])
+    return {
+        "intake": subject,
+        "exact_share": sum(SEEN["exact"]) / len(SEEN["exact"]),
+        "median_ms": 1000 * seconds[len(seconds) // 2],
+    }
+
+
+def against(measured: dict[str, Any], baseline: dict[str, float]) -> dict[str, Any]:
+    """Intake's figures (`measured_intake`) with the baseline's and the ratios of the two."""
+    subject = measured["intake"]
+    return {
+        "ndcg_ratio": subject["ndcg10"] / baseline["ndcg10"],
+        "recall50_ratio": subject["recall50"] / baseline["recall50"],
+        **measured,
+        "bm25s": baseline,
+    }
+
+
 def run(log: Callable[[str], None] = print) -> dict[str, Any] | None:
     """The figures, or None (said in the log) where the collection is not beside the checkout."""
     if not (collection_dir() / "CISI.ALL").exists():
@@ -190,20 +243,10 @@ def run(log: Callable[[str], None] = print) -> dict[str, Any] | None:
     )
     baseline = score(bm25s_side(chunks), queries, relevant)
     whole = score(bm25s_side(sorted(documents.items())), queries, relevant)
-    with tempfile.TemporaryDirectory(prefix="intake-quality-") as workdir:
-        with redis_server(Path(workdir)) as (url, _pid):
-            connection = redis.Redis.from_url(url)
-            SEEN["seconds"].clear()
-            SEEN["exact"].clear()
-            subject = score(intake_side(connection, chunks), queries, relevant)
-    seconds = sorted(SEEN["seconds"])
     return {
-        "ndcg_ratio": subject["ndcg10"] / baseline["ndcg10"],
-        "exact_share": sum(SEEN["exact"]) / len(SEEN["exact"]),
-        "median_ms": 1000 * seconds[len(seconds) // 2],
-        "recall50_ratio": subject["recall50"] / baseline["recall50"],
-        "intake": subject,
-        "bm25s": baseline,
+        **against(
+            measured_intake(chunks, lambda search: score(search, queries, relevant)), baseline
+        ),
         "bm25s_whole_documents": whole,
         "documents": len(documents),
         "chunks": len(chunks),

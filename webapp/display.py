@@ -126,7 +126,8 @@ def _pages(location: Mapping[str, Any]) -> str:
 def highlight(text: str, query: str, width: int = 400) -> Markup:
     """`text` escaped, cut to about `width` characters around the first match, with the words of
     `query` that it contains in <mark>. Words match whole; runs of a spaceless script (and their
-    character pairs, as the search itself splits them) match anywhere."""
+    character pairs, or their characters where the text holds none of the pairs, as the search
+    itself splits them) match anywhere."""
     pattern = match_pattern(query, text)
     found = pattern.search(text) if pattern else None
     start = 0

@@ -111,7 +111,8 @@ class TermCounter:
 
     `model` names the analysis: where no dense model is configured it is the name the pipeline
     version carries (jobs.embedding.embedders.LocalEmbedder), so it changes only with the terms
-    a chunk yields.
+    a chunk yields. A query's terms are not in it: searching by more of what chunks already hold
+    (issue 40 gave queries the characters of their spaceless runs) indexes nothing again.
     """
 
     model = "local-bm25-v1"

@@ -1,25 +1,39 @@
 """Search terms in every language: words where a script writes spaces between them, character
-bigrams where it does not.
+pairs and single characters where it does not.
 
-Why bigrams: Chinese, Japanese, Thai (and Korean compounds) write a sentence without spaces, so
+Why pairs: Chinese, Japanese, Thai (and Korean compounds) write a sentence without spaces, so
 a word-splitting pattern turns a whole clause into one term and no word inside it can be
 found. As Lucene's CJK analyzer does, a run of such characters becomes its overlapping pairs
-("死信队列" → 死信, 信队, 队列), the query the same way, so a word is found inside a sentence
-without a dictionary. A lone character stays one term. Both documents and queries go through
-`terms`, NFKC-normalised and lowercased.
+("死信队列" → 死信, 信队, 队列), so a word is found inside a sentence without a dictionary.
 
-What the index keeps of them (`document_terms`, `query_terms`) is what Lucene's English analyzer
-keeps: words of two characters or more, minus its 33 stop words, stemmed by Snowball's English
-stemmer (PyStemmer), so "inspected" finds "inspection" and "the" weighs nothing. A document's
-spaceless runs also index each character alone, so a one-character query ("死") finds the
-character inside longer words; a longer query run is searched by its pairs. Pure: no rq, no
-redis.
+Why each character too, in chunks and in queries alike (Lucene's CJKBigramFilter with
+`outputUnigrams`; issue 40): a question's pairs find the chunks that hold its words, its
+characters rank higher among them those that share more of it worded otherwise ("头痛" and
+"头部疼痛" share no pair), and a one-character query ("癌") finds the character inside words
+("肺癌"). Measured by `python -m bench.cjk_analysis` on a Chinese development collection
+(KUAKE-QTR: 5,118 medical search queries over 26,748 titles; docs/benchmarks.md, "Chinese
+analysis"), Intake's ranking reached nDCG@10 0.850 with characters in queries against 0.790
+with pairs alone (bm25s on pairs: 0.795), and stayed ahead with the titles put together in
+chunks of 200 and 1,000 characters. Characters alone ranked the titles best but fell far behind
+in 1,000-character chunks (0.42 against 0.72: a chunk holds most common characters); a
+dictionary segmenter (jieba's search mode) ranked no better than pairs and lost in chunks, for
+~80 MiB and ~2 s of loading in every process. What it costs is the query's terms: a
+48-character question is searched by ~66 terms instead of ~34 (its characters are common, so
+the search script scores more chunks before it may stop). The chunks' terms are what they were
+before, pairs and characters, so nothing had to be indexed again.
+
+What the index keeps of words (`document_terms`, `query_terms`) is what Lucene's English
+analyzer keeps: words of two characters or more, minus its 33 stop words, stemmed by Snowball's
+English stemmer (PyStemmer), so "inspected" finds "inspection" and "the" weighs nothing. Both
+sides are NFKC-normalised and lowercased. `terms` (words whole, spaceless runs by their pairs)
+is the plain split, without stemming. Pure: no rq, no redis.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 
 import Stemmer
@@ -75,33 +89,35 @@ def terms(text: str) -> list[str]:
     return found
 
 
-def document_terms(text: str) -> list[str]:
-    """The terms a chunk is indexed by: stemmed words without stop words, and each spaceless
-    run's pairs and characters."""
+def analysed(text: str, spaceless_terms: Callable[[str], list[str]]) -> list[str]:
+    """The terms of `text` in order: stemmed words without stop words, and each spaceless run
+    as `spaceless_terms` makes it (a document's and a query's analyses differ only there)."""
     found: list[str] = []
     for run, word in _TERM.findall(normalise(text)):
         if word:
             if len(word) > 1 and word not in STOP_WORDS:
                 found.append(stem(word))
-        elif len(run) == 1:
-            found.append(run)
         else:
-            found.extend(run[i : i + 2] for i in range(len(run) - 1))
-            found.extend(run)
+            found.extend(spaceless_terms(run))
     return found
+
+
+def pairs_and_characters(run: str) -> list[str]:
+    """What a spaceless run is indexed and searched by: its overlapping pairs, then each of its
+    characters (a lone character once)."""
+    return [run] if len(run) == 1 else [*pairs(run), *run]
+
+
+def document_terms(text: str) -> list[str]:
+    """The terms a chunk is indexed by: stemmed words without stop words, and each spaceless
+    run's pairs and characters."""
+    return analysed(text, pairs_and_characters)
 
 
 def query_terms(text: str) -> list[str]:
     """The terms a query is searched by, repeats kept (a word asked twice weighs twice): stemmed
-    words without stop words, a spaceless run by its pairs, a lone character by itself."""
-    found: list[str] = []
-    for run, word in _TERM.findall(normalise(text)):
-        if word:
-            if len(word) > 1 and word not in STOP_WORDS:
-                found.append(stem(word))
-        else:
-            found.extend(pairs(run))
-    return found
+    words without stop words, and each spaceless run's pairs and characters, as a chunk's."""
+    return analysed(text, pairs_and_characters)
 
 
 def spaceless(text: str) -> bool:
@@ -123,12 +139,17 @@ def pairs(run: str) -> list[str]:
 
 def match_pattern(query: str, text: str) -> re.Pattern[str] | None:
     """What to mark in `text` for `query` (None: nothing): its words whole and the text's words
-    of the same stem, its spaceless runs anywhere, and a run that `text` lacks whole by its
-    pairs, as search matched it."""
+    of the same stem, its spaceless runs anywhere, a run that `text` lacks whole by its pairs,
+    and one that shares no pair with `text` by its characters, as search matched it."""
     lowered, pieces, stems = normalise(text), set(), set()
     for phrase in phrases(query):
         if spaceless(phrase):
-            pieces.update([phrase] if phrase in lowered else pairs(phrase))
+            if phrase in lowered:
+                pieces.add(phrase)
+            elif any(pair in lowered for pair in pairs(phrase)):
+                pieces.update(pairs(phrase))
+            else:
+                pieces.update(phrase)
         else:
             pieces.add(phrase)
             stems.add(stem(phrase))

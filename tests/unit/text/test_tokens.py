@@ -1,5 +1,5 @@
 """Search terms in every language (jobs.text.tokens): words where a script has spaces, overlapping
-character pairs where it has none, the same for documents and queries."""
+character pairs and single characters where it has none, the same for documents and queries."""
 
 from __future__ import annotations
 
@@ -66,4 +66,25 @@ def test_documents_and_queries_keep_what_lucene_s_english_analyzer_keeps():
     ], "stemmed; stop words and one letter dropped"
     assert query_terms("inspection inspected the") == ["inspect", "inspect"], "repeats kept"
     assert document_terms("死信队列") == ["死信", "信队", "队列", "死", "信", "队", "列"]
-    assert query_terms("死信队列 死") == ["死信", "信队", "队列", "死"]
+    assert query_terms("死信队列 死") == ["死信", "信队", "队列", "死", "信", "队", "列", "死"]
+
+
+def _scores(documents: list[str], query: str) -> list[float]:
+    counter = TermCounter()
+    return list(InvertedIndex(counter.count(documents)).scores(counter.count_query(query)))
+
+
+def test_a_one_character_query_finds_the_character_inside_words():
+    found = _scores(["肺癌的早期症状有哪些", "今天天气很好"], "癌")
+    assert found[0] > 0 and found[1] == 0
+
+
+def test_a_question_worded_otherwise_finds_the_chunk_sharing_its_characters():
+    # "头痛" and "头部疼痛" share no pair: by pairs alone the first chunk was not found.
+    found = _scores(["头部疼痛应该怎么办", "今天天气很好，我们去公园散步吧"], "头痛")
+    assert found[0] > 0 and found[1] == 0
+
+
+def test_the_chunk_holding_the_whole_word_ranks_above_one_holding_its_characters_apart():
+    found = _scores(["患者出现头痛和发热", "头部有些疼痛和发热", "今天天气很好"], "头痛发热")
+    assert found[0] > found[1] > found[2] == 0

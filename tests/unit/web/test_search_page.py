@@ -30,6 +30,13 @@ def test_the_matched_words_are_marked_and_everything_else_escaped():
     assert highlight("ข้อมูลในฐานข้อมูล", "ฐานข้อมูล").count("<mark>") == 1
 
 
+def test_a_chinese_hit_found_by_the_query_s_characters_marks_them():
+    assert highlight("头部疼痛应该怎么办", "头痛") == "<mark>头</mark>部疼<mark>痛</mark>应该怎么办"
+    assert highlight("患者头痛，头部不适", "头痛发作") == "患者<mark>头痛</mark>，头部不适", (
+        "pairs where the chunk has some, not every shared character"
+    )
+
+
 def test_a_long_chunk_is_cut_around_its_first_match():
     text = "filler " * 200 + "the refund clause " + "tail " * 200
     marked = highlight(text, "refund", width=200)
