@@ -1,30 +1,36 @@
 """How Intake should cut text written without spaces (Chinese above all) into search terms: each
-option's quality and cost, measured the same way (`python -m bench.cjk_analysis`, not in
-`make bench`: ~15–25 minutes; docs/benchmarks.md has the figures and the choice).
+option's quality and cost, measured the same way (`python -m bench.cjk_analysis [--options
+A,B] [--queries N] [--no-quality] [--no-cost]`, not in `make bench`: ~15–35 minutes for the
+costs and ~15 for the quality with `--queries 2000` on 2 shared cores; docs/benchmarks.md,
+"Chinese analysis", has the figures and the choice).
 
 The options (`OPTIONS`) change only what a spaceless run becomes, for chunks and for queries;
-words of spaced scripts stay as jobs.text.tokens makes them. For each option, swapped in where
-the index step and the search count terms (jobs.text.terms):
+words of spaced scripts stay as jobs.text.tokens makes them. Each option is swapped in where
+the index step and the search count terms (jobs.text.terms), then:
 
-* quality: `bench.search_quality_zh` as `make bench` runs it (KUAKE-QTR, a development set:
-  measured with, never tuned to): every title indexed by `jobs.kb.index.write` into a
-  redis-server, every query through `jobs.kb.search.Searcher`, against bm25s on the collection's
-  character bigrams in the same run (and on jieba's search-mode words where jieba is installed).
+* quality: `bench.search_quality_zh`'s measurement (KUAKE-QTR, a development set: measured
+  with, never tuned to; all queries, or a seeded sample): every title indexed by
+  `jobs.kb.index.write` into a redis-server, every query through `jobs.kb.search.Searcher`;
+  and the same with the titles put together in chunks of ~200 and ~1,000 characters (GROUPED;
+  a chunk's gain is its best title's label), where a query matches a small part of a chunk, as
+  in a document. bm25s on the collection's character bigrams beside each, and on jieba's
+  search-mode words on the titles where jieba is installed.
 * cost per chunk, at the default chunk size: chunks of ~1,000 characters made of whole titles
   (seeded draws, one title a line; the titles used as questions below are left out), 100 chunks
   a document: distinct terms a chunk (its postings: one 4-byte chunk id in one posting string
-  each), its row's bytes (4 + 7 a distinct term, jobs.kb.postings), Redis's memory per chunk
-  (`used_memory` after the chunks are written, less an empty server's, ÷ chunks), and the
-  index step's time a chunk (counting and writing, `jobs.kb.index.write`).
+  each), its row's bytes (4 + 7 a distinct term, jobs.kb.postings), Redis's `used_memory`
+  growth per chunk written, the counting's and the whole index step's time a chunk
+  (`jobs.kb.index.write`).
 * cost per query: questions of 20–60 characters, timed at 2,000 chunks (CISI's size) and at
   10,000: the call of the search script (`jobs.kb.retrieval.Retriever.lexical`, k = 10, the
-  query row counted before the clock), each question once unmeasured, then the best of 3. The
-  Chinese questions are held-out titles, two for each English question of the same length
-  (the nearest length where titles run out); the English ones are the sentences of 20–60
-  characters of CISI's queries, searched over chunks made the same way from CISI's abstracts'
-  sentences (English analysis is the same for every option, so measured once). Beside the time:
-  the query's terms (distinct buckets read), the chunks the script scored, and whether it was
-  exact: the script is being rewritten, and these drive its cost.
+  query row counted before the clock), one unmeasured pass, then the best of 3, the English
+  questions and each option's in turn within a pass. The Chinese questions are held-out titles,
+  two for each English question of the same length (the nearest length where titles run out);
+  the English ones are the sentences of 20–60 characters of CISI's queries, searched over
+  chunks made the same way from CISI's abstracts' sentences (English analysis is the same for
+  every option). Beside the time: the query's terms (distinct buckets read), the chunks the
+  script scored, and whether it was exact: the script is being rewritten, and these drive its
+  cost.
 
 Prints progress on stderr and one JSON object on stdout.
 """

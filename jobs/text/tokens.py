@@ -17,7 +17,7 @@ with pairs alone (bm25s on pairs: 0.795), and stayed ahead with the titles put t
 chunks of 200 and 1,000 characters. Characters alone ranked the titles best but fell far behind
 in 1,000-character chunks (0.42 against 0.72: a chunk holds most common characters); a
 dictionary segmenter (jieba's search mode) ranked no better than pairs and lost in chunks, for
-~80 MiB and ~2 s of loading in every process. What it costs is the query's terms: a
+~80 MiB and 1–3 s of loading in every process. What it costs is the query's terms: a
 48-character question is searched by ~66 terms instead of ~34 (its characters are common, so
 the search script scores more chunks before it may stop). The chunks' terms are what they were
 before, pairs and characters, so nothing had to be indexed again.
