@@ -49,10 +49,12 @@ def running_kb_url(instance_dir: Path) -> str:
 
 
 def _running(instance_dir: Path) -> dict | None:
+    """The record of a dev runner that is running now (its pid alive), or None."""
     try:
         found = json.loads((instance_dir / RECORD_NAME).read_text())
+        if not isinstance(found, dict) or "redis_url" not in found:
+            return None
         os.kill(int(found["pid"]), 0)
-        str(found["redis_url"])
-        return found if isinstance(found, dict) else None
+        return found
     except (OSError, ValueError, KeyError, TypeError):
         return None

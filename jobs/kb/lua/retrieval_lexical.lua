@@ -30,7 +30,9 @@ local n, avgdl, top = 1, 0, {}
 
 -- What a term adds to a chunk's score (jobs.kb.postings.tf_part): the same expression scores a
 -- row and bounds a level.
-local absent, part_max
+-- What a chunk without the term would get (taken off every part), and the most a part can be.
+local absent = (k1 + 1) * delta / (k1 + delta)
+local part_max = k1 + 1 - absent
 local UNREAD = -2
 local function part(q, tf, dl)
   local c = tf / (1 - b + b * dl / avgdl)
@@ -84,8 +86,6 @@ if state == '' then
   n = math.max(tonumber(stats[1] or '0'), 1)
   avgdl = tonumber(stats[2] or '0') / n
   if avgdl <= 0 then avgdl = tonumber(stats[3] or '100') end
-  absent = (k1 + 1) * delta / (k1 + delta)
-  part_max = k1 + 1 - absent
   local names = {}
   for i, t in ipairs(terms) do names[i] = t.name end
   local frequencies_found = #names > 0 and redis.call('HMGET', frequencies, unpack(names)) or {}
@@ -115,8 +115,6 @@ else
   local head, spots, best = string.match(state, '^([^|]*)|([^|]*)|(.*)$')
   local a, d = string.match(head, '^([^,]+),([^,]+)$')
   avgdl, dropped = tonumber(a), tonumber(d)
-  absent = (k1 + 1) * delta / (k1 + delta)
-  part_max = k1 + 1 - absent
   local i = 1
   for q, level, offset, bound, most in
       string.gmatch(spots, '([^,;]+),([^,;]+),([^,;]+),([^,;]+),([^,;]+)') do
